@@ -1,0 +1,202 @@
+package cas
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// fileSystem is the seam between the store and the operating system. Every
+// name is relative to the store root. The production implementation confines
+// every operation to the root with os.Root; tests wrap it to record the order
+// of calls or to inject failures.
+type fileSystem interface {
+	OpenFile(name string, flag int, perm fs.FileMode) (file, error)
+	Rename(oldname, newname string) error
+	Remove(name string) error
+	Lstat(name string) (fs.FileInfo, error)
+	Chtimes(name string, atime, mtime time.Time) error
+	Mkdir(name string, perm fs.FileMode) error
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// SyncDir makes the entries of a directory (creations, renames) durable.
+	SyncDir(name string) error
+	// SyncFS makes everything written to the file system holding the store
+	// durable: one barrier for a batch. It returns errSyncFSUnsupported where
+	// the platform has no such call.
+	SyncFS() error
+}
+
+// file is the part of *os.File the store uses.
+type file interface {
+	io.Reader
+	io.Writer
+	io.Closer
+	Name() string
+	Sync() error
+	Stat() (fs.FileInfo, error)
+}
+
+var errSyncFSUnsupported = errors.New("syncfs not supported")
+
+// rootFS implements fileSystem on an os.Root, so that no name, whatever it
+// holds, reaches outside the store root, and no symbolic link leads out.
+// Walking a name through os.Root costs a system call per element, so each
+// shard directory has a Root of its own, opened on first use, and names
+// inside one shard cost one call.
+type rootFS struct {
+	root   *os.Root
+	mu     sync.Mutex
+	shards map[string]*os.Root
+}
+
+func newRootFS(root *os.Root) *rootFS {
+	return &rootFS{root: root, shards: make(map[string]*os.Root)}
+}
+
+// resolve returns the Root and name to use for a name relative to the store
+// root: the shard's own Root for blobs/<shard>/<file>.
+func (r *rootFS) resolve(name string) (*os.Root, string) {
+	const prefix = BlobsDir + "/"
+	if len(name) < len(prefix)+4 || name[:len(prefix)] != prefix || name[len(prefix)+2] != '/' {
+		return r.root, name
+	}
+	shard, base := name[len(prefix):len(prefix)+2], name[len(prefix)+3:]
+	if !isShardName(shard) || strings.ContainsRune(base, '/') {
+		return r.root, name
+	}
+	r.mu.Lock()
+	sr := r.shards[shard]
+	r.mu.Unlock()
+	if sr == nil {
+		var err error
+		sr, err = r.root.OpenRoot(prefix + shard)
+		if err != nil {
+			return r.root, name
+		}
+		r.mu.Lock()
+		if old := r.shards[shard]; old != nil {
+			sr.Close()
+			sr = old
+		} else {
+			r.shards[shard] = sr
+		}
+		r.mu.Unlock()
+	}
+	return sr, base
+}
+
+// forget drops the cached Root of the shard holding name, after an error
+// that says its directory may have been removed and made anew.
+func (r *rootFS) forget(name string, err error) {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	root, _ := r.resolve(name)
+	if root == r.root {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range r.shards {
+		if v == root {
+			delete(r.shards, k)
+			v.Close()
+		}
+	}
+}
+
+func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	root, base := r.resolve(name)
+	f, err := root.OpenFile(base, flag, perm)
+	if err != nil {
+		r.forget(name, err)
+		return nil, err
+	}
+	return f, nil
+}
+
+func (r *rootFS) Rename(oldname, newname string) error {
+	ro, bo := r.resolve(oldname)
+	rn, bn := r.resolve(newname)
+	var err error
+	if ro == rn {
+		err = ro.Rename(bo, bn)
+	} else {
+		err = r.root.Rename(oldname, newname)
+	}
+	if err != nil {
+		r.forget(newname, err)
+	}
+	return err
+}
+
+func (r *rootFS) Remove(name string) error {
+	root, base := r.resolve(name)
+	return root.Remove(base)
+}
+
+func (r *rootFS) Lstat(name string) (fs.FileInfo, error) {
+	root, base := r.resolve(name)
+	return root.Lstat(base)
+}
+
+func (r *rootFS) Chtimes(name string, atime, mtime time.Time) error {
+	root, base := r.resolve(name)
+	return root.Chtimes(base, atime, mtime)
+}
+
+func (r *rootFS) Mkdir(name string, perm fs.FileMode) error { return r.root.Mkdir(name, perm) }
+
+func (r *rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	f, err := r.root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+func (r *rootFS) SyncDir(name string) error {
+	root, base := r.resolve(name + "/.")
+	if root == r.root {
+		base = name
+	}
+	f, err := root.Open(base)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (r *rootFS) SyncFS() error {
+	f, err := r.root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return syncfs(f)
+}
+
+func (r *rootFS) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, v := range r.shards {
+		v.Close()
+		delete(r.shards, k)
+	}
+}
+
+// isDiskFull reports whether err says the file system or the user's quota
+// has no space left.
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

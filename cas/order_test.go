@@ -1,0 +1,384 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// recordingFS records the calls a put makes and checks, at every rename, that
+// the file about to appear under its final name is durable: synced after its
+// last write (or covered by a file-system barrier) and closed.
+type recordingFS struct {
+	fileSystem
+	mu         sync.Mutex
+	log        []string
+	written    map[string]bool // written since the last sync
+	closed     map[string]bool
+	violations []string
+}
+
+func newRecordingFS(inner fileSystem) *recordingFS {
+	return &recordingFS{fileSystem: inner, written: map[string]bool{}, closed: map[string]bool{}}
+}
+
+func (r *recordingFS) record(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingFS) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+type recordingFile struct {
+	file
+	r    *recordingFS
+	name string
+}
+
+func (r *recordingFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	f, err := r.fileSystem.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if flag&os.O_CREATE != 0 {
+		r.record("create %s", name)
+	}
+	return &recordingFile{file: f, r: r, name: name}, nil
+}
+
+func (f *recordingFile) Write(p []byte) (int, error) {
+	n, err := f.file.Write(p)
+	f.r.mu.Lock()
+	f.r.written[f.name] = true
+	f.r.mu.Unlock()
+	f.r.record("write %s", f.name)
+	return n, err
+}
+
+func (f *recordingFile) Sync() error {
+	err := f.file.Sync()
+	f.r.mu.Lock()
+	delete(f.r.written, f.name)
+	f.r.mu.Unlock()
+	f.r.record("sync %s", f.name)
+	return err
+}
+
+func (f *recordingFile) Close() error {
+	err := f.file.Close()
+	f.r.mu.Lock()
+	f.r.closed[f.name] = true
+	f.r.mu.Unlock()
+	f.r.record("close %s", f.name)
+	return err
+}
+
+func (r *recordingFS) Rename(oldname, newname string) error {
+	r.mu.Lock()
+	if r.written[oldname] {
+		r.violations = append(r.violations, "rename of unsynced "+oldname+" to "+newname)
+	}
+	if !r.closed[oldname] {
+		r.violations = append(r.violations, "rename of open "+oldname)
+	}
+	r.mu.Unlock()
+	r.record("rename %s %s", oldname, newname)
+	return r.fileSystem.Rename(oldname, newname)
+}
+
+func (r *recordingFS) SyncDir(name string) error {
+	r.record("syncdir %s", name)
+	return r.fileSystem.SyncDir(name)
+}
+
+func (r *recordingFS) SyncFS() error {
+	err := r.fileSystem.SyncFS()
+	if err == nil {
+		r.mu.Lock()
+		clear(r.written)
+		r.mu.Unlock()
+	}
+	r.record("syncfs")
+	return err
+}
+
+// shape reduces a log to its operations, with temp names as TMP and blob
+// names as BLOB, so that orders compare across runs.
+func shape(log []string) []string {
+	var out []string
+	for _, e := range log {
+		f := strings.Fields(e)
+		for i := 1; i < len(f); i++ {
+			switch {
+			case strings.Contains(f[i], tempPrefix):
+				f[i] = "TMP"
+			case strings.HasPrefix(f[i], "blobs/") && strings.Count(f[i], "/") == 2:
+				f[i] = "BLOB"
+			case strings.HasPrefix(f[i], "blobs/"):
+				f[i] = "SHARD"
+			}
+		}
+		s := strings.Join(f, " ")
+		// Consecutive writes of one file are one step.
+		if len(out) > 0 && s == "write TMP" && out[len(out)-1] == s {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestDurableWriteOrder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		durability Durability
+		size       int
+		want       []string
+	}{
+		{"full", SyncFull, 16 << 10, []string{"create TMP", "write TMP", "sync TMP", "close TMP", "rename TMP BLOB", "syncdir SHARD"}},
+		{"full stream", SyncFull, 3 * memLimit, []string{"create TMP", "write TMP", "sync TMP", "close TMP", "rename TMP BLOB", "syncdir SHARD"}},
+		{"none", SyncNone, 16 << 10, []string{"create TMP", "write TMP", "close TMP", "rename TMP BLOB"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec *recordingFS
+			s := MustOpen(t, WithDurability(tc.durability), withFileSystem(func(inner fileSystem) fileSystem {
+				rec = newRecordingFS(inner)
+				return rec
+			}))
+			rec.mu.Lock()
+			rec.log = nil
+			rec.mu.Unlock()
+			res, err := s.Put(ctx, bytes.NewReader(pattern(tc.size, 1)), ".txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := shape(rec.events())
+			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(got, "; "), strings.Join(tc.want, "; "))
+			}
+			if tc.durability == SyncFull && len(rec.violations) > 0 {
+				t.Errorf("durability violations: %q", rec.violations)
+			}
+			if log := rec.events(); tc.durability == SyncFull && log[len(log)-1] != "syncdir blobs/"+res.Blob.Shard() {
+				t.Errorf("last call = %q, want a sync of the blob's shard %s", log[len(log)-1], res.Blob.Shard())
+			}
+			// The temp file was made in the blob's own shard, or for a stream
+			// whose digest is not known in advance, in blobs/ itself.
+			log := rec.events()
+			wantDir := "blobs/" + res.Blob.Shard() + "/" + tempPrefix
+			if tc.size > memLimit {
+				wantDir = "blobs/" + tempPrefix
+			}
+			if !strings.HasPrefix(strings.Fields(log[0])[1], wantDir) {
+				t.Errorf("temp file %s, want it in %s", strings.Fields(log[0])[1], wantDir)
+			}
+
+			// A dedup hit writes, syncs and renames nothing.
+			rec.mu.Lock()
+			rec.log = nil
+			rec.mu.Unlock()
+			if _, err := s.Put(ctx, bytes.NewReader(pattern(tc.size, 1)), ".txt"); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range rec.events() {
+				if strings.HasPrefix(e, "rename") || strings.HasPrefix(e, "sync") || (tc.size <= memLimit && strings.HasPrefix(e, "write")) {
+					t.Errorf("dedup hit made call %q", e)
+				}
+			}
+		})
+	}
+}
+
+func TestBatchWriteOrder(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		unsupported bool
+	}{{"syncfs", false}, {"fallback", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec *recordingFS
+			s := MustOpen(t, withFileSystem(func(inner fileSystem) fileSystem {
+				rec = newRecordingFS(inner)
+				if tc.unsupported {
+					rec.fileSystem = &faultFS{fileSystem: inner, syncFSErr: errSyncFSUnsupported}
+				}
+				return rec
+			}))
+			rec.mu.Lock()
+			rec.log = nil
+			rec.mu.Unlock()
+			items := make([]Item, 50)
+			for i := range items {
+				items[i] = Item{Data: pattern(4096, byte(i%40)), Ext: ".txt"}
+			}
+			res, err := s.PutBatch(ctx, items)
+			if err != nil {
+				t.Fatal(err)
+			}
+			existed := 0
+			for i, r := range res {
+				if r.Existed {
+					existed++
+				}
+				if r.Blob.Digest != Sum(items[i].Data) {
+					t.Errorf("result %d has digest %v", i, r.Blob.Digest)
+				}
+			}
+			if existed != 10 {
+				t.Errorf("%d items reported Existed, want the 10 repeats", existed)
+			}
+			log := rec.events()
+			firstRename, lastRename, lastWrite := -1, -1, -1
+			barriers := []int{}
+			for i, e := range log {
+				switch {
+				case strings.HasPrefix(e, "rename"):
+					if firstRename < 0 {
+						firstRename = i
+					}
+					lastRename = i
+				case strings.HasPrefix(e, "write"):
+					lastWrite = i
+				case e == "syncfs" && !tc.unsupported:
+					barriers = append(barriers, i)
+				}
+			}
+			if !tc.unsupported {
+				if len(barriers) != 2 {
+					t.Fatalf("%d file-system barriers, want 2: %q", len(barriers), shape(log))
+				}
+				if !(lastWrite < barriers[0] && barriers[0] < firstRename && lastRename < barriers[1]) {
+					t.Errorf("order: last write %d, barrier %d, renames %d..%d, barrier %d; want writes < barrier < renames < barrier",
+						lastWrite, barriers[0], firstRename, lastRename, barriers[1])
+				}
+				if n := strings.Count(strings.Join(log, "\n"), "sync "); n != 0 {
+					t.Errorf("%d per-file syncs in a batch with a barrier", n)
+				}
+			} else if last := log[len(log)-1]; !strings.HasPrefix(last, "syncdir") {
+				t.Errorf("fallback ends with %q, want shard directory syncs", last)
+			}
+			if len(rec.violations) > 0 {
+				t.Errorf("durability violations: %q", rec.violations)
+			}
+			for i, it := range items {
+				got, err := s.ReadAll(ctx, res[i].Blob)
+				if err != nil || !bytes.Equal(got, it.Data) {
+					t.Fatalf("item %d reads back %d bytes, %v", i, len(got), err)
+				}
+			}
+			assertNoTemps(t, s)
+		})
+	}
+}
+
+// faultFS injects failures into a file system.
+type faultFS struct {
+	fileSystem
+	readDirName string
+	readDirErr  error
+	syncFSErr   error
+	// failAfter makes writes fail with ENOSPC once this many bytes were
+	// written to temp files, when positive.
+	failAfter int64
+	mu        sync.Mutex
+	written   int64
+}
+
+func (f *faultFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if f.readDirErr != nil && name == f.readDirName {
+		return nil, f.readDirErr
+	}
+	return f.fileSystem.ReadDir(name)
+}
+
+func (f *faultFS) SyncFS() error {
+	if f.syncFSErr != nil {
+		return f.syncFSErr
+	}
+	return f.fileSystem.SyncFS()
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	fl, err := f.fileSystem.OpenFile(name, flag, perm)
+	if err != nil || f.failAfter <= 0 || flag&os.O_CREATE == 0 {
+		return fl, err
+	}
+	return &limitedFile{file: fl, fs: f}, nil
+}
+
+type limitedFile struct {
+	file
+	fs *faultFS
+}
+
+func (l *limitedFile) Write(p []byte) (int, error) {
+	l.fs.mu.Lock()
+	room := l.fs.failAfter - l.fs.written
+	if room < int64(len(p)) {
+		if room < 0 {
+			room = 0
+		}
+		l.fs.written += room
+		l.fs.mu.Unlock()
+		n, _ := l.file.Write(p[:room])
+		return n, &fs.PathError{Op: "write", Path: l.Name(), Err: syscall.ENOSPC}
+	}
+	l.fs.written += int64(len(p))
+	l.fs.mu.Unlock()
+	return l.file.Write(p)
+}
+
+func TestDiskFull(t *testing.T) {
+	ctx := context.Background()
+	var ff *faultFS
+	s := MustOpen(t, withFileSystem(func(inner fileSystem) fileSystem {
+		ff = &faultFS{fileSystem: inner}
+		return ff
+	}))
+	ff.failAfter = 10000
+	for _, tc := range []struct {
+		name string
+		put  func() error
+	}{
+		{"bytes", func() error { _, err := s.PutBytes(ctx, pattern(20000, 1), ".txt"); return err }},
+		{"stream", func() error { _, err := s.Put(ctx, bytes.NewReader(pattern(3*memLimit, 2)), ".txt"); return err }},
+		{"batch", func() error {
+			_, err := s.PutBatch(ctx, []Item{{pattern(6000, 3), ".txt"}, {pattern(6000, 4), ".txt"}})
+			return err
+		}},
+	} {
+		ff.mu.Lock()
+		ff.written = 0
+		ff.mu.Unlock()
+		err := tc.put()
+		if !errors.Is(err, ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "disk full") {
+			t.Errorf("%s: err = %v, want ErrDiskFull wrapping ENOSPC", tc.name, err)
+		}
+		if n := countBlobs(t, s); n != 0 {
+			t.Errorf("%s: %d blobs after a failed write", tc.name, n)
+		}
+		assertNoTemps(t, s)
+	}
+	// Space returns: the same writes succeed.
+	ff.failAfter = 0
+	res, err := s.PutBytes(ctx, pattern(20000, 1), ".txt")
+	if err != nil {
+		t.Fatalf("put after space returned: %v", err)
+	}
+	if _, err := s.ReadAll(ctx, res.Blob); err != nil {
+		t.Fatal(err)
+	}
+}

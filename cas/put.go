@@ -1,0 +1,305 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// memLimit is the largest content a put holds in memory: such content is
+// hashed before anything is written, so a dedup hit writes nothing. Larger
+// content is hashed while it streams to a temp file.
+const memLimit = 1 << 20
+
+// chunkSize is the unit of streaming reads and writes.
+const chunkSize = 256 << 10
+
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, memLimit+1)
+	return &b
+}}
+
+// PutResult says what a put stored.
+type PutResult struct {
+	Blob Blob
+	Size int64
+	// Existed reports that identical content was already stored under the
+	// blob's name (or earlier in the same batch): nothing was written, and
+	// the file's modification time was refreshed for gc's grace period.
+	Existed bool
+}
+
+// Put stores the bytes read from r as a blob with extension ext and returns
+// its name. Memory stays bounded whatever the size of r. When Put returns
+// without error the blob is durable (in SyncFull mode) and reads back exactly
+// r's bytes. A file left at the final name with other content, by a crash or
+// a corruption, is replaced atomically.
+func (s *Store) Put(ctx context.Context, r io.Reader, ext string) (PutResult, error) {
+	if err := CheckExt(ext); err != nil {
+		return PutResult{}, fmt.Errorf("cas: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{}, err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return s.putBytes(ctx, buf[:n], ext)
+	case err != nil:
+		return PutResult{}, fmt.Errorf("cas: put: read content: %w", err)
+	}
+	return s.putStream(ctx, buf, r, ext)
+}
+
+// PutBytes stores b as a blob with extension ext, as Put does.
+func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, error) {
+	if err := CheckExt(ext); err != nil {
+		return PutResult{}, fmt.Errorf("cas: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{}, err
+	}
+	return s.putBytes(ctx, b, ext)
+}
+
+func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
+	b := Blob{Digest: Sum(data), Ext: ext}
+	res := PutResult{Blob: b, Size: int64(len(data))}
+	hit, err := s.presentBytes(b, data)
+	if err != nil {
+		return res, err
+	}
+	if hit {
+		res.Existed = true
+		return res, nil
+	}
+	tmp, f, err := s.createTemp(b.Shard())
+	if err != nil {
+		return res, err
+	}
+	if _, err := f.Write(data); err != nil {
+		s.discard(tmp, f)
+		return res, s.writeError(b, err)
+	}
+	if err := s.commit(tmp, f, b); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// putStream stores head followed by the rest of r. The digest, and so the
+// shard, is known only after the last byte, so the temp file is made in
+// blobs/ and renamed into its shard: one atomic rename on one file system.
+func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, ext string) (PutResult, error) {
+	tmp, f, err := s.createTempIn(BlobsDir)
+	if err != nil {
+		return PutResult{}, err
+	}
+	h := NewHash()
+	var size int64
+	chunk := head
+	for {
+		if err := ctx.Err(); err != nil {
+			s.discard(tmp, f)
+			return PutResult{}, err
+		}
+		h.Write(chunk)
+		if _, err := f.Write(chunk); err != nil {
+			s.discard(tmp, f)
+			return PutResult{}, s.writeError(Blob{Ext: ext}, err)
+		}
+		size += int64(len(chunk))
+		n, rerr := io.ReadFull(r, head[:chunkSize])
+		chunk = head[:n]
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			h.Write(chunk)
+			if _, err := f.Write(chunk); err != nil {
+				s.discard(tmp, f)
+				return PutResult{}, s.writeError(Blob{Ext: ext}, err)
+			}
+			size += int64(n)
+			break
+		}
+		if rerr != nil {
+			s.discard(tmp, f)
+			return PutResult{}, fmt.Errorf("cas: put: read content: %w", rerr)
+		}
+	}
+	var d Digest
+	h.Sum(d[:0])
+	b := Blob{Digest: d, Ext: ext}
+	res := PutResult{Blob: b, Size: size}
+	hit, err := s.presentStream(ctx, b, size)
+	if err != nil {
+		s.discard(tmp, f)
+		return res, err
+	}
+	if hit {
+		s.discard(tmp, f)
+		res.Existed = true
+		return res, nil
+	}
+	if err := s.commit(tmp, f, b); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// createTemp creates a temp file in a shard directory, recreating the
+// directory if something removed it.
+func (s *Store) createTemp(shard string) (string, file, error) {
+	dir := BlobsDir + "/" + shard
+	tmp, f, err := s.createTempIn(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := s.remakeShard(shard); err != nil {
+			return "", nil, err
+		}
+		tmp, f, err = s.createTempIn(dir)
+	}
+	return tmp, f, err
+}
+
+func (s *Store) createTempIn(dir string) (string, file, error) {
+	for range 10 {
+		tmp := dir + "/" + tempPrefix + randomSuffix()
+		// Blob files are read-only: nothing may change a blob in place.
+		f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			if isDiskFull(err) {
+				return "", nil, fmt.Errorf("cas: create temp file in %s: %w: %w", s.abs(dir), ErrDiskFull, err)
+			}
+			return "", nil, fmt.Errorf("cas: create temp file in %s: %w", s.abs(dir), err)
+		}
+		return tmp, f, nil
+	}
+	return "", nil, fmt.Errorf("cas: create temp file in %s: too many name collisions", s.abs(dir))
+}
+
+func randomSuffix() string {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// commit makes a written temp file the blob: sync, close, rename to the final
+// name, sync the shard directory. Until the rename the blob is invisible; the
+// rename happens only once its bytes are durable.
+func (s *Store) commit(tmp string, f file, b Blob) error {
+	if s.durability == SyncFull {
+		if err := f.Sync(); err != nil {
+			s.discard(tmp, f)
+			return s.writeError(b, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		s.fs.Remove(tmp)
+		return s.writeError(b, err)
+	}
+	if err := s.fs.Rename(tmp, b.RelPath()); err != nil {
+		s.fs.Remove(tmp)
+		return fmt.Errorf("cas: rename into %s: %w", s.abs(b.RelPath()), err)
+	}
+	if s.durability == SyncFull {
+		if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
+			return fmt.Errorf("cas: sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
+		}
+	}
+	return nil
+}
+
+// discard closes and removes a temp file after a failed or unneeded write.
+func (s *Store) discard(tmp string, f file) {
+	f.Close()
+	s.fs.Remove(tmp)
+}
+
+func (s *Store) writeError(b Blob, err error) error {
+	name := "blob"
+	if !b.Digest.IsZero() {
+		name = b.FileName()
+	}
+	if isDiskFull(err) {
+		return fmt.Errorf("cas: write %s: %w: %w", name, ErrDiskFull, err)
+	}
+	return fmt.Errorf("cas: write %s: %w", name, err)
+}
+
+func (s *Store) abs(rel string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(rel))
+}
+
+// presentBytes reports whether the blob's file holds exactly data. When it
+// does, its modification time is refreshed so that gc's grace period counts
+// from this put. A file with other content is not present: the put replaces it.
+func (s *Store) presentBytes(b Blob, data []byte) (bool, error) {
+	fi, err := s.fs.Lstat(b.RelPath())
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
+		return false, nil
+	}
+	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return false, nil
+	}
+	same := sameContent(f, data)
+	f.Close()
+	if !same {
+		return false, nil
+	}
+	return s.touch(b), nil
+}
+
+// presentStream is presentBytes for content already streamed to a temp file:
+// the existing file must have the size and hash to the digest.
+func (s *Store) presentStream(ctx context.Context, b Blob, size int64) (bool, error) {
+	fi, err := s.fs.Lstat(b.RelPath())
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return false, nil
+	}
+	if err := s.Verify(ctx, b); err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, nil
+	}
+	return s.touch(b), nil
+}
+
+// touch refreshes a blob's modification time; it fails only when the file
+// vanished, and then the blob is not present.
+func (s *Store) touch(b Blob) bool {
+	now := s.now()
+	return s.fs.Chtimes(b.RelPath(), now, now) == nil
+}
+
+func sameContent(r io.Reader, want []byte) bool {
+	var buf [32 << 10]byte
+	for {
+		n, err := io.ReadFull(r, buf[:])
+		if n > len(want) || !bytes.Equal(buf[:n], want[:n]) {
+			return false
+		}
+		want = want[n:]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return len(want) == 0
+		}
+		if err != nil {
+			return false
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// CorruptError describes a blob whose file does not hold what its name says.
+// It wraps ErrCorrupt.
+type CorruptError struct {
+	Blob Blob
+	// Reason is a short phrase: "content hashes to blake3:…", "not a regular file".
+	Reason string
+	// Got is the digest of the bytes found, when they could be read.
+	Got Digest
+	// Size is the size of the file found, when it could be read.
+	Size int64
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("blob %s corrupt: %s", e.Blob.FileName(), e.Reason)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// openBlob opens a blob's file for reading. The final element is never
+// followed as a symbolic link, and the file must be a regular file.
+func (s *Store) openBlob(b Blob) (file, fs.FileInfo, error) {
+	if err := CheckExt(b.Ext); err != nil {
+		return nil, nil, err
+	}
+	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+		case errors.Is(err, syscall.ELOOP):
+			return nil, nil, &CorruptError{Blob: b, Reason: "a symbolic link stands where the blob should be"}
+		}
+		if fi, lerr := s.fs.Lstat(b.RelPath()); lerr == nil && !fi.Mode().IsRegular() {
+			return nil, nil, &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"}
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"}
+	}
+	return f, fi, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "non-regular file"
+}
+
+// A Reader reads a blob's bytes and checks them: the read that reaches the
+// end returns an error wrapping ErrCorrupt instead of io.EOF when the bytes do
+// not hash to the blob's digest. A caller that must never pass on wrong bytes
+// reads to the end before using them, or uses ReadAll.
+type Reader struct {
+	f    file
+	blob Blob
+	size int64
+	h    hash.Hash
+	n    int64
+	err  error
+}
+
+// Open opens a blob for a checked read.
+func (s *Store) Open(ctx context.Context, b Blob) (*Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, fi, err := s.openBlob(b)
+	if err != nil {
+		return nil, fmt.Errorf("cas: open: %w", err)
+	}
+	return &Reader{f: f, blob: b, size: fi.Size(), h: NewHash()}, nil
+}
+
+// Size returns the size of the blob's file when it was opened.
+func (r *Reader) Size() int64 { return r.size }
+
+// Read implements io.Reader.
+func (r *Reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.f.Read(p)
+	r.h.Write(p[:n])
+	r.n += int64(n)
+	if err == io.EOF {
+		var got Digest
+		r.h.Sum(got[:0])
+		if got != r.blob.Digest {
+			r.err = fmt.Errorf("cas: read: %w", &CorruptError{Blob: r.blob, Reason: "content hashes to " + got.String(), Got: got, Size: r.n})
+			return n, r.err
+		}
+		r.err = io.EOF
+	} else if err != nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// Close closes the blob's file.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// ReadAll returns a blob's bytes once they are checked against its digest;
+// a corrupt blob gives an error wrapping ErrCorrupt and no bytes.
+func (s *Store) ReadAll(ctx context.Context, b Blob) ([]byte, error) {
+	r, err := s.Open(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf := make([]byte, 0, r.Size()+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Stat describes a blob's file without reading it.
+func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return BlobInfo{}, err
+	}
+	if err := CheckExt(b.Ext); err != nil {
+		return BlobInfo{}, fmt.Errorf("cas: stat: %w", err)
+	}
+	fi, err := s.fs.Lstat(b.RelPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return BlobInfo{}, fmt.Errorf("cas: stat %s: %w", b.FileName(), ErrNotFound)
+	}
+	if err != nil {
+		return BlobInfo{}, fmt.Errorf("cas: stat: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return BlobInfo{}, fmt.Errorf("cas: stat: %w", &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"})
+	}
+	return BlobInfo{Blob: b, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// Verify re-hashes a blob's file and returns nil when it matches its name,
+// an error wrapping ErrNotFound when it is missing, and a *CorruptError
+// (wrapping ErrCorrupt) when it holds anything else.
+func (s *Store) Verify(ctx context.Context, b Blob) error {
+	r, err := s.Open(ctx, b)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:chunkSize]
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := r.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Remove deletes a blob's file. Only gc calls it, once no index row refers to
+// the blob.
+func (s *Store) Remove(ctx context.Context, b Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := CheckExt(b.Ext); err != nil {
+		return fmt.Errorf("cas: remove: %w", err)
+	}
+	err := s.fs.Remove(b.RelPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: remove %s: %w", b.FileName(), ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("cas: remove %s: %w", b.FileName(), err)
+	}
+	return nil
+}
+
+// RemoveTemp deletes a temp file that a walk reported, by its path relative
+// to the root. It refuses any other name.
+func (s *Store) RemoveTemp(ctx context.Context, rel string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !isTempPath(rel) {
+		return fmt.Errorf("cas: remove temp: %q is not a temp file of the store", clip(rel))
+	}
+	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+	}
+	return nil
+}
+
+// isTempPath reports whether rel is blobs/.tmp-* or blobs/<shard>/.tmp-*.
+func isTempPath(rel string) bool {
+	elems := strings.Split(rel, "/")
+	if elems[0] != BlobsDir {
+		return false
+	}
+	switch len(elems) {
+	case 2:
+		return isTempName(elems[1])
+	case 3:
+		return isShardName(elems[1]) && isTempName(elems[2])
+	}
+	return false
+}
+
+func isTempName(name string) bool {
+	return strings.HasPrefix(name, tempPrefix) && !strings.ContainsAny(name[len(tempPrefix):], "/\\") && name != tempPrefix
+}
+
+func isShardName(name string) bool {
+	return len(name) == 2 && isLowerHex(name[0]) && isLowerHex(name[1])
+}
+
+// Locate lists the blobs whose digest is d, one per extension stored.
+func (s *Store) Locate(ctx context.Context, d Digest) ([]Blob, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	hexd := d.Hex()
+	entries, err := s.fs.ReadDir(BlobsDir + "/" + hexd[:2])
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("cas: locate %s: %w", d, err)
+	}
+	var out []Blob
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), hexd) {
+			continue
+		}
+		if b, err := ParseBlobName(e.Name()); err == nil && b.Digest == d {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,319 @@
+// Package cas stores blobs by the BLAKE3-256 digest of their bytes in a
+// sharded directory, durably and safely for many processes at once.
+//
+// A blob lives at blobs/<first byte of digest in hex>/<64 hex digits><ext>
+// under the store root. A blob becomes visible under its final name only once
+// its bytes are durable, every read checks the bytes against the name, and
+// nothing outside the root is ever read or written. The package knows files
+// only; the index of logical keys lives elsewhere.
+package cas
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// MarkerFile is the layout marker at the store root.
+const MarkerFile = "toolcas.json"
+
+// Format is the on-disk layout version this build writes and reads.
+const Format = 1
+
+// Durability says whether writes wait for stable storage.
+type Durability int
+
+const (
+	// SyncFull makes every put durable before it returns: file fsync before
+	// the rename, directory fsync after. It is the default.
+	SyncFull Durability = iota
+	// SyncNone skips every fsync, for bulk loads and benchmarks. A crash may
+	// lose recent blobs, but never exposes a partly written one under its
+	// final name.
+	SyncNone
+)
+
+// String returns "full" or "none".
+func (d Durability) String() string {
+	switch d {
+	case SyncFull:
+		return "full"
+	case SyncNone:
+		return "none"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
+// ParseDurability parses "full" or "none".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "full":
+		return SyncFull, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return 0, fmt.Errorf("cas: unknown durability %q (want full or none)", s)
+}
+
+// An Option configures Open.
+type Option func(*config) error
+
+type config struct {
+	durability Durability
+	create     bool
+	now        func() time.Time
+	wrapFS     func(fileSystem) fileSystem
+}
+
+// WithDurability sets whether puts wait for stable storage (default SyncFull).
+func WithDurability(d Durability) Option {
+	return func(c *config) error {
+		if d != SyncFull && d != SyncNone {
+			return fmt.Errorf("cas: invalid durability %d", int(d))
+		}
+		c.durability = d
+		return nil
+	}
+}
+
+// WithCreate makes Open create the store when the directory holds none.
+func WithCreate() Option {
+	return func(c *config) error {
+		c.create = true
+		return nil
+	}
+}
+
+// WithClock replaces the clock used to refresh blob ages, so that tests of
+// grace periods advance time instead of sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("cas: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// marker is the content of MarkerFile.
+type marker struct {
+	Format     int    `json:"format"`
+	Hash       string `json:"hash"`
+	ShardWidth int    `json:"shard_width"`
+}
+
+// Store is a content-addressed blob store rooted at a directory. It is safe for
+// concurrent use by many goroutines and many processes.
+type Store struct {
+	dir        string
+	root       *os.Root
+	rootFS     *rootFS
+	fs         fileSystem
+	durability Durability
+	now        func() time.Time
+
+}
+
+// Open opens the store at dir. Without WithCreate, a directory that holds no
+// store gives ErrNoStore; a store of a newer format gives ErrNewerFormat.
+// Open creates the 256 shard directories if any is missing.
+func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
+	c := config{durability: SyncFull, now: time.Now}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+	}
+	if c.create {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("cas: create store %s: %w", abs, err)
+		}
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cas: %w at %s: the directory does not exist", ErrNoStore, abs)
+		}
+		return nil, fmt.Errorf("cas: open %s: %w", abs, err)
+	}
+	rfs := newRootFS(root)
+	s := &Store{dir: abs, root: root, rootFS: rfs, fs: rfs, durability: c.durability, now: c.now}
+	if c.wrapFS != nil {
+		s.fs = c.wrapFS(s.fs)
+	}
+	if err := s.init(c.create); err != nil {
+		root.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Exists reports whether dir holds a store's layout marker.
+func Exists(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, MarkerFile))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func (s *Store) init(create bool) error {
+	b, err := s.root.ReadFile(MarkerFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !create:
+		return fmt.Errorf("cas: %w at %s: no %s (create one with casctl init)", ErrNoStore, s.dir, MarkerFile)
+	case errors.Is(err, fs.ErrNotExist):
+		if err := s.writeMarker(); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("cas: read %s: %w", filepath.Join(s.dir, MarkerFile), err)
+	default:
+		var m marker
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("cas: %s is damaged: %w", filepath.Join(s.dir, MarkerFile), err)
+		}
+		if m.Format > Format {
+			return fmt.Errorf("cas: %w: %s has format %d, this build reads formats up to %d; upgrade toolcas",
+				ErrNewerFormat, s.dir, m.Format, Format)
+		}
+		if m.Hash != "blake3" || m.ShardWidth != 2 || m.Format < 1 {
+			return fmt.Errorf("cas: %s names hash %q, shard width %d, format %d; this build reads blake3, width 2, format %d",
+				filepath.Join(s.dir, MarkerFile), m.Hash, m.ShardWidth, m.Format, Format)
+		}
+	}
+	return s.makeShards()
+}
+
+// writeMarker writes the layout marker atomically and durably; several
+// processes creating one store at once write identical bytes.
+func (s *Store) writeMarker() error {
+	b, _ := json.MarshalIndent(marker{Format: Format, Hash: "blake3", ShardWidth: 2}, "", "  ")
+	b = append(b, '\n')
+	tmp := fmt.Sprintf("%s%s%s", tempPrefix, MarkerFile, randomSuffix())
+	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("cas: create store %s: %w", s.dir, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, MarkerFile)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(".")
+	}
+	if err != nil {
+		s.fs.Remove(tmp)
+		return fmt.Errorf("cas: write %s: %w", filepath.Join(s.dir, MarkerFile), err)
+	}
+	return nil
+}
+
+// makeShards creates blobs/ and its 256 shard directories, syncing the parent
+// of every directory it creates.
+func (s *Store) makeShards() error {
+	created, err := s.mkdir(BlobsDir)
+	if err != nil {
+		return err
+	}
+	if created {
+		if err := s.fs.SyncDir("."); err != nil {
+			return fmt.Errorf("cas: sync %s: %w", s.dir, err)
+		}
+	}
+	any := false
+	for i := 0; i < 256; i++ {
+		c, err := s.mkdir(shardName(i))
+		if err != nil {
+			return err
+		}
+		any = any || c
+	}
+	if any {
+		if err := s.fs.SyncDir(BlobsDir); err != nil {
+			return fmt.Errorf("cas: sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
+		}
+	}
+	return nil
+}
+
+func shardName(i int) string {
+	const hexdigits = "0123456789abcdef"
+	return BlobsDir + "/" + string([]byte{hexdigits[i>>4], hexdigits[i&15]})
+}
+
+// mkdir creates a directory unless it exists, reporting whether it did.
+func (s *Store) mkdir(name string) (bool, error) {
+	err := s.fs.Mkdir(name, 0o755)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		fi, serr := s.fs.Lstat(name)
+		if serr == nil && fi.IsDir() {
+			return false, nil
+		}
+		return false, fmt.Errorf("cas: %s exists and is not a directory", filepath.Join(s.dir, name))
+	}
+	return false, fmt.Errorf("cas: create %s: %w", filepath.Join(s.dir, name), err)
+}
+
+// remakeShard recreates a blob's shard directory after something removed it
+// since Open, syncing blobs/ so that the new directory is durable.
+func (s *Store) remakeShard(shard string) error {
+	created, err := s.mkdir(BlobsDir + "/" + shard)
+	if err != nil {
+		return err
+	}
+	if created && s.durability == SyncFull {
+		if err := s.fs.SyncDir(BlobsDir); err != nil {
+			return fmt.Errorf("cas: sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
+		}
+	}
+	return nil
+}
+
+// Dir returns the store root's absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Durability returns the store's durability setting.
+func (s *Store) Durability() Durability { return s.durability }
+
+// Path returns the absolute path of a blob's file.
+func (s *Store) Path(b Blob) string {
+	return filepath.Join(s.dir, filepath.FromSlash(b.RelPath()))
+}
+
+// Now returns the store clock's current time.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Close releases the store's handle on its root directory.
+func (s *Store) Close() error {
+	s.rootFS.close()
+	return s.root.Close()
+}
+
+// withFileSystem wraps the store's file system; tests use it to observe the
+// order of calls and to inject failures.
+func withFileSystem(wrap func(fileSystem) fileSystem) Option {
+	return func(c *config) error {
+		c.wrapFS = wrap
+		return nil
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cas
+
+import "os"
+
+func syncfs(*os.File) error { return errSyncFSUnsupported }

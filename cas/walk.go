@@ -1,0 +1,155 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// EntryKind classifies what a walk finds under blobs/.
+type EntryKind int
+
+const (
+	// EntryBlob is a regular file whose name is a blob name in its own shard.
+	EntryBlob EntryKind = iota
+	// EntryTemp is a temp file left by a write in progress or by a crash.
+	EntryTemp
+	// EntryStray is anything else: a file whose name is not a blob name, a
+	// blob name in the wrong shard, a directory or link where a blob should be.
+	EntryStray
+)
+
+// String returns "blob", "temp" or "stray".
+func (k EntryKind) String() string {
+	switch k {
+	case EntryBlob:
+		return "blob"
+	case EntryTemp:
+		return "temp"
+	case EntryStray:
+		return "stray"
+	}
+	return fmt.Sprintf("EntryKind(%d)", int(k))
+}
+
+// An Entry is one name found by Walk.
+type Entry struct {
+	Kind EntryKind
+	// RelPath is the name relative to the store root, with forward slashes.
+	RelPath string
+	// Blob is set for EntryBlob.
+	Blob    Blob
+	Size    int64
+	ModTime time.Time
+	// Problem says, for EntryStray, what is wrong with the name.
+	Problem string
+}
+
+// Walk calls fn for every name under blobs/, shard by shard. Temp files are
+// reported as EntryTemp, never as blobs. Any error listing a directory stops
+// the walk and is returned, so that a caller deciding what to delete fails
+// closed; an error from fn stops the walk and is returned as is.
+func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
+	top, err := s.fs.ReadDir(BlobsDir)
+	if err != nil {
+		return fmt.Errorf("cas: walk %s: %w", s.abs(BlobsDir), err)
+	}
+	for _, de := range top {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := de.Name()
+		rel := BlobsDir + "/" + name
+		if isShardName(name) && de.IsDir() {
+			if err := s.walkShard(ctx, name, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		e, err := s.entry(rel, de)
+		if err != nil {
+			return err
+		}
+		if e.Kind == EntryBlob || e.Kind == EntryStray {
+			e.Kind = EntryStray
+			if e.Problem == "" {
+				e.Problem = "not in a shard directory"
+			}
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) walkShard(ctx context.Context, shard string, fn func(Entry) error) error {
+	dir := BlobsDir + "/" + shard
+	entries, err := s.fs.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cas: walk %s: %w", s.abs(dir), err)
+	}
+	for _, de := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		e, err := s.entry(dir+"/"+de.Name(), de)
+		if err != nil {
+			return err
+		}
+		if e.Kind == EntryBlob && e.Blob.Shard() != shard {
+			e.Kind = EntryStray
+			e.Problem = "blob name in shard " + shard + ", want " + e.Blob.Shard()
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry classifies one directory entry. A name that vanished since the
+// listing is reported as a stray with that problem rather than failing the
+// walk, since concurrent writers and gc rename and remove files all the time.
+func (s *Store) entry(rel string, de fs.DirEntry) (Entry, error) {
+	name := de.Name()
+	e := Entry{RelPath: rel}
+	fi, err := de.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		e.Kind = EntryStray
+		e.Problem = "vanished during the walk"
+		return e, nil
+	}
+	if err != nil {
+		return e, fmt.Errorf("cas: walk %s: %w", s.abs(rel), err)
+	}
+	e.Size = fi.Size()
+	e.ModTime = fi.ModTime()
+	if isTempName(name) {
+		e.Kind = EntryTemp
+		if !fi.Mode().IsRegular() {
+			e.Kind = EntryStray
+			e.Problem = "a " + kindOf(fi.Mode()) + " with a temp file's name"
+		}
+		return e, nil
+	}
+	b, perr := ParseBlobName(name)
+	switch {
+	case perr != nil:
+		e.Kind = EntryStray
+		e.Problem = "not a blob name"
+		if !fi.Mode().IsRegular() {
+			e.Problem = "a " + kindOf(fi.Mode()) + ", not a blob"
+		}
+	case !fi.Mode().IsRegular():
+		e.Kind = EntryStray
+		e.Blob = b
+		e.Problem = "a " + kindOf(fi.Mode()) + " where a blob should be"
+	default:
+		e.Kind = EntryBlob
+		e.Blob = b
+	}
+	return e, nil
+}
