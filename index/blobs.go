@@ -1,0 +1,203 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// BlobRow is a row of the blobs table.
+type BlobRow struct {
+	Blob           cas.Blob
+	Size           int64
+	FirstStored    time.Time
+	LastReferenced time.Time
+	// Parts counts the parts that use the blob.
+	Parts int64
+	// VerifiedAt is when verify last found the blob whole; zero if never.
+	VerifiedAt time.Time
+}
+
+type blobRow struct {
+	Digest         []byte `db:"digest"`
+	Ext            string `db:"ext"`
+	Size           int64  `db:"size"`
+	FirstStored    int64  `db:"first_stored"`
+	LastReferenced int64  `db:"last_referenced"`
+	Parts          int64  `db:"parts"`
+	VerifiedAt     *int64 `db:"verified_at"`
+}
+
+func (r blobRow) row() (BlobRow, error) {
+	if len(r.Digest) != cas.DigestSize {
+		return BlobRow{}, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+	}
+	row := BlobRow{
+		Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
+		FirstStored: time.Unix(0, r.FirstStored), LastReferenced: time.Unix(0, r.LastReferenced), Parts: r.Parts,
+	}
+	if r.VerifiedAt != nil {
+		row.VerifiedAt = time.Unix(0, *r.VerifiedAt)
+	}
+	return row, nil
+}
+
+func (x *Index) blobRows(ctx context.Context, q string, args ...any) ([]BlobRow, error) {
+	var rows []blobRow
+	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
+		return nil, err
+	}
+	out := make([]BlobRow, 0, len(rows))
+	for _, r := range rows {
+		b, err := r.row()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// ReferencedBlobs returns every blob that at least one part uses, with the
+// number of parts using it.
+func (x *Index) ReferencedBlobs(ctx context.Context) ([]BlobRow, error) {
+	rows, err := x.blobRows(ctx, `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at, count(*) AS parts
+		FROM blobs b JOIN parts p ON p.blob_id = b.id GROUP BY b.id`)
+	if err != nil {
+		return nil, fmt.Errorf("index: referenced blobs: %w", err)
+	}
+	return rows, nil
+}
+
+// unreferencedSQL is gc's anti-join: blobs that no part uses.
+const unreferencedSQL = `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at, 0 AS parts
+	FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id)`
+
+// UnreferencedBlobs returns every blob row that no part uses.
+func (x *Index) UnreferencedBlobs(ctx context.Context) ([]BlobRow, error) {
+	rows, err := x.blobRows(ctx, unreferencedSQL)
+	if err != nil {
+		return nil, fmt.Errorf("index: unreferenced blobs: %w", err)
+	}
+	return rows, nil
+}
+
+// Blob returns a blob's row, with ErrNotFound when there is none.
+func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
+	rows, err := x.blobRows(ctx, `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at,
+		(SELECT count(*) FROM parts p WHERE p.blob_id = b.id) AS parts
+		FROM blobs b WHERE b.digest = ? AND b.ext = ?`, b.Digest[:], b.Ext)
+	if err != nil {
+		return BlobRow{}, fmt.Errorf("index: blob %s: %w", b, err)
+	}
+	if len(rows) == 0 {
+		return BlobRow{}, fmt.Errorf("blob %s: %w", b, ErrNotFound)
+	}
+	return rows[0], nil
+}
+
+// DeleteUnreferenced deletes the rows of those blobs that no part uses and
+// that were last referenced before cutoff, and returns the blobs whose rows
+// it deleted: only those may gc unlink. Blobs without a row are returned as
+// they are, since no part can use them.
+func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff time.Time) ([]cas.Blob, error) {
+	var gone []cas.Blob
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		gone = gone[:0]
+		for _, b := range blobs {
+			var id int64
+			var last int64
+			err := tx.QueryRowContext(ctx, `SELECT id, last_referenced FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext).Scan(&id, &last)
+			if err == sql.ErrNoRows {
+				gone = append(gone, b)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if last >= cutoff.UnixNano() {
+				continue
+			}
+			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = ?)`, id, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				gone = append(gone, b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: delete unreferenced blobs: %w", err)
+	}
+	return gone, nil
+}
+
+// DeleteBlobRows deletes the rows of blobs no part uses, whatever their age:
+// for rows whose files are already gone.
+func (x *Index) DeleteBlobRows(ctx context.Context, blobs []cas.Blob) (int64, error) {
+	var n int64
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		for _, b := range blobs {
+			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE digest = ? AND ext = ?
+				AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`, b.Digest[:], b.Ext)
+			if err != nil {
+				return err
+			}
+			k, _ := res.RowsAffected()
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("index: delete blob rows: %w", err)
+	}
+	return n, nil
+}
+
+// PartsMissingBlob returns the parts whose blob fails present: for verify,
+// the rows that point at a blob file that is not there.
+func (x *Index) PartsMissingBlob(ctx context.Context, present func(cas.Blob) bool) ([]Part, error) {
+	refs, err := x.ReferencedBlobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Part
+	for _, r := range refs {
+		if present(r.Blob) {
+			continue
+		}
+		ps, err := x.Sharing(ctx, r.Blob)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+// MarkVerified records that verify found these blobs whole at time t.
+func (x *Index) MarkVerified(ctx context.Context, blobs []cas.Blob, t time.Time) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET verified_at = ? WHERE digest = ? AND ext = ?`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, b := range blobs {
+			if _, err := stmt.ExecContext(ctx, t.UnixNano(), b.Digest[:], b.Ext); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: mark verified: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,288 @@
+// Package index is the SQLite index of a toolcas store: every blob, every
+// logical key that points at one, and every byte saved. It answers what the
+// hook and casctl ask: resolve a reference, list, stats, prune, and the sets
+// gc and verify need. It knows SQL only; the blob files are package cas's.
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/migrations"
+)
+
+var (
+	// ErrNotFound is returned by Resolve when no part matches the reference
+	// (in the run, when scoped to one).
+	ErrNotFound = errors.New("not found")
+
+	// ErrAmbiguous is returned, inside an *AmbiguousError, by Resolve when a
+	// digest prefix matches several blobs.
+	ErrAmbiguous = errors.New("ambiguous reference")
+
+	// ErrInvalidRef is returned by ParseRef for text that is no reference.
+	ErrInvalidRef = errors.New("invalid reference")
+
+	// ErrNewerSchema is returned by Open when the database was made by a
+	// newer toolcas than this build.
+	ErrNewerSchema = errors.New("index made by a newer toolcas")
+
+	// ErrInvalidPart is returned by Record for a part that cannot be stored.
+	ErrInvalidPart = errors.New("invalid part")
+)
+
+// Index is an open index database. It is safe for concurrent use by many
+// goroutines and, through SQLite's locking, many processes.
+type Index struct {
+	db      *sqlx.DB
+	path    string
+	now     func() time.Time
+	retry   time.Duration
+	version int64
+}
+
+// An Option configures Open.
+type Option func(*config) error
+
+type config struct {
+	durability  cas.Durability
+	now         func() time.Time
+	busyTimeout time.Duration
+	retryFor    time.Duration
+}
+
+// WithDurability sets SQLite's synchronous mode: FULL for cas.SyncFull (the
+// default), NORMAL for cas.SyncNone.
+func WithDurability(d cas.Durability) Option {
+	return func(c *config) error {
+		if d != cas.SyncFull && d != cas.SyncNone {
+			return fmt.Errorf("index: invalid durability %d", int(d))
+		}
+		c.durability = d
+		return nil
+	}
+}
+
+// WithClock replaces the clock that stamps rows, for tests of ages.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("index: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// WithBusyTimeout sets how long one statement waits for another process's
+// lock (default 5 s), and how long a write keeps retrying after SQLite gives
+// up (default 60 s), before an error reaches the caller.
+func WithBusyTimeout(statement, total time.Duration) Option {
+	return func(c *config) error {
+		if statement <= 0 || total < statement {
+			return fmt.Errorf("index: busy timeout %v, total %v: want 0 < statement <= total", statement, total)
+		}
+		c.busyTimeout = statement
+		c.retryFor = total
+		return nil
+	}
+}
+
+// Open opens the index database at path, creating it if needed, and migrates
+// its schema to this build's. A database whose schema is newer than this
+// build knows is refused with ErrNewerSchema.
+func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
+	c := config{durability: cas.SyncFull, now: time.Now, busyTimeout: 5 * time.Second, retryFor: 60 * time.Second}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s: %w", path, err)
+	}
+	db, err := sqlx.Open("sqlite", dsn(abs, c))
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxIdleTime(time.Minute)
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
+	if err := x.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// dsn builds the connection string. Every pragma is in it, so that each
+// pooled connection gets them, not only the first.
+func dsn(path string, c config) string {
+	sync := "FULL"
+	if c.durability == cas.SyncNone {
+		sync = "NORMAL"
+	}
+	q := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", c.busyTimeout.Milliseconds()),
+		"_pragma=journal_mode(WAL)",
+		"_pragma=foreign_keys(1)",
+		"_pragma=synchronous(" + sync + ")",
+		// Write transactions take the write lock when they begin, so that two
+		// writers never deadlock upgrading read locks.
+		"_txlock=immediate",
+	}
+	return "file:" + uriPath(path) + "?" + strings.Join(q, "&")
+}
+
+// uriPath escapes a file path for an SQLite URI filename.
+func uriPath(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/._-~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// migrate applies pending migrations under an exclusive file lock, so that
+// processes opening a new index at once do not race to create it.
+func (x *Index) migrate(ctx context.Context) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("index: load migrations: %w", err)
+	}
+	sources := p.ListSources()
+	latest := sources[len(sources)-1].Version
+	current, err := x.dbVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if current > latest {
+		return fmt.Errorf("index: %w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
+			ErrNewerSchema, x.path, current, latest)
+	}
+	if current < latest {
+		lk := flock.New(x.path + "-migrate.lock")
+		if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("index: lock %s for migration: %w", x.path, err)
+		}
+		defer lk.Unlock()
+		err := retryBusy(ctx, x.retry, func() error {
+			_, err := p.Up(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
+		}
+	}
+	x.version = latest
+	return nil
+}
+
+// dbVersion reads the schema version goose recorded, 0 for a new database.
+func (x *Index) dbVersion(ctx context.Context) (int64, error) {
+	var n int
+	err := retryBusy(ctx, x.retry, func() error {
+		return x.db.GetContext(ctx, &n, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version'`)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("index: open %s: %w", x.path, err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var v int64
+	err = retryBusy(ctx, x.retry, func() error {
+		return x.db.GetContext(ctx, &v, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("index: read schema version of %s: %w", x.path, err)
+	}
+	return v, nil
+}
+
+// SchemaVersion returns the schema version of the open database.
+func (x *Index) SchemaVersion() int64 { return x.version }
+
+// Path returns the database file's absolute path.
+func (x *Index) Path() string { return x.path }
+
+// Close closes the database.
+func (x *Index) Close() error { return x.db.Close() }
+
+// Size returns the bytes the index takes on disk: the database, its WAL and
+// its shared-memory file.
+func (x *Index) Size() int64 {
+	var n int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if fi, err := os.Stat(x.path + suffix); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Checkpoint folds the WAL into the database file and truncates it, so that
+// Size reflects the data rather than recent writes.
+func (x *Index) Checkpoint(ctx context.Context) error {
+	return retryBusy(ctx, x.retry, func() error {
+		_, err := x.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	})
+}
+
+// isBusy reports whether err is SQLite saying another connection holds a
+// lock: worth retrying.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// retryBusy runs f until it succeeds, fails with something other than a busy
+// error, or total has passed; the wait between tries grows and is jittered so
+// that processes do not retry in lockstep.
+func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
+	deadline := time.Now().Add(total)
+	wait := time.Millisecond
+	for {
+		err := f()
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}

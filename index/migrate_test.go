@@ -1,0 +1,179 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/migrations"
+)
+
+// fixtureAt makes a database at schema version v by applying the
+// migrations up to v, and fills it with rows written as a build of that
+// version wrote them.
+func fixtureAt(t *testing.T, v int64) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "index.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v > 0 {
+		if _, err := p.UpTo(ctx, v); err != nil {
+			t.Fatalf("migrate fixture to %d: %v", v, err)
+		}
+	}
+	if got, _ := p.GetDBVersion(ctx); v > 0 && got != v {
+		t.Fatalf("fixture at version %d, want %d", got, v)
+	}
+	if fill := fixtureRows[v]; fill != nil {
+		fill(t, db)
+	}
+	return path
+}
+
+// fixtureRows holds, for each schema version, the rows a build of that
+// version wrote: the statements must stay as they were, whatever the schema
+// becomes.
+var fixtureRows = map[int64]func(*testing.T, *sql.DB){
+	1: fixtureV1,
+	2: func(t *testing.T, db *sql.DB) {
+		fixtureV1(t, db)
+		mustExec(t, db, `UPDATE blobs SET verified_at = 5 WHERE id = 1`)
+	},
+}
+
+func fixtureV1(t *testing.T, db *sql.DB) {
+	{
+		for i := range 3 {
+			d := cas.Sum([]byte(fmt.Sprint("fixture", i)))
+			mustExec(t, db, `INSERT INTO blobs (id, digest, ext, size, first_stored, last_referenced) VALUES (?, ?, '.txt', 100, 1, 2)`, i+1, d[:])
+			mustExec(t, db, `INSERT INTO parts (key, run, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
+				VALUES (?, 'old-run', ?, 'read_file', ?, -1, 1, 'text', 'text/plain', '', 100, 100, ?, ?)`,
+				fmt.Sprintf("old-run/%d_read_file_c%d.txt", i, i), i, fmt.Sprint("c", i), i+1, 1000+i)
+		}
+	}
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func latestVersion(t *testing.T) int64 {
+	entries, err := migrations.FS.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestMigrateFresh(t *testing.T) {
+	x := MustOpen(t)
+	if got, want := x.SchemaVersion(), latestVersion(t); got != want {
+		t.Errorf("fresh index at version %d, want %d", got, want)
+	}
+	// Reopening does not migrate again.
+	x.Close()
+	y, err := Open(context.Background(), x.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.Close()
+}
+
+func TestMigrateFromEveryEarlierVersion(t *testing.T) {
+	ctx := context.Background()
+	latest := latestVersion(t)
+	if latest < 2 {
+		t.Fatalf("only %d migrations: this test needs an earlier version to start from", latest)
+	}
+	for v := int64(0); v < latest; v++ {
+		t.Run(fmt.Sprint("from ", v), func(t *testing.T) {
+			if v > 0 && fixtureRows[v] == nil {
+				t.Fatalf("no fixture rows for schema version %d: add them to fixtureRows", v)
+			}
+			path := fixtureAt(t, v)
+			x, err := Open(ctx, path)
+			if err != nil {
+				t.Fatalf("open version %d: %v", v, err)
+			}
+			defer x.Close()
+			if x.SchemaVersion() != latest {
+				t.Errorf("migrated to %d, want %d", x.SchemaVersion(), latest)
+			}
+			ps, err := x.List(ctx, ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantParts := 0
+			if v > 0 {
+				wantParts = 3
+			}
+			if len(ps) != wantParts {
+				t.Fatalf("%d parts after migration, want %d", len(ps), wantParts)
+			}
+			for _, p := range ps {
+				got, err := x.Resolve(ctx, Ref{Kind: RefKey, Key: p.Key, text: p.Key}, "old-run")
+				if err != nil || got.Bytes != 100 || got.Tool != "read_file" || got.Blob.Ext != ".txt" {
+					t.Errorf("Resolve(%s) after migration = %+v, %v", p.Key, got, err)
+				}
+			}
+			if v > 0 {
+				b, err := x.Blob(ctx, ps[0].Blob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v < 2 && !b.VerifiedAt.IsZero() {
+					t.Errorf("blob from version %d has verified_at %v, want never", v, b.VerifiedAt)
+				}
+			}
+			// The migrated index takes new rows.
+			if _, err := x.Record(ctx, []NewPart{newPart("new-run", 1, "t", "c", "after migration")}); err != nil {
+				t.Errorf("record after migration: %v", err)
+			}
+		})
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureAt(t, latestVersion(t))
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, `INSERT INTO goose_db_version (version_id, is_applied, tstamp) VALUES (99, 1, ?)`, time.Now())
+	db.Close()
+	_, err = Open(ctx, path)
+	if !errors.Is(err, ErrNewerSchema) {
+		t.Fatalf("Open(newer) = %v, want ErrNewerSchema", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "version 99") || !strings.Contains(msg, fmt.Sprintf("up to %d", latestVersion(t))) {
+		t.Errorf("message %q does not name both versions", msg)
+	}
+}

@@ -1,0 +1,332 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// Kind is what a part holds.
+type Kind string
+
+// The kinds of part.
+const (
+	KindText  Kind = "text"
+	KindImage Kind = "image"
+	KindFile  Kind = "file"
+)
+
+// ParseKind parses "text", "image" or "file".
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case KindText, KindImage, KindFile:
+		return k, nil
+	}
+	return "", fmt.Errorf("index: unknown kind %q (want text, image or file)", s)
+}
+
+// NewPart is a part to record: its logical key and columns, and the blob its
+// bytes were stored in.
+type NewPart struct {
+	// Key is the rendered logical key; Run must be its first element.
+	Key      string
+	Run      string
+	Step     int
+	Tool     string
+	CallID   string
+	Part     int // position in the result, -1 when the result has one part
+	Kind     Kind
+	MIME     string
+	Filename string
+	Chars    int64 // code points of a text part
+	Bytes    int64
+	Blob     cas.Blob
+}
+
+// Recorded says what Record did with one part.
+type Recorded struct {
+	ID      int64
+	Version int
+	// SameAs is the oldest other key of the same run whose part has the same
+	// blob, or "" when there is none.
+	SameAs string
+	// CreatedAt is the time stamped on the row.
+	CreatedAt time.Time
+}
+
+// Part is a recorded part.
+type Part struct {
+	ID        int64
+	Key       string
+	Run       string
+	Step      int
+	Tool      string
+	CallID    string
+	Part      int
+	Version   int
+	Kind      Kind
+	MIME      string
+	Filename  string
+	Chars     int64
+	Bytes     int64
+	Blob      cas.Blob
+	CreatedAt time.Time
+}
+
+// partRow is a row of the parts table joined with its blob.
+type partRow struct {
+	ID        int64  `db:"id"`
+	Key       string `db:"key"`
+	Run       string `db:"run"`
+	Step      int    `db:"step"`
+	Tool      string `db:"tool"`
+	CallID    string `db:"call_id"`
+	Part      int    `db:"part"`
+	Version   int    `db:"version"`
+	Kind      string `db:"kind"`
+	MIME      string `db:"mime"`
+	Filename  string `db:"filename"`
+	Chars     int64  `db:"chars"`
+	Bytes     int64  `db:"bytes"`
+	Digest    []byte `db:"digest"`
+	Ext       string `db:"ext"`
+	CreatedAt int64  `db:"created_at"`
+}
+
+const partColumns = `p.id, p.key, p.run, p.step, p.tool, p.call_id, p.part, p.version, p.kind, p.mime,
+	p.filename, p.chars, p.bytes, b.digest, b.ext, p.created_at`
+
+func (r partRow) part() (Part, error) {
+	if len(r.Digest) != cas.DigestSize {
+		return Part{}, fmt.Errorf("index: part %d has a %d-byte digest", r.ID, len(r.Digest))
+	}
+	return Part{
+		ID: r.ID, Key: r.Key, Run: r.Run, Step: r.Step, Tool: r.Tool, CallID: r.CallID, Part: r.Part,
+		Version: r.Version, Kind: Kind(r.Kind), MIME: r.MIME, Filename: r.Filename, Chars: r.Chars,
+		Bytes: r.Bytes, Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext},
+		CreatedAt: time.Unix(0, r.CreatedAt),
+	}, nil
+}
+
+func parts(rows []partRow) ([]Part, error) {
+	out := make([]Part, 0, len(rows))
+	for _, r := range rows {
+		p, err := r.part()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Limits on what a row may hold; longer values are refused, not cut.
+const (
+	maxKeyLen  = 1024
+	maxTextLen = 64 << 10
+)
+
+func checkPart(p NewPart) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidPart, clip(p.Key), fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.Key == "" || len(p.Key) > maxKeyLen:
+		return bad("key must have 1 to %d bytes", maxKeyLen)
+	case !utf8.ValidString(p.Key) || strings.ContainsAny(p.Key, "\x00\n\r"):
+		return bad("key must be one line of UTF-8")
+	case p.Run == "" || !strings.HasPrefix(p.Key, p.Run+"/"):
+		return bad("key does not start with its run %q", clip(p.Run))
+	case p.Step < 0:
+		return bad("negative step %d", p.Step)
+	case p.Part < -1:
+		return bad("part position %d", p.Part)
+	case p.Kind != KindText && p.Kind != KindImage && p.Kind != KindFile:
+		return bad("unknown kind %q", p.Kind)
+	case p.Bytes < 0 || p.Chars < 0:
+		return bad("negative size")
+	case len(p.Tool) > maxTextLen || len(p.CallID) > maxTextLen || len(p.MIME) > maxTextLen || len(p.Filename) > maxTextLen:
+		return bad("a column is over %d bytes", maxTextLen)
+	}
+	if err := cas.CheckExt(p.Blob.Ext); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+const (
+	upsertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
+		RETURNING id`
+	insertPartSQL = `INSERT INTO parts (key, run, step, tool, call_id, part, version, kind, mime, filename,
+		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	nextVersionSQL = `SELECT coalesce(max(version), 0) + 1 FROM parts WHERE key = ?`
+	sameAsSQL      = `SELECT key FROM parts WHERE blob_id = ? AND run = ? AND key <> ? ORDER BY id LIMIT 1`
+)
+
+// Record records parts and their blobs in one transaction: all or none. A
+// key that exists gets a new version; the key then resolves to the newest.
+// Each blob's last-referenced time is refreshed.
+func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
+	for _, p := range ps {
+		if err := checkPart(p); err != nil {
+			return nil, fmt.Errorf("index: record: %w", err)
+		}
+	}
+	var out []Recorded
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		out = make([]Recorded, len(ps))
+		now := x.now().UnixNano()
+		var stmts [4]*sql.Stmt
+		for i, q := range []string{upsertBlobSQL, nextVersionSQL, sameAsSQL, insertPartSQL} {
+			st, err := tx.PrepareContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			stmts[i] = st
+		}
+		upsertBlob, nextVersion, sameAsKey, insertPart := stmts[0], stmts[1], stmts[2], stmts[3]
+		for i, p := range ps {
+			var blobID int64
+			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now).Scan(&blobID); err != nil {
+				return fmt.Errorf("blob %s: %w", p.Blob, err)
+			}
+			var version int
+			if err := nextVersion.QueryRowContext(ctx, p.Key).Scan(&version); err != nil {
+				return fmt.Errorf("version of %s: %w", p.Key, err)
+			}
+			var sameAs sql.NullString
+			err := sameAsKey.QueryRowContext(ctx, blobID, p.Run, p.Key).Scan(&sameAs)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("same content as %s: %w", p.Key, err)
+			}
+			res, err := insertPart.ExecContext(ctx, p.Key, p.Run, p.Step, p.Tool, p.CallID, p.Part, version,
+				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
+			if err != nil {
+				return fmt.Errorf("insert %s: %w", p.Key, err)
+			}
+			id, _ := res.LastInsertId()
+			out[i] = Recorded{ID: id, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: record: %w", err)
+	}
+	return out, nil
+}
+
+// write runs f in a write transaction, retrying the whole transaction while
+// other processes hold the lock.
+func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
+	return retryBusy(ctx, x.retry, func() error {
+		tx, err := x.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := f(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// ListOptions filters List. The zero value lists the newest version of every
+// key, newest first.
+type ListOptions struct {
+	Run   string
+	Tool  string
+	Kind  Kind
+	Since time.Time // only parts created at or after
+	Limit int       // 0: no limit
+	// AllVersions lists every version of each key, not only the newest.
+	AllVersions bool
+}
+
+// List returns the parts matching o, newest first.
+func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if o.Run != "" {
+		where = append(where, "p.run = ?")
+		args = append(args, o.Run)
+	}
+	if o.Tool != "" {
+		where = append(where, "p.tool = ?")
+		args = append(args, o.Tool)
+	}
+	if o.Kind != "" {
+		where = append(where, "p.kind = ?")
+		args = append(args, string(o.Kind))
+	}
+	if !o.Since.IsZero() {
+		where = append(where, "p.created_at >= ?")
+		args = append(args, o.Since.UnixNano())
+	}
+	if !o.AllVersions {
+		where = append(where, "NOT EXISTS (SELECT 1 FROM parts n WHERE n.key = p.key AND n.version > p.version)")
+	}
+	q := `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY p.created_at DESC, p.id DESC`
+	if o.Limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, o.Limit)
+	}
+	var rows []partRow
+	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
+		return nil, fmt.Errorf("index: list: %w", err)
+	}
+	return parts(rows)
+}
+
+// read runs a query, retrying while a checkpoint or recovery holds the lock.
+func (x *Index) read(ctx context.Context, f func() error) error {
+	return retryBusy(ctx, x.retry, f)
+}
+
+// Sharing returns every part, in any run and any version, whose bytes are
+// in blob b, oldest first.
+func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
+	var rows []partRow
+	err := x.read(ctx, func() error {
+		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
+			WHERE b.digest = ? AND b.ext = ? ORDER BY p.id`, b.Digest[:], b.Ext)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
+	}
+	return parts(rows)
+}
+
+// Versions returns every version of a key, newest first.
+func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {
+	var rows []partRow
+	err := x.read(ctx, func() error {
+		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM parts p JOIN blobs b ON b.id = p.blob_id
+			WHERE p.key = ? ORDER BY p.version DESC`, key)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: versions of %s: %w", clip(key), err)
+	}
+	return parts(rows)
+}
+
+func clip(s string) string {
+	const max = 120
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
+}

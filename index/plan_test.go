@@ -1,0 +1,77 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// The lookups that run on every read and every gc must use an index. Their
+// plans, as SQLite reports them (EXPLAIN QUERY PLAN):
+//
+//	key lookup:     SEARCH p USING INDEX sqlite_autoindex_parts_1 (key=?)
+//	digest lookup:  SEARCH b USING INDEX sqlite_autoindex_blobs_1 (digest=?)
+//	                SEARCH p USING INDEX parts_blob (blob_id=?)
+//	gc anti-join:   SCAN b; CORRELATED SCALAR SUBQUERY / SEARCH p USING COVERING INDEX parts_blob (blob_id=?)
+//
+// The gc anti-join scans blobs, as it must, and searches parts by index.
+func TestQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 200 {
+		ps = append(ps, newPart(fmt.Sprint("r", i%7), i, "t", fmt.Sprint("c", i), fmt.Sprint("content ", i%50)))
+	}
+	mustRecord(t, x, ps...)
+	if _, err := x.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	d := cas.Sum([]byte("x"))
+	for _, tc := range []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"key lookup", resolveSQL(RefKey, false), []any{"r1/1_t_c1.txt"}},
+		{"key lookup in a run", resolveSQL(RefKey, true), []any{"r1/1_t_c1.txt", "r1"}},
+		{"digest lookup", resolveSQL(RefDigest, false), []any{d[:]}},
+		{"digest lookup in a run", resolveSQL(RefDigest, true), []any{d[:], "r1"}},
+		{"path lookup in a run", resolveSQL(RefPath, true), []any{d[:], ".txt", "r1"}},
+		{"gc anti-join", unreferencedSQL, nil},
+		{"same content as", sameAsSQL, []any{1, "r1", "k"}},
+		{"next version", nextVersionSQL, []any{"k"}},
+	} {
+		plan := explain(t, x, tc.q, tc.args...)
+		t.Logf("%s:\n%s", tc.name, plan)
+		for _, line := range strings.Split(plan, "\n") {
+			if strings.Contains(line, "SCAN p") || strings.Contains(line, "SCAN parts") {
+				t.Errorf("%s scans parts:\n%s", tc.name, plan)
+			}
+		}
+		if !strings.Contains(plan, "USING INDEX") && !strings.Contains(plan, "USING COVERING INDEX") && !strings.Contains(plan, "PRIMARY KEY") {
+			t.Errorf("%s uses no index:\n%s", tc.name, plan)
+		}
+	}
+}
+
+func explain(t *testing.T, x *Index, q string, args ...any) string {
+	t.Helper()
+	rows, err := x.db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,135 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const writerChildEnv = "TOOLCAS_TEST_INDEX_WRITER"
+
+// TestManyProcessesWrite runs writer processes that record into one index at
+// once, with batches of several parts, keys that every process writes (so
+// versions race) and blobs every process shares. No error may reach a
+// writer, and every row must be there afterwards.
+func TestManyProcessesWrite(t *testing.T) {
+	if spec := os.Getenv(writerChildEnv); spec != "" {
+		writerChild(spec)
+		return
+	}
+	procs, dur := 4, 3*time.Second
+	if testing.Short() {
+		procs, dur = 3, time.Second
+	}
+	path := filepath.Join(t.TempDir(), "index.db")
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		counts = map[int]int{}
+	)
+	for p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestManyProcessesWrite$")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%d|%d", writerChildEnv, path, p, dur.Milliseconds()))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("writer %d: %v\n%s", p, err, out)
+				return
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if v, ok := strings.CutPrefix(line, "BATCHES "); ok {
+					n, _ := strconv.Atoi(v)
+					mu.Lock()
+					counts[p] = n
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	ctx := context.Background()
+	x, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	total := 0
+	for p := range procs {
+		n := counts[p]
+		if n == 0 {
+			t.Errorf("writer %d recorded nothing", p)
+		}
+		total += n
+		// Every batch's own part is there.
+		ps, err := x.List(ctx, ListOptions{Run: fmt.Sprint("w", p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != n {
+			t.Errorf("writer %d: %d own parts in the index, want %d", p, len(ps), n)
+		}
+	}
+	// The shared key got one version per batch, numbered 1..total with no
+	// gap and no duplicate.
+	vs, err := x.Versions(ctx, "shared/0_t_same.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nums []int
+	for _, v := range vs {
+		nums = append(nums, v.Version)
+	}
+	sort.Ints(nums)
+	for i, n := range nums {
+		if n != i+1 {
+			t.Fatalf("versions of the shared key = %v, want 1..%d", nums, total)
+		}
+	}
+	if len(nums) != total {
+		t.Errorf("%d versions of the shared key, want %d", len(nums), total)
+	}
+	t.Logf("%d processes recorded %d batches (%d parts) in %v", procs, total, 3*total, dur)
+}
+
+func writerChild(spec string) {
+	f := strings.Split(spec, "|")
+	path := f[0]
+	p, _ := strconv.Atoi(f[1])
+	ms, _ := strconv.Atoi(f[2])
+	ctx := context.Background()
+	x, err := Open(ctx, path)
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	defer x.Close()
+	deadline := time.Now().Add(time.Duration(ms) * time.Millisecond)
+	n := 0
+	for time.Now().Before(deadline) {
+		run := fmt.Sprint("w", p)
+		batch := []NewPart{
+			newPart(run, n, "t", fmt.Sprint("c", n), fmt.Sprintf("own %d %d", p, n)),
+			newPart("shared", 0, "t", "same", fmt.Sprint("shared content ", n%5)),
+			newPart("common", n, "t", fmt.Sprint("p", p), "the same bytes everywhere"),
+		}
+		if _, err := x.Record(ctx, batch); err != nil {
+			fmt.Println("record:", err)
+			os.Exit(1)
+		}
+		n++
+	}
+	fmt.Println("BATCHES", n)
+}

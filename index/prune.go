@@ -1,0 +1,91 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PruneOptions says which parts Prune removes; exactly one criterion is set.
+type PruneOptions struct {
+	// Run removes every part of the run.
+	Run string
+	// Before removes every part created before this time.
+	Before time.Time
+	// KeepRuns removes every part of all but the KeepRuns runs with the
+	// newest parts.
+	KeepRuns int
+	// DryRun counts what would be removed and removes nothing.
+	DryRun bool
+}
+
+// PruneResult says what Prune removed (or would remove, on a dry run).
+type PruneResult struct {
+	RemovedParts int64
+	// Runs lists the runs that lost parts.
+	Runs []string
+}
+
+// Prune removes index rows. Their blobs stay until gc finds them unused.
+func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
+	set := 0
+	if o.Run != "" {
+		set++
+	}
+	if !o.Before.IsZero() {
+		set++
+	}
+	if o.KeepRuns != 0 {
+		set++
+	}
+	if set != 1 {
+		return PruneResult{}, errors.New("index: prune: give exactly one of a run, an age or a number of runs to keep")
+	}
+	if o.KeepRuns < 0 {
+		return PruneResult{}, fmt.Errorf("index: prune: cannot keep %d runs", o.KeepRuns)
+	}
+	var cond string
+	var args []any
+	switch {
+	case o.Run != "":
+		cond, args = "run = ?", []any{o.Run}
+	case !o.Before.IsZero():
+		cond, args = "created_at < ?", []any{o.Before.UnixNano()}
+	default:
+		cond = `run NOT IN (SELECT run FROM parts GROUP BY run ORDER BY max(created_at) DESC, run LIMIT ?)`
+		args = []any{o.KeepRuns}
+	}
+	var res PruneResult
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		res = PruneResult{}
+		rows, err := tx.QueryContext(ctx, `SELECT run, count(*) FROM parts WHERE `+cond+` GROUP BY run ORDER BY run`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var run string
+			var n int64
+			if err := rows.Scan(&run, &n); err != nil {
+				return err
+			}
+			res.Runs = append(res.Runs, run)
+			res.RemovedParts += n
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if o.DryRun || res.RemovedParts == 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM parts WHERE `+cond, args...)
+		return err
+	})
+	if err != nil {
+		return PruneResult{}, fmt.Errorf("index: prune where %s: %w", strings.Fields(cond)[0], err)
+	}
+	return res, nil
+}

@@ -1,0 +1,177 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Stats summarises the index: how much the agents produced (logical bytes),
+// how much the store holds for it (stored bytes, each blob once), and the
+// difference.
+type Stats struct {
+	Runs  int64
+	Parts int64
+	// Blobs counts the distinct blobs the parts use.
+	Blobs        int64
+	LogicalBytes int64
+	// StoredBytes is the size of the distinct blobs the parts use.
+	StoredBytes int64
+	// SavedBytes is LogicalBytes - StoredBytes.
+	SavedBytes int64
+	// DedupRatio is LogicalBytes / StoredBytes, 1 when nothing is stored.
+	DedupRatio float64
+	// IndexBytes is the index's size on disk.
+	IndexBytes int64
+	// UnreferencedBlobs and UnreferencedBytes count blobs no part uses
+	// (after a prune, until gc); only in unscoped stats.
+	UnreferencedBlobs int64
+	UnreferencedBytes int64
+	ByTool            []GroupStats
+	ByRun             []GroupStats
+}
+
+// GroupStats is the share of one tool or run. StoredBytes counts the
+// distinct blobs of the group, so groups sharing blobs add up to more than
+// the total.
+type GroupStats struct {
+	Name         string
+	Parts        int64
+	LogicalBytes int64
+	StoredBytes  int64
+	// First and Last are when the group's oldest and newest parts were
+	// recorded.
+	First time.Time
+	Last  time.Time
+}
+
+// Stats computes the statistics of the whole index, or of one run. It reads
+// each part row once and aggregates in memory: one scan instead of a query
+// per breakdown.
+func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
+	var s Stats
+	err := x.read(ctx, func() error {
+		s = Stats{}
+		sizes := map[int64]int64{}
+		rows, err := x.db.QueryContext(ctx, `SELECT id, size FROM blobs`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, size int64
+			if err := rows.Scan(&id, &size); err != nil {
+				rows.Close()
+				return err
+			}
+			sizes[id] = size
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		q, args := `SELECT run, tool, blob_id, bytes, created_at FROM parts`, []any{}
+		if run != "" {
+			q, args = q+` WHERE run = ?`, []any{run}
+		}
+		if rows, err = x.db.QueryContext(ctx, q, args...); err != nil {
+			return err
+		}
+		defer rows.Close()
+		all := newGroup("")
+		tools, runs := map[string]*group{}, map[string]*group{}
+		for rows.Next() {
+			var r, tool string
+			var blob, bytes, at int64
+			if err := rows.Scan(&r, &tool, &blob, &bytes, &at); err != nil {
+				return err
+			}
+			all.add(blob, bytes, at)
+			groupOf(tools, tool).add(blob, bytes, at)
+			groupOf(runs, r).add(blob, bytes, at)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		s.Parts, s.LogicalBytes = all.parts, all.logical
+		s.Runs = int64(len(runs))
+		s.Blobs = int64(len(all.blobs))
+		s.StoredBytes = all.stored(sizes)
+		s.ByTool = summarize(tools, sizes)
+		s.ByRun = summarize(runs, sizes)
+		if run == "" {
+			row := x.db.QueryRowxContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM blobs b
+				WHERE NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id)`)
+			return row.Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes)
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("index: stats: %w", err)
+	}
+	s.SavedBytes = s.LogicalBytes - s.StoredBytes
+	s.DedupRatio = 1
+	if s.StoredBytes > 0 {
+		s.DedupRatio = float64(s.LogicalBytes) / float64(s.StoredBytes)
+	}
+	s.IndexBytes = x.Size()
+	return s, nil
+}
+
+type group struct {
+	name           string
+	parts, logical int64
+	first, last    int64
+	blobs          map[int64]struct{}
+}
+
+func newGroup(name string) *group {
+	return &group{name: name, blobs: map[int64]struct{}{}}
+}
+
+func groupOf(m map[string]*group, name string) *group {
+	g := m[name]
+	if g == nil {
+		g = newGroup(name)
+		m[name] = g
+	}
+	return g
+}
+
+func (g *group) add(blob, bytes, at int64) {
+	if g.parts == 0 || at < g.first {
+		g.first = at
+	}
+	if at > g.last {
+		g.last = at
+	}
+	g.parts++
+	g.logical += bytes
+	g.blobs[blob] = struct{}{}
+}
+
+func (g *group) stored(sizes map[int64]int64) int64 {
+	var n int64
+	for b := range g.blobs {
+		n += sizes[b]
+	}
+	return n
+}
+
+// summarize turns groups into GroupStats, largest logical share first.
+func summarize(m map[string]*group, sizes map[int64]int64) []GroupStats {
+	out := make([]GroupStats, 0, len(m))
+	for _, g := range m {
+		out = append(out, GroupStats{
+			Name: g.name, Parts: g.parts, LogicalBytes: g.logical, StoredBytes: g.stored(sizes),
+			First: time.Unix(0, g.first), Last: time.Unix(0, g.last),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].LogicalBytes != out[j].LogicalBytes {
+			return out[i].LogicalBytes > out[j].LogicalBytes
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
