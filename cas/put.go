@@ -46,6 +46,13 @@ func (s *Store) Put(ctx context.Context, r io.Reader, ext string) (PutResult, er
 	if err := CheckExt(ext); err != nil {
 		return PutResult{}, fmt.Errorf("cas: put: %w", err)
 	}
+	return s.PutWith(ctx, r, func() (string, error) { return ext, nil })
+}
+
+// PutWith is Put for content whose type is known only once it has all been
+// read: extFor is called after the last byte is read (and before anything
+// is renamed into place), typically to look at what a wrapping reader saw.
+func (s *Store) PutWith(ctx context.Context, r io.Reader, extFor func() (string, error)) (PutResult, error) {
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
@@ -55,11 +62,26 @@ func (s *Store) Put(ctx context.Context, r io.Reader, ext string) (PutResult, er
 	n, err := io.ReadFull(r, buf)
 	switch {
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		ext, err := extOf(extFor)
+		if err != nil {
+			return PutResult{}, err
+		}
 		return s.putBytes(ctx, buf[:n], ext)
 	case err != nil:
 		return PutResult{}, fmt.Errorf("cas: put: read content: %w", err)
 	}
-	return s.putStream(ctx, buf, r, ext)
+	return s.putStream(ctx, buf, r, extFor)
+}
+
+func extOf(extFor func() (string, error)) (string, error) {
+	ext, err := extFor()
+	if err != nil {
+		return "", fmt.Errorf("cas: put: %w", err)
+	}
+	if err := CheckExt(ext); err != nil {
+		return "", fmt.Errorf("cas: put: %w", err)
+	}
+	return ext, nil
 }
 
 // PutBytes stores b as a blob with extension ext, as Put does.
@@ -101,7 +123,7 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 // putStream stores head followed by the rest of r. The digest, and so the
 // shard, is known only after the last byte, so the temp file is made in
 // blobs/ and renamed into its shard: one atomic rename on one file system.
-func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, ext string) (PutResult, error) {
+func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, extFor func() (string, error)) (PutResult, error) {
 	tmp, f, err := s.createTempIn(BlobsDir)
 	if err != nil {
 		return PutResult{}, err
@@ -117,7 +139,7 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, ext str
 		h.Write(chunk)
 		if _, err := f.Write(chunk); err != nil {
 			s.discard(tmp, f)
-			return PutResult{}, s.writeError(Blob{Ext: ext}, err)
+			return PutResult{}, s.writeError(Blob{}, err)
 		}
 		size += int64(len(chunk))
 		n, rerr := io.ReadFull(r, head[:chunkSize])
@@ -126,7 +148,7 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, ext str
 			h.Write(chunk)
 			if _, err := f.Write(chunk); err != nil {
 				s.discard(tmp, f)
-				return PutResult{}, s.writeError(Blob{Ext: ext}, err)
+				return PutResult{}, s.writeError(Blob{}, err)
 			}
 			size += int64(n)
 			break
@@ -138,6 +160,11 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, ext str
 	}
 	var d Digest
 	h.Sum(d[:0])
+	ext, err := extOf(extFor)
+	if err != nil {
+		s.discard(tmp, f)
+		return PutResult{}, err
+	}
 	b := Blob{Digest: d, Ext: ext}
 	res := PutResult{Blob: b, Size: size}
 	hit, err := s.presentStream(ctx, b, size)

@@ -117,7 +117,6 @@ type Store struct {
 	fs         fileSystem
 	durability Durability
 	now        func() time.Time
-
 }
 
 // Open opens the store at dir. Without WithCreate, a directory that holds no

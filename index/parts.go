@@ -183,16 +183,10 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		out = make([]Recorded, len(ps))
 		now := x.now().UnixNano()
-		var stmts [4]*sql.Stmt
-		for i, q := range []string{upsertBlobSQL, nextVersionSQL, sameAsSQL, insertPartSQL} {
-			st, err := tx.PrepareContext(ctx, q)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			stmts[i] = st
-		}
-		upsertBlob, nextVersion, sameAsKey, insertPart := stmts[0], stmts[1], stmts[2], stmts[3]
+		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
+		nextVersion := tx.StmtContext(ctx, x.stmts.nextVersion)
+		sameAsKey := tx.StmtContext(ctx, x.stmts.sameAs)
+		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
 		for i, p := range ps {
 			var blobID int64
 			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now).Scan(&blobID); err != nil {

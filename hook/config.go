@@ -1,0 +1,223 @@
+package hook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/toolcas/toolcas/policy"
+)
+
+// Type names written in configuration. Haystack's names are accepted when
+// loading: its ToolResultOffloadHook, and its FileSystemToolResultStore,
+// which loads as a DirStore.
+const (
+	TypeHook     = "toolcas.hook.Hook"
+	TypeDirStore = "toolcas.hook.DirStore"
+	TypeMemStore = "toolcas.hook.MemStore"
+)
+
+// A ConfigurableStore can be saved in a hook's configuration.
+type ConfigurableStore interface {
+	Store
+	// StoreConfig returns the store's type name and init parameters.
+	StoreConfig() (typeName string, params any)
+}
+
+// StoreLoader builds a store from its saved init parameters.
+type StoreLoader func(params json.RawMessage) (Store, error)
+
+var (
+	loadersMu sync.RWMutex
+	loaders   = map[string]StoreLoader{}
+)
+
+// RegisterStore makes a store type loadable from configuration, under its
+// type name and any aliases. Packages that define stores call it from init,
+// as database/sql drivers register themselves.
+func RegisterStore(typeName string, load StoreLoader, aliases ...string) {
+	loadersMu.Lock()
+	defer loadersMu.Unlock()
+	for _, n := range append([]string{typeName}, aliases...) {
+		loaders[n] = load
+	}
+}
+
+func init() {
+	RegisterStore(TypeDirStore, loadDirStore)
+	RegisterStore(TypeMemStore, func(params json.RawMessage) (Store, error) {
+		var p struct {
+			TextOnly bool `json:"text_only"`
+		}
+		if err := strictJSON(params, &p); err != nil {
+			return nil, fmt.Errorf("%s: %w", TypeMemStore, err)
+		}
+		if p.TextOnly {
+			return NewMemStore(TextOnly()), nil
+		}
+		return NewMemStore(), nil
+	})
+}
+
+func loadDirStore(params json.RawMessage) (Store, error) {
+	var p struct {
+		Root    string `json:"root"`
+		Durable bool   `json:"durable"`
+	}
+	if err := strictJSON(params, &p); err != nil {
+		return nil, fmt.Errorf("%s: %w", TypeDirStore, err)
+	}
+	if p.Root == "" {
+		return nil, fmt.Errorf("%s: no root", TypeDirStore)
+	}
+	var opts []DirOption
+	if p.Durable {
+		opts = append(opts, Durable())
+	}
+	return NewDirStore(p.Root, opts...)
+}
+
+// StoreConfig returns the DirStore's configuration.
+func (d *DirStore) StoreConfig() (string, any) {
+	return TypeDirStore, map[string]any{"root": d.root, "durable": d.durable}
+}
+
+// StoreConfig returns the MemStore's configuration (its contents are not
+// saved).
+func (m *MemStore) StoreConfig() (string, any) {
+	return TypeMemStore, map[string]any{"text_only": m.textOnly}
+}
+
+// canonicalStoreType maps Haystack's store type names to toolcas's.
+func canonicalStoreType(name string) string {
+	if strings.HasPrefix(name, "haystack.") && strings.HasSuffix(name, ".FileSystemToolResultStore") {
+		return TypeDirStore
+	}
+	return name
+}
+
+func isHaystackHook(name string) bool {
+	return strings.HasPrefix(name, "haystack.") && strings.HasSuffix(name, ".ToolResultOffloadHook")
+}
+
+type hookParams struct {
+	Store        json.RawMessage    `json:"store"`
+	Strategies   *policy.Strategies `json:"offload_strategies"`
+	PreviewChars *int               `json:"preview_chars"`
+	ReadTool     string             `json:"read_tool,omitempty"`
+}
+
+// MarshalJSON saves the hook, its store and its strategies in Haystack's
+// {"type", "init_parameters"} shape.
+func (h *Hook) MarshalJSON() ([]byte, error) {
+	var store json.RawMessage = []byte("null")
+	if h.store != nil {
+		cs, ok := h.store.(ConfigurableStore)
+		if !ok {
+			return nil, fmt.Errorf("hook: a %s cannot be saved as configuration", storeName(h.store))
+		}
+		typ, params := cs.StoreConfig()
+		b, err := json.Marshal(policy.Typed{Type: typ, InitParameters: mustJSON(params)})
+		if err != nil {
+			return nil, err
+		}
+		store = b
+	}
+	n := h.previewChars
+	p := hookParams{Store: store, Strategies: h.strategies, PreviewChars: &n}
+	if h.readTool != ReadToolName {
+		p.ReadTool = h.readTool
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("hook: %w", err)
+	}
+	return json.Marshal(policy.Typed{Type: TypeHook, InitParameters: params})
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Load builds a hook from configuration saved by MarshalJSON or by
+// Haystack's to_dict. Store types must be registered (see RegisterStore);
+// import the package defining a store to register it.
+func Load(data []byte, opts ...Option) (*Hook, error) {
+	var t policy.Typed
+	if err := strictJSON(data, &t); err != nil {
+		return nil, fmt.Errorf("hook: load: %w", err)
+	}
+	if t.Type != TypeHook && !isHaystackHook(t.Type) {
+		return nil, fmt.Errorf("hook: load: unknown hook type %q", t.Type)
+	}
+	var p hookParams
+	if err := strictJSON(t.InitParameters, &p); err != nil {
+		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+	}
+	if p.Strategies == nil {
+		return nil, fmt.Errorf("hook: load %s: no offload_strategies", t.Type)
+	}
+	var store Store
+	if len(p.Store) > 0 && string(bytes.TrimSpace(p.Store)) != "null" {
+		var st policy.Typed
+		if err := strictJSON(p.Store, &st); err != nil {
+			return nil, fmt.Errorf("hook: load store: %w", err)
+		}
+		loadersMu.RLock()
+		load := loaders[canonicalStoreType(st.Type)]
+		loadersMu.RUnlock()
+		if load == nil {
+			return nil, fmt.Errorf("hook: load: unknown store type %q (known: %s)", st.Type, strings.Join(knownStores(), ", "))
+		}
+		params := st.InitParameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		s, err := load(params)
+		if err != nil {
+			return nil, fmt.Errorf("hook: load store: %w", err)
+		}
+		store = s
+	}
+	if p.PreviewChars != nil {
+		opts = append([]Option{WithPreviewChars(*p.PreviewChars)}, opts...)
+	}
+	if p.ReadTool != "" {
+		opts = append([]Option{WithReadToolName(p.ReadTool)}, opts...)
+	}
+	return New(store, p.Strategies, opts...)
+}
+
+func knownStores() []string {
+	loadersMu.RLock()
+	defer loadersMu.RUnlock()
+	var names []string
+	for n := range loaders {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// strictJSON decodes one JSON value, refusing unknown fields and trailing
+// data, so that a mistyped option is an error rather than ignored.
+func strictJSON(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}

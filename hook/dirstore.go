@@ -1,0 +1,200 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// DirStore writes each part to a plain file named by its key under a root
+// directory, as Haystack's FileSystemToolResultStore does: the same file
+// names, the same checks that nothing resolves outside the root, and, like
+// it, writing a key again overwrites the file, so an old pointer then shows
+// the new content. It is for users who want plain files, and the baseline
+// the benchmarks measure toolcas against.
+type DirStore struct {
+	root    string
+	durable bool
+}
+
+var _ Store = (*DirStore)(nil)
+
+// A DirOption configures NewDirStore.
+type DirOption func(*DirStore)
+
+// Durable makes every write durable: temp file, fsync, rename, directory
+// fsync. Haystack's store, and the default, write the file in place without
+// syncing.
+func Durable() DirOption { return func(d *DirStore) { d.durable = true } }
+
+// NewDirStore returns a store writing under root, which is created if needed.
+func NewDirStore(root string, opts ...DirOption) (*DirStore, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("dirstore: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("dirstore: create %s: %w", abs, err)
+	}
+	d := &DirStore{root: abs}
+	for _, o := range opts {
+		o(d)
+	}
+	return d, nil
+}
+
+// Root returns the store's root directory.
+func (d *DirStore) Root() string { return d.root }
+
+// Name is the store's name in warnings.
+func (d *DirStore) Name() string { return "DirStore" }
+
+// AcceptsBinary reports true: files hold any bytes.
+func (d *DirStore) AcceptsBinary() bool { return true }
+
+// local returns the path, relative to the root, that a key or reference
+// names, refusing anything that resolves outside the root.
+func (d *DirStore) local(what, ref string) (string, error) {
+	rel := ref
+	if filepath.IsAbs(ref) {
+		r, err := filepath.Rel(d.root, filepath.Clean(ref))
+		if err != nil {
+			return "", fmt.Errorf("dirstore: %w: %s %q resolves outside the store root %s", ErrRefused, what, clip(ref), d.root)
+		}
+		rel = r
+	}
+	if !filepath.IsLocal(rel) || strings.ContainsRune(rel, 0) {
+		return "", fmt.Errorf("dirstore: %w: %s %q resolves outside the store root %s", ErrRefused, what, clip(ref), d.root)
+	}
+	return filepath.Clean(rel), nil
+}
+
+// Write writes each item to <root>/<key>.
+func (d *DirStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
+	type plan struct {
+		rel  string
+		data []byte
+	}
+	plans := make([]plan, len(items))
+	for i, it := range items {
+		if err := it.Key.Check(); err != nil {
+			return nil, fmt.Errorf("dirstore: %w", err)
+		}
+		rel, err := d.local("key", it.Key.String())
+		if err != nil {
+			return nil, err
+		}
+		plans[i] = plan{rel, bytesOf(it.Part)}
+	}
+	root, err := os.OpenRoot(d.root)
+	if err != nil {
+		return nil, fmt.Errorf("dirstore: %w", err)
+	}
+	defer root.Close()
+	out := make([]Stored, len(items))
+	for i, p := range plans {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := d.writeFile(root, p.rel, p.data); err != nil {
+			return nil, err
+		}
+		out[i] = Stored{Key: items[i].Key.String(), Path: filepath.Join(d.root, p.rel), Digest: cas.Sum(p.data), Version: 1}
+	}
+	return out, nil
+}
+
+func (d *DirStore) writeFile(root *os.Root, rel string, data []byte) error {
+	dir := filepath.Dir(rel)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("dirstore: create %s: %w", filepath.Join(d.root, dir), err)
+	}
+	if !d.durable {
+		if err := root.WriteFile(rel, data, 0o644); err != nil {
+			return fmt.Errorf("dirstore: write %s: %w", filepath.Join(d.root, rel), err)
+		}
+		return nil
+	}
+	tmp := filepath.Join(dir, ".tmp-"+filepath.Base(rel)+"-"+randomName())
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("dirstore: write %s: %w", filepath.Join(d.root, rel), err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, rel)
+	}
+	if err == nil {
+		var df *os.File
+		if df, err = root.Open(dir); err == nil {
+			err = df.Sync()
+			df.Close()
+		}
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return fmt.Errorf("dirstore: write %s: %w", filepath.Join(d.root, rel), err)
+	}
+	return nil
+}
+
+// Read reads the file a reference names: a key or a path relative to the
+// root, or an absolute path inside it. A reference resolving outside the
+// root, through ".." or a symbolic link, is refused. With run set, only
+// files under <root>/<run>/ are visible.
+func (d *DirStore) Read(ctx context.Context, run, ref string) (*Content, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rel, err := d.local("reference", ref)
+	if err != nil {
+		return nil, err
+	}
+	slash := filepath.ToSlash(rel)
+	if run != "" && !strings.HasPrefix(slash, run+"/") {
+		return nil, fmt.Errorf("dirstore: %s: %w in run %s", clip(ref), ErrNotFound, run)
+	}
+	root, err := os.OpenRoot(d.root)
+	if err != nil {
+		return nil, fmt.Errorf("dirstore: %w", err)
+	}
+	defer root.Close()
+	data, err := root.ReadFile(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("dirstore: %s: %w", clip(ref), ErrNotFound)
+		}
+		if strings.Contains(err.Error(), "escapes") {
+			return nil, fmt.Errorf("dirstore: %w: reference %q resolves outside the store root %s", ErrRefused, clip(ref), d.root)
+		}
+		return nil, fmt.Errorf("dirstore: read %s: %w", clip(ref), err)
+	}
+	c := &Content{Key: slash, Path: filepath.Join(d.root, rel), Digest: cas.Sum(data), Version: 1, Data: data}
+	if i := strings.IndexByte(slash, '/'); i > 0 {
+		c.Run = slash[:i]
+	}
+	ext := filepath.Ext(rel)
+	c.MIME = mime.TypeByExtension(ext)
+	switch {
+	case ext == ".txt":
+		c.Kind, c.MIME = KindText, "text/plain; charset=utf-8"
+	case strings.HasPrefix(c.MIME, "image/"):
+		c.Kind = KindImage
+	default:
+		c.Kind = KindFile
+	}
+	return c, nil
+}

@@ -1,0 +1,278 @@
+// Package hook offloads the large results of an agent's tool calls to a
+// store and leaves a short pointer in the conversation, keeping the
+// behaviour of Haystack's ToolResultOffloadHook point by point.
+//
+// The hook takes the block of tool results of one step, asks a policy per
+// tool whether each result should go, writes every part of those that
+// should to the Store (in one batch), and returns the block rewritten: each
+// offloaded result becomes a pointer saying what was stored, how big it is,
+// a preview, the part's logical key and its path. The hook keeps no mutable
+// state: one Hook serves any number of concurrent runs.
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"reflect"
+	"strings"
+
+	"github.com/toolcas/toolcas/policy"
+)
+
+// Hook rewrites a step's tool results, offloading those its strategies pick.
+type Hook struct {
+	store        Store
+	strategies   *policy.Strategies
+	previewChars int
+	readTool     string
+	log          *slog.Logger
+}
+
+// An Option configures New.
+type Option func(*Hook) error
+
+// WithPreviewChars sets how many code points of a text part the pointer
+// shows (default 200).
+func WithPreviewChars(n int) Option {
+	return func(h *Hook) error {
+		if n < 0 {
+			return fmt.Errorf("hook: preview of %d characters", n)
+		}
+		h.previewChars = n
+		return nil
+	}
+}
+
+// WithReadToolName sets the name under which the read-back tool is
+// registered (default ReadToolName); its results are never offloaded.
+func WithReadToolName(name string) Option {
+	return func(h *Hook) error {
+		if name == "" {
+			return errors.New("hook: empty read tool name")
+		}
+		h.readTool = name
+		return nil
+	}
+}
+
+// WithLogger sets where warnings go (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(h *Hook) error {
+		if l == nil {
+			return errors.New("hook: nil logger")
+		}
+		h.log = l
+		return nil
+	}
+}
+
+// New returns a hook writing to store, offloading what strategies pick. The
+// store may be nil if every run brings its own through WithStore.
+func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, error) {
+	if strategies == nil {
+		return nil, errors.New("hook: no strategies: give at least one policy (policy.Default(policy.OverChars(8000)), say)")
+	}
+	h := &Hook{store: store, strategies: strategies, previewChars: DefaultPreviewChars, readTool: ReadToolName, log: slog.Default()}
+	for _, o := range opts {
+		if err := o(h); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Step identifies the step whose results are offloaded.
+type Step struct {
+	// Run names the agent run; empty means DefaultRun.
+	Run string
+	// Number is the step's number in the run.
+	Number int
+}
+
+// Offload returns the step's block of tool results with every result its
+// policy picks replaced by a pointer. results is not modified. On error
+// nothing is rewritten and the results stay as they were in the caller's
+// hands.
+func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Result, error) {
+	if step.Run == "" {
+		step.Run = DefaultRun
+	}
+	if err := CheckRun(step.Run); err != nil {
+		return nil, fmt.Errorf("hook: %w", err)
+	}
+	if step.Number < 0 || step.Number > MaxStep {
+		return nil, fmt.Errorf("hook: step %d out of range 0..%d", step.Number, MaxStep)
+	}
+	store := StoreFrom(ctx)
+	if store == nil {
+		store = h.store
+	}
+	out := make([]Result, len(results))
+	copy(out, results)
+	type job struct {
+		result int
+		first  int // index of its first item
+	}
+	var (
+		jobs  []job
+		items []Item
+	)
+	for i, r := range results {
+		if !h.shouldOffload(store, step, r) {
+			continue
+		}
+		if store == nil {
+			return nil, errors.New("hook: no store: build the hook with one or pass one with WithStore")
+		}
+		jobs = append(jobs, job{result: i, first: len(items)})
+		single := len(r.Parts) == 1
+		for pos, p := range r.Parts {
+			k := Key{Run: step.Run, Step: step.Number, Tool: r.Tool, CallID: r.CallID, Index: i, Part: pos, Ext: ChooseExt(p)}
+			if single {
+				k.Part = -1
+			}
+			items = append(items, Item{Key: k, Part: p})
+		}
+	}
+	if len(items) == 0 {
+		return out, nil
+	}
+	stored, err := store.Write(ctx, items)
+	if err != nil {
+		return nil, fmt.Errorf("hook: offload step %d of run %s: %w", step.Number, step.Run, err)
+	}
+	if len(stored) != len(items) {
+		return nil, fmt.Errorf("hook: store %s returned %d results for %d parts", storeName(store), len(stored), len(items))
+	}
+	for _, j := range jobs {
+		r := results[j.result]
+		n := len(r.Parts)
+		got := stored[j.first : j.first+n]
+		refs := make([]Reference, n)
+		for k, s := range got {
+			refs[k] = Reference{Key: s.Key, Path: s.Path, Digest: s.Digest.String()}
+		}
+		c := r.clone()
+		c.Parts = []Part{Text(pointer(r.Parts, got, h.previewChars))}
+		if c.Meta == nil {
+			c.Meta = map[string]any{}
+		}
+		c.Meta[MetaKey] = refs
+		out[j.result] = c
+	}
+	return out, nil
+}
+
+// shouldOffload applies Haystack's rules in Haystack's order, then the
+// policy.
+func (h *Hook) shouldOffload(store Store, step Step, r Result) bool {
+	if r.Tool == h.readTool || r.Error || IsPointer(r) {
+		return false
+	}
+	pol, ok := h.strategies.For(r.Tool)
+	if !ok {
+		return false
+	}
+	empty := true
+	binary := false
+	for _, p := range r.Parts {
+		if p.Kind != KindText || p.Text != "" {
+			empty = false
+		}
+		if p.Kind != KindText {
+			binary = true
+		}
+	}
+	if empty {
+		return false
+	}
+	if binary && (store == nil || !store.AcceptsBinary()) {
+		h.log.Warn(fmt.Sprintf("Tool '%s' produced a result with image or file content, but %s does not support binary content; leaving the result in context.",
+			r.Tool, storeName(store)), "tool", r.Tool)
+		return false
+	}
+	if err := checkParts(r.Parts); err != nil {
+		h.log.Warn(fmt.Sprintf("Tool '%s' produced a result that cannot be offloaded: %v; leaving the result in context.", r.Tool, err), "tool", r.Tool)
+		return false
+	}
+	return pol.ShouldOffload(subject(step, r))
+}
+
+// checkParts refuses parts no store should take.
+func checkParts(parts []Part) error {
+	if len(parts) > MaxPart+1 {
+		return fmt.Errorf("%d parts, more than %d", len(parts), MaxPart+1)
+	}
+	for i, p := range parts {
+		switch p.Kind {
+		case KindText, KindImage, KindFile:
+		default:
+			return fmt.Errorf("part %d has unknown kind %q", i, p.Kind)
+		}
+		if p.MIME != "" {
+			if _, _, err := mime.ParseMediaType(p.MIME); err != nil || strings.ContainsAny(p.MIME, "\r\n") {
+				return fmt.Errorf("part %d has an invalid MIME type %q", i, clip(p.MIME))
+			}
+		}
+		if strings.ContainsAny(p.Filename, "\x00\r\n") {
+			return fmt.Errorf("part %d has a file name with a NUL or a line break: %q", i, clip(p.Filename))
+		}
+	}
+	return nil
+}
+
+// subject describes a result to its policy.
+func subject(step Step, r Result) *policy.Subject {
+	parts := make([]policy.Part, len(r.Parts))
+	for i, p := range r.Parts {
+		pp := policy.Part{Kind: string(p.Kind), MIME: p.MIME, Filename: p.Filename}
+		if p.Kind == KindText {
+			pp.Size = policy.TextSize(p.Text)
+		} else {
+			pp.Size = policy.BinarySize(len(p.Data))
+		}
+		parts[i] = pp
+	}
+	return policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
+}
+
+// payload is the result as Haystack's policies see it: every part's text or
+// base64 payload, concatenated.
+func payload(parts []Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Kind == KindText {
+			b.WriteString(p.Text)
+		} else {
+			b.WriteString(encodeBase64(p.Data))
+		}
+	}
+	return b.String()
+}
+
+// storeName is the store's name in messages: its type without package or
+// pointer, as Haystack prints type(store).__name__.
+func storeName(s Store) string {
+	if s == nil {
+		return "no store"
+	}
+	if n, ok := s.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	t := reflect.TypeOf(s)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+// bytesOf returns a part's bytes as stored: the UTF-8 text, or the payload.
+func bytesOf(p Part) []byte {
+	if p.Kind == KindText {
+		return []byte(p.Text)
+	}
+	return p.Data
+}

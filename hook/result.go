@@ -1,0 +1,145 @@
+package hook
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+)
+
+// Kind is what a part of a tool result holds.
+type Kind string
+
+// The kinds of part.
+const (
+	KindText  Kind = "text"
+	KindImage Kind = "image"
+	KindFile  Kind = "file"
+)
+
+// A Part is one piece of a tool result: text, an image or a file.
+type Part struct {
+	Kind Kind
+	// Text is the content of a text part.
+	Text string
+	// Data is the decoded payload of an image or file part.
+	Data []byte
+	// MIME is the media type of an image or file part, when known.
+	MIME string
+	// Filename is the name a tool gave a file part, when it gave one.
+	Filename string
+}
+
+// Text returns a text part.
+func Text(s string) Part { return Part{Kind: KindText, Text: s} }
+
+// Image returns an image part; mime may be empty.
+func Image(mime string, data []byte) Part { return Part{Kind: KindImage, MIME: mime, Data: data} }
+
+// File returns a file part; mime and filename may be empty.
+func File(mime, filename string, data []byte) Part {
+	return Part{Kind: KindFile, MIME: mime, Filename: filename, Data: data}
+}
+
+// ImageBase64 returns an image part from a standard base64 payload, as
+// multimodal APIs carry images; invalid base64 is an error.
+func ImageBase64(mime, b64 string) (Part, error) {
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return Part{}, fmt.Errorf("hook: image payload is not valid base64: %w", err)
+	}
+	return Image(mime, data), nil
+}
+
+// FileBase64 returns a file part from a standard base64 payload.
+func FileBase64(mime, filename, b64 string) (Part, error) {
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return Part{}, fmt.Errorf("hook: file payload %q is not valid base64: %w", filename, err)
+	}
+	return File(mime, filename, data), nil
+}
+
+// Result is one tool call's result, as any agent framework has it.
+type Result struct {
+	// Tool, CallID and Arguments are the call the result answers (its
+	// origin); they are kept as they are when the result is rewritten.
+	Tool      string
+	CallID    string
+	Arguments json.RawMessage
+	// Error marks a failed call, or a call a human rejected.
+	Error bool
+	Parts []Part
+	// Meta carries framework metadata; offloading adds MetaKey.
+	Meta map[string]any
+}
+
+// MetaKey is the metadata key under which a rewritten result lists what was
+// offloaded. A result carrying it is never offloaded again.
+const MetaKey = "tool_result_offloaded"
+
+// Reference records where one part of a result went.
+type Reference struct {
+	Key    string `json:"key"`
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// IsPointer reports whether a result is a pointer left by offloading, so
+// that a compactor pruning old tool results can keep it: the pointer is
+// small and is the only way back to the stored content.
+func IsPointer(r Result) bool {
+	v, ok := r.Meta[MetaKey]
+	if !ok {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		return v != ""
+	case []Reference:
+		return len(v) > 0
+	case []string:
+		return len(v) > 0
+	case []any:
+		return len(v) > 0
+	}
+	return true
+}
+
+// References returns the references a pointer's metadata records.
+func References(r Result) []Reference {
+	switch v := r.Meta[MetaKey].(type) {
+	case []Reference:
+		return append([]Reference(nil), v...)
+	case []any:
+		var out []Reference
+		for _, e := range v {
+			switch e := e.(type) {
+			case string:
+				out = append(out, Reference{Path: e})
+			case map[string]any:
+				ref := Reference{}
+				ref.Key, _ = e["key"].(string)
+				ref.Path, _ = e["path"].(string)
+				ref.Digest, _ = e["digest"].(string)
+				out = append(out, ref)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// clone returns a copy of r that shares no map with it.
+func (r Result) clone() Result {
+	c := r
+	c.Parts = append([]Part(nil), r.Parts...)
+	c.Meta = maps.Clone(r.Meta)
+	return c
+}
+
+func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -1,0 +1,91 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"unicode/utf8"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+var (
+	// ErrNotFound is wrapped by Store.Read when no stored part matches a
+	// reference (in the run, when the read is scoped to one).
+	ErrNotFound = errors.New("not found")
+
+	// ErrRefused is wrapped by Store.Read and Store.Write for a reference or
+	// key that names something outside the store, or outside what the caller
+	// may see.
+	ErrRefused = errors.New("refused")
+)
+
+// Item is one part to store under its key.
+type Item struct {
+	Key  Key
+	Part Part
+}
+
+// Stored says where one item went.
+type Stored struct {
+	// Key is the rendered key.
+	Key string
+	// Path is where the bytes are: an absolute file path for stores on disk.
+	Path   string
+	Digest cas.Digest
+	// Version counts the writes of the key, from 1.
+	Version int
+	// SameAs is another key of the same run already holding identical
+	// content, or "". Never a key of another run.
+	SameAs string
+	// Dedup reports that the bytes were already stored, and nothing was
+	// written.
+	Dedup bool
+}
+
+// Content is a stored part read back.
+type Content struct {
+	Key      string
+	Path     string
+	Run      string
+	Digest   cas.Digest
+	Version  int
+	Kind     Kind
+	MIME     string
+	Filename string
+	Data     []byte
+}
+
+// IsText reports whether the bytes are UTF-8, and so read back as text.
+func (c *Content) IsText() bool { return utf8.Valid(c.Data) }
+
+// A Store keeps offloaded parts. Implementations are safe for concurrent use.
+type Store interface {
+	// Write stores the items of one step and returns, in order, where each
+	// went. It is all or none: on error nothing the call wrote is
+	// referenced. Writing a key that exists adds a new version (or, for a
+	// store that says so, overwrites it).
+	Write(ctx context.Context, items []Item) ([]Stored, error)
+	// Read returns the part a reference names: a rendered key, a path the
+	// store returned, or another form the store documents. With run set,
+	// only that run's parts are visible; anything else is ErrNotFound.
+	// A reference outside the store is ErrRefused.
+	Read(ctx context.Context, run, ref string) (*Content, error)
+	// AcceptsBinary reports whether the store takes image and file parts.
+	AcceptsBinary() bool
+}
+
+// storeKey is the context key of a per-run store.
+type storeKey struct{}
+
+// WithStore returns a context that makes the hook write this run's results
+// to s instead of the store it was built with, as Haystack's
+// hook_context["tool_result_store"] does.
+func WithStore(ctx context.Context, s Store) context.Context {
+	return context.WithValue(ctx, storeKey{}, s)
+}
+
+// StoreFrom returns the store WithStore put in ctx, or nil.
+func StoreFrom(ctx context.Context) Store {
+	s, _ := ctx.Value(storeKey{}).(Store)
+	return s
+}

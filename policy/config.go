@@ -1,0 +1,212 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Type names written in configuration. Haystack's names for the same
+// policies are accepted when loading, so a Haystack configuration loads
+// unchanged.
+const (
+	TypeAlways    = "toolcas.policy.Always"
+	TypeNever     = "toolcas.policy.Never"
+	TypeOverChars = "toolcas.policy.OverChars"
+)
+
+// haystackNames maps the class names of Haystack's policies, under any
+// haystack.* module, to ours.
+var haystackNames = map[string]string{
+	"AlwaysOffload":    TypeAlways,
+	"NeverOffload":     TypeNever,
+	"OffloadOverChars": TypeOverChars,
+}
+
+// Typed is the {"type", "init_parameters"} shape every component is saved
+// in.
+type Typed struct {
+	Type           string          `json:"type"`
+	InitParameters json.RawMessage `json:"init_parameters"`
+}
+
+// CanonicalType maps a Haystack type name to toolcas's; other names are
+// returned as they are.
+func CanonicalType(name string) string {
+	if strings.HasPrefix(name, "haystack.") {
+		class := name[strings.LastIndexByte(name, '.')+1:]
+		if ours, ok := haystackNames[class]; ok {
+			return ours
+		}
+	}
+	return name
+}
+
+type overCharsParams struct {
+	Threshold *int `json:"threshold"`
+}
+
+// Marshal saves a policy as {"type", "init_parameters"}. Func policies and
+// policies of other types cannot be saved.
+func Marshal(p Policy) ([]byte, error) {
+	var t Typed
+	switch v := p.(type) {
+	case Fixed:
+		t.Type = TypeNever
+		if v {
+			t.Type = TypeAlways
+		}
+		t.InitParameters = json.RawMessage(`{}`)
+	case OverChars:
+		n := int(v)
+		b, _ := json.Marshal(overCharsParams{Threshold: &n})
+		t.Type, t.InitParameters = TypeOverChars, b
+	default:
+		return nil, fmt.Errorf("policy: a %T cannot be saved as configuration", p)
+	}
+	return json.Marshal(t)
+}
+
+// Unmarshal loads a policy saved by Marshal, or by Haystack.
+func Unmarshal(data []byte) (Policy, error) {
+	var t Typed
+	if err := strictDecode(data, &t); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if t.Type == "" {
+		return nil, errors.New(`policy: no "type"`)
+	}
+	params := t.InitParameters
+	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+		params = json.RawMessage(`{}`)
+	}
+	switch CanonicalType(t.Type) {
+	case TypeAlways, TypeNever:
+		var none struct{}
+		if err := strictDecode(params, &none); err != nil {
+			return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
+		}
+		if CanonicalType(t.Type) == TypeAlways {
+			return Always, nil
+		}
+		return Never, nil
+	case TypeOverChars:
+		var p overCharsParams
+		if err := strictDecode(params, &p); err != nil {
+			return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
+		}
+		if p.Threshold == nil {
+			return nil, fmt.Errorf("policy: %s: no threshold", t.Type)
+		}
+		return OverChars(*p.Threshold), nil
+	}
+	if strings.HasSuffix(t.Type, ".CallableOffloadPolicy") {
+		return nil, fmt.Errorf("policy: %s wraps a Python function, which cannot run here; give the tool a Go policy", t.Type)
+	}
+	return nil, fmt.Errorf("policy: unknown policy type %q", t.Type)
+}
+
+// strictDecode decodes one JSON value, refusing unknown fields and trailing
+// data.
+func strictDecode(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// MarshalJSON saves the strategies as Haystack does: an object from tool
+// name (a group as a JSON array written as a string, "*" for the wildcard)
+// to policy, in entry order.
+func (s *Strategies) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range s.Entries() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		key := e.Tools[0]
+		if e.Group {
+			// Python's json.dumps separators, so the key reads as Haystack writes it.
+			quoted := make([]string, len(e.Tools))
+			for j, t := range e.Tools {
+				q, _ := json.Marshal(t)
+				quoted[j] = string(q)
+			}
+			key = "[" + strings.Join(quoted, ", ") + "]"
+		}
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteString(": ")
+		p, err := Marshal(e.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("policy: tool %s: %w", e.label(), err)
+		}
+		b.Write(p)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON loads strategies saved by MarshalJSON or by Haystack,
+// keeping the order of the entries, which decides between groups.
+func (s *Strategies) UnmarshalJSON(data []byte) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	tok, err := d.Token()
+	if err != nil {
+		return fmt.Errorf("policy: strategies: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("policy: strategies: want an object, got %v", tok)
+	}
+	var entries []Entry
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return fmt.Errorf("policy: strategies: %w", err)
+		}
+		key := tok.(string)
+		if seen[key] {
+			return fmt.Errorf("policy: strategies: key %q appears twice", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := d.Decode(&raw); err != nil {
+			return fmt.Errorf("policy: strategies: %q: %w", key, err)
+		}
+		p, err := Unmarshal(raw)
+		if err != nil {
+			return fmt.Errorf("policy: strategies: %q: %w", key, err)
+		}
+		if strings.HasPrefix(key, "[") {
+			var names []string
+			if err := json.Unmarshal([]byte(key), &names); err != nil {
+				return fmt.Errorf("policy: strategies: group key %q is not a JSON array of names: %w", key, err)
+			}
+			entries = append(entries, ForGroup(names, p))
+		} else {
+			entries = append(entries, For(key, p))
+		}
+	}
+	if _, err := d.Token(); err != nil {
+		return fmt.Errorf("policy: strategies: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("policy: strategies: trailing data after the object")
+	}
+	ns, err := NewStrategies(entries...)
+	if err != nil {
+		return err
+	}
+	*s = *ns
+	return nil
+}

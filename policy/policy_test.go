@@ -1,0 +1,217 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func subj(size int) *Subject {
+	return NewSubject("t", "r", 1, []Part{{Kind: KindText, Size: size}}, func() string { return strings.Repeat("x", size) })
+}
+
+func TestH8Policies(t *testing.T) {
+	const _ = Always // a constant, as Haystack's policies are singletons
+	if !Always.ShouldOffload(subj(0)) || Never.ShouldOffload(subj(1<<20)) {
+		t.Error("fixed policies do not answer as named")
+	}
+	for _, tc := range []struct {
+		threshold, size int
+		want            bool
+	}{{3, 2, false}, {3, 3, false}, {3, 4, true}, {0, 0, false}, {0, 1, true}, {-1, 0, true}} {
+		if got := OverChars(tc.threshold).ShouldOffload(subj(tc.size)); got != tc.want {
+			t.Errorf("OverChars(%d) on %d characters = %v, want %v", tc.threshold, tc.size, got, tc.want)
+		}
+	}
+}
+
+func TestSubjectContentIsLazy(t *testing.T) {
+	calls := 0
+	s := NewSubject("t", "r", 1, []Part{{Size: 5}, {Size: 8}}, func() string { calls++; return "abc" })
+	if s.Size != 13 {
+		t.Errorf("Size = %d, want the sum of the parts, 13", s.Size)
+	}
+	OverChars(3).ShouldOffload(s)
+	if calls != 0 {
+		t.Error("OverChars built the content")
+	}
+	s.Content()
+	s.Content()
+	if calls != 1 {
+		t.Errorf("content built %d times, want once", calls)
+	}
+	if TextSize("héllo") != 5 || BinarySize(4) != 8 || BinarySize(3) != 4 || BinarySize(0) != 0 {
+		t.Error("size helpers do not count as Haystack does")
+	}
+}
+
+func TestH6Strategies(t *testing.T) {
+	s := MustStrategies(
+		For("web_search", Always),
+		For("get_time", Never),
+		ForGroup([]string{"read_file", "list_dir"}, OverChars(4000)),
+		ForGroup([]string{"list_dir", "grep"}, OverChars(1)),
+		ForGroup([]string{"*"}, Never),
+		Default(OverChars(8000)),
+		ForGroup([]string{"web_search"}, Never),
+	)
+	for _, tc := range []struct {
+		tool string
+		want Policy
+		ok   bool
+	}{
+		{"web_search", Always, true},         // exact beats a later group
+		{"get_time", Never, true},            // exact
+		{"read_file", OverChars(4000), true}, // first group
+		{"list_dir", OverChars(4000), true},  // the first group containing it
+		{"grep", OverChars(1), true},
+		{"other", OverChars(8000), true}, // wildcard; the group holding "*" is no wildcard
+		{"*", OverChars(8000), true},
+	} {
+		p, ok := s.For(tc.tool)
+		if ok != tc.ok || p != tc.want {
+			t.Errorf("For(%q) = %v, %v; want %v, %v", tc.tool, p, ok, tc.want, tc.ok)
+		}
+	}
+	none := MustStrategies(For("a", Always), ForGroup([]string{"*", "b"}, Always))
+	if p, ok := none.For("c"); ok {
+		t.Errorf("without a wildcard For(c) = %v, want no policy", p)
+	}
+	var nilS *Strategies
+	if _, ok := nilS.For("x"); ok {
+		t.Error("nil strategies matched")
+	}
+}
+
+func TestNewStrategiesRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []Entry
+	}{
+		{"nil policy", []Entry{For("a", nil)}},
+		{"empty group", []Entry{ForGroup(nil, Always)}},
+		{"tool twice", []Entry{For("a", Always), For("a", Never)}},
+		{"wildcard twice", []Entry{Default(Always), Default(Never)}},
+		{"several tools not a group", []Entry{{Tools: []string{"a", "b"}, Policy: Always}}},
+	} {
+		if _, err := NewStrategies(tc.entries...); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
+
+func TestH20StrategiesRoundTrip(t *testing.T) {
+	s := MustStrategies(
+		For("web_search", Always),
+		For("get_time", Never),
+		ForGroup([]string{"read_file", "list_dir"}, OverChars(4000)),
+		Default(OverChars(8000)),
+	)
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"web_search":{"type":"toolcas.policy.Always","init_parameters":{}},` +
+		`"get_time":{"type":"toolcas.policy.Never","init_parameters":{}},` +
+		`"[\"read_file\", \"list_dir\"]":{"type":"toolcas.policy.OverChars","init_parameters":{"threshold":4000}},` +
+		`"*":{"type":"toolcas.policy.OverChars","init_parameters":{"threshold":8000}}}`
+	var compact bytes.Buffer
+	json.Compact(&compact, b)
+	if compact.String() != want {
+		t.Errorf("Marshal =\n%s\nwant\n%s", compact.String(), want)
+	}
+	var back Strategies
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"web_search", "get_time", "read_file", "list_dir", "other"} {
+		p1, _ := s.For(tool)
+		p2, _ := back.For(tool)
+		if p1 != p2 {
+			t.Errorf("after a round trip, %s gets %v, want %v", tool, p2, p1)
+		}
+	}
+}
+
+// haystackStrategies is offload_strategies as Haystack's to_dict writes it.
+const haystackStrategies = `{
+  "web_search": {"type": "haystack.hooks.tool_result_offloading.policies.AlwaysOffload", "init_parameters": {}},
+  "get_time": {"type": "haystack.hooks.tool_result_offloading.policies.NeverOffload", "init_parameters": {}},
+  "[\"read_file\", \"list_dir\"]": {"type": "haystack.hooks.tool_result_offloading.policies.OffloadOverChars", "init_parameters": {"threshold": 4000}},
+  "[\"*\", \"grep\"]": {"type": "haystack.hooks.tool_result_offloading.policies.AlwaysOffload", "init_parameters": {}},
+  "*": {"type": "haystack.hooks.tool_result_offloading.policies.OffloadOverChars", "init_parameters": {"threshold": 8000}}
+}`
+
+func TestH20LoadsHaystackStrategies(t *testing.T) {
+	var s Strategies
+	if err := json.Unmarshal([]byte(haystackStrategies), &s); err != nil {
+		t.Fatal(err)
+	}
+	for tool, want := range map[string]Policy{"web_search": Always, "get_time": Never, "list_dir": OverChars(4000), "grep": Always, "x": OverChars(8000)} {
+		if p, _ := s.For(tool); p != want {
+			t.Errorf("For(%q) = %v, want %v", tool, p, want)
+		}
+	}
+	// Group order decides, and survives loading.
+	if e := s.Entries(); len(e) != 5 || !e[2].Group || e[2].Tools[1] != "list_dir" || e[3].Tools[0] != "*" || !e[3].Group {
+		t.Errorf("entries = %+v", e)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a": {"type": "haystack.hooks.tool_result_offloading.policies.CallableOffloadPolicy", "init_parameters": {"condition": "m.f"}}}`, "Python function"},
+		{`{"a": {"type": "toolcas.policy.Sometimes", "init_parameters": {}}}`, "unknown policy type"},
+		{`{"a": {"type": "toolcas.policy.OverChars", "init_parameters": {}}}`, "no threshold"},
+		{`{"a": {"type": "toolcas.policy.OverChars", "init_parameters": {"threshold": "10"}}}`, "threshold"},
+		{`{"a": {"type": "toolcas.policy.OverChars", "init_parameters": {"threshold": 1.5}}}`, "threshold"},
+		{`{"a": {"type": "toolcas.policy.Always", "init_parameters": {"x": 1}}}`, "unknown field"},
+		{`{"a": {"init_parameters": {}}}`, "no \"type\""},
+		{`{"[\"a\", 1]": {"type": "toolcas.policy.Always"}}`, "not a JSON array of names"},
+		{`{"[]": {"type": "toolcas.policy.Always"}}`, "names no tool"},
+		{`{"a": {"type": "toolcas.policy.Always"}, "a": {"type": "toolcas.policy.Never"}}`, "twice"},
+		{`["a"]`, "want an object"},
+		{`{"a": {"type": "toolcas.policy.Always"}} x`, "after top-level value"},
+	} {
+		var s Strategies
+		err := json.Unmarshal([]byte(tc.in), &s)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Unmarshal(%s) = %v, want an error saying %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := Marshal(Func(func(*Subject) bool { return true })); err == nil {
+		t.Error("a Func policy was saved")
+	}
+}
+
+func FuzzLoadStrategies(f *testing.F) {
+	f.Add(haystackStrategies)
+	f.Add(`{"*": {"type": "toolcas.policy.OverChars", "init_parameters": {"threshold": -5}}}`)
+	f.Add(`{"[\"a\",\"b\"]": {"type": "toolcas.policy.Never", "init_parameters": null}}`)
+	f.Add(`{}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		var s Strategies
+		if err := json.Unmarshal([]byte(in), &s); err != nil {
+			return
+		}
+		// Whatever loads saves, and loads back to the same decisions.
+		b, err := json.Marshal(&s)
+		if err != nil {
+			t.Fatalf("loaded %q but cannot save it: %v", in, err)
+		}
+		var back Strategies
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("saved %s does not load: %v", b, err)
+		}
+		for _, e := range s.Entries() {
+			for _, tool := range append(e.Tools, "unlisted-tool") {
+				p1, ok1 := s.For(tool)
+				p2, ok2 := back.For(tool)
+				if p1 != p2 || ok1 != ok2 {
+					t.Fatalf("tool %q: %v/%v before, %v/%v after a round trip of %s", tool, p1, ok1, p2, ok2, b)
+				}
+			}
+		}
+	})
+}

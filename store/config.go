@@ -1,0 +1,46 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+)
+
+// TypeStore is the store's type name in a hook's configuration.
+const TypeStore = "toolcas.store.Store"
+
+type params struct {
+	Dir        string `json:"dir"`
+	Durability string `json:"durability,omitempty"`
+}
+
+func init() {
+	hook.RegisterStore(TypeStore, func(raw json.RawMessage) (hook.Store, error) {
+		var p params
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&p); err != nil {
+			return nil, fmt.Errorf("%s: %w", TypeStore, err)
+		}
+		if p.Dir == "" {
+			return nil, fmt.Errorf("%s: no dir", TypeStore)
+		}
+		dur := cas.SyncFull
+		if p.Durability != "" {
+			var err error
+			if dur, err = cas.ParseDurability(p.Durability); err != nil {
+				return nil, fmt.Errorf("%s: %w", TypeStore, err)
+			}
+		}
+		return Open(context.Background(), p.Dir, WithCreate(), WithDurability(dur))
+	})
+}
+
+// StoreConfig returns the store's configuration, for saving a hook.
+func (s *Store) StoreConfig() (string, any) {
+	return TypeStore, params{Dir: s.dir, Durability: s.blobs.Durability().String()}
+}

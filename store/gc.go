@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+)
+
+// DefaultGrace is how old an unreferenced blob must be before gc removes it,
+// unless told otherwise.
+const DefaultGrace = time.Hour
+
+// ErrMissingBlobs is returned by GC when index rows point at blob files that
+// are not there: something is wrong that verify should look at first.
+var ErrMissingBlobs = errors.New("index rows point at missing blobs")
+
+// GCOptions configure GC.
+type GCOptions struct {
+	// Grace is how old (by modification time, which every dedup hit
+	// refreshes) an unreferenced blob or a temp file must be to go. It is
+	// used as given: zero removes every unreferenced blob at once.
+	// DefaultGrace is the usual value.
+	Grace time.Duration
+	// DryRun reports what would go and removes nothing.
+	DryRun bool
+	// Progress, when set, is called as blobs are examined.
+	Progress func(done, total int)
+}
+
+// GCResult says what GC removed, or would remove on a dry run.
+type GCResult struct {
+	RemovedBlobs int
+	FreedBytes   int64
+	// KeptYoung counts unreferenced blobs kept because they are younger than
+	// the grace period.
+	KeptYoung   int
+	RemovedTemp int
+	DryRun      bool
+	// Removed lists the blobs removed.
+	Removed []cas.Blob
+}
+
+// GC removes the blobs no index row uses and that are older than the grace
+// period, and temp files older than it. It holds gc.lock exclusively while
+// it marks and sweeps, so no writer is between its blob and its row. It
+// fails closed: any error while listing rows or files stops it before it
+// deletes anything. It refuses to run while rows point at missing blobs.
+// Rows are deleted and committed before their files are unlinked.
+func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
+	if o.Grace < 0 {
+		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
+	}
+	unlock, err := s.exclusiveLock(ctx)
+	if err != nil {
+		return GCResult{}, err
+	}
+	defer unlock()
+	res := GCResult{DryRun: o.DryRun}
+	cutoff := s.now().Add(-o.Grace)
+
+	// Mark: what the index uses, what is on disk.
+	refs, err := s.index.ReferencedBlobs(ctx)
+	if err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs: %w", err)
+	}
+	used := make(map[cas.Blob]bool, len(refs))
+	for _, r := range refs {
+		used[r.Blob] = true
+	}
+	var (
+		onDisk = map[cas.Blob]cas.Entry{}
+		temps  []cas.Entry
+	)
+	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+		switch e.Kind {
+		case cas.EntryBlob:
+			onDisk[e.Blob] = e
+		case cas.EntryTemp:
+			temps = append(temps, e)
+		}
+		if o.Progress != nil {
+			o.Progress(len(onDisk), len(refs))
+		}
+		return nil
+	})
+	if err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: list blob files (nothing deleted): %w", err)
+	}
+	var missing []cas.Blob
+	for b := range used {
+		if _, ok := onDisk[b]; !ok {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Slice(missing, func(i, j int) bool { return missing[i].FileName() < missing[j].FileName() })
+		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; run casctl verify",
+			ErrMissingBlobs, len(missing), s.blobs.Path(missing[0]))
+	}
+	unrefRows, err := s.index.UnreferencedBlobs(ctx)
+	if err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs: %w", err)
+	}
+
+	var candidates []cas.Blob
+	for b, e := range onDisk {
+		if used[b] {
+			continue
+		}
+		if !e.ModTime.Before(cutoff) {
+			res.KeptYoung++
+			continue
+		}
+		candidates = append(candidates, b)
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].FileName() < candidates[j].FileName() })
+	// Rows whose file is gone and that no part uses: nothing to unlink.
+	var stale []cas.Blob
+	for _, r := range unrefRows {
+		if _, ok := onDisk[r.Blob]; !ok {
+			stale = append(stale, r.Blob)
+		}
+	}
+	var oldTemps []cas.Entry
+	for _, t := range temps {
+		if t.ModTime.Before(cutoff) {
+			oldTemps = append(oldTemps, t)
+		}
+	}
+	if o.DryRun {
+		for _, b := range candidates {
+			res.RemovedBlobs++
+			res.FreedBytes += onDisk[b].Size
+			res.Removed = append(res.Removed, b)
+		}
+		res.RemovedTemp = len(oldTemps)
+		return res, nil
+	}
+
+	// Sweep: rows first, committed; then files.
+	if len(stale) > 0 {
+		if _, err := s.index.DeleteBlobRows(ctx, stale); err != nil {
+			return GCResult{}, fmt.Errorf("store: gc: %w", err)
+		}
+	}
+	gone, err := s.index.DeleteUnreferenced(ctx, candidates, cutoff)
+	if err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: %w", err)
+	}
+	var errs []string
+	for _, b := range gone {
+		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			errs = append(errs, err.Error())
+			continue
+		}
+		res.RemovedBlobs++
+		res.FreedBytes += onDisk[b].Size
+		res.Removed = append(res.Removed, b)
+	}
+	for _, t := range oldTemps {
+		if err := s.blobs.RemoveTemp(ctx, t.RelPath); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		res.RemovedTemp++
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
+			len(errs), strings.Join(errs, "; "))
+	}
+	return res, nil
+}
+
+// keysOf lists the keys of parts, for messages.
+func keysOf(ps []index.Part) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Key
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func item(run string, step int, text string) hook.Item {
+	return hook.Item{Key: hook.Key{Run: run, Step: step, Tool: "t", CallID: "c", Part: -1, Ext: ".txt"}, Part: hook.Text(text)}
+}
+
+func mustWrite(t *testing.T, s *Store, items ...hook.Item) []hook.Stored {
+	t.Helper()
+	st, err := s.Write(context.Background(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestGCGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	keep := mustWrite(t, s, item("keep", 1, "kept"))[0]
+	old := mustWrite(t, s, item("old", 1, "old garbage"))[0]
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	// Younger than the grace period: kept, though unreferenced.
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedBlobs != 0 || res.KeptYoung != 1 {
+		t.Errorf("young gc = %+v, want nothing removed and 1 kept young", res)
+	}
+	// Two hours on, it goes; the referenced blob stays whatever its age.
+	c.t = c.t.Add(2 * time.Hour)
+	res, err = s.GC(ctx, GCOptions{Grace: time.Hour, DryRun: true})
+	if err != nil || res.RemovedBlobs != 1 || !res.DryRun {
+		t.Fatalf("dry run = %+v, %v", res, err)
+	}
+	if _, err := os.Stat(old.Path); err != nil {
+		t.Error("dry run removed a blob")
+	}
+	res, err = s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedBlobs != 1 || res.FreedBytes != int64(len("old garbage")) {
+		t.Errorf("gc = %+v, want the old blob removed", res)
+	}
+	if _, err := os.Stat(old.Path); !os.IsNotExist(err) {
+		t.Errorf("old blob still there: %v", err)
+	}
+	if c, err := s.Read(ctx, "keep", keep.Key); err != nil || string(c.Data) != "kept" {
+		t.Errorf("referenced blob: %v", err)
+	}
+	if _, err := s.index.Blob(ctx, blobOf(t, s, old)); !errors.Is(err, index.ErrNotFound) {
+		t.Errorf("blob row of removed blob: %v", err)
+	}
+}
+
+// blobOf recovers the blob of a stored part from its path.
+func blobOf(t *testing.T, s *Store, st hook.Stored) cas.Blob {
+	t.Helper()
+	rel, err := filepath.Rel(s.Dir(), st.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cas.ParseBlobPath(filepath.ToSlash(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGCDedupHitRefreshesAge(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	st := mustWrite(t, s, item("a", 1, "reused"))[0]
+	s.Prune(ctx, index.PruneOptions{Run: "a"})
+	c.t = c.t.Add(2 * time.Hour)
+	// The same bytes are stored again: a dedup hit, which makes the blob
+	// young again; then that row is pruned too.
+	again := mustWrite(t, s, item("b", 1, "reused"))[0]
+	if !again.Dedup {
+		t.Fatal("second write was not a dedup hit")
+	}
+	s.Prune(ctx, index.PruneOptions{Run: "b"})
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedBlobs != 0 || res.KeptYoung != 1 {
+		t.Errorf("gc = %+v, want the refreshed blob kept", res)
+	}
+	if _, err := os.Stat(st.Path); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGCRemovesOldTempsAndOrphans(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	mustWrite(t, s, item("a", 1, "x"))
+	tmp := filepath.Join(s.Dir(), "blobs", "ab", ".tmp-leftover")
+	os.WriteFile(tmp, []byte("partial"), 0o644)
+	// A blob written by a writer that died before its row: an orphan.
+	orphan, err := s.blobs.PutBytes(ctx, []byte("orphan"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Hour)
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedTemp != 1 || res.RemovedBlobs != 1 || res.Removed[0] != orphan.Blob {
+		t.Errorf("gc = %+v, want the temp file and the orphan removed", res)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Error("temp file still there")
+	}
+}
+
+func TestGCRefusesWhenBlobsAreMissing(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	st := mustWrite(t, s, item("a", 1, "will vanish"), item("a", 2, "garbage"))
+	os.Remove(st[0].Path)
+	_, err := s.GC(ctx, GCOptions{})
+	if !errors.Is(err, ErrMissingBlobs) || !strings.Contains(err.Error(), "casctl verify") {
+		t.Fatalf("gc = %v, want a refusal naming casctl verify", err)
+	}
+	if _, err := os.Stat(st[1].Path); err != nil {
+		t.Error("gc deleted something after refusing")
+	}
+	if _, err := s.GC(ctx, GCOptions{Grace: -time.Second}); err == nil {
+		t.Error("negative grace accepted")
+	}
+}

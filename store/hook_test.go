@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/policy"
+)
+
+// TestConcurrentRunsThroughOneHook offloads for many runs at once through
+// one hook into one CAS store; every run reads back exactly its own results
+// and sees none of another's, even where their content is identical.
+func TestConcurrentRunsThroughOneHook(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := hook.NewReadTool(s)
+	const runs, steps = 8, 12
+	refs := make([][]hook.Reference, runs)
+	var wg sync.WaitGroup
+	for r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run := fmt.Sprint("run-", r)
+			for n := range steps {
+				results := []hook.Result{
+					{Tool: "read_file", CallID: "c", Parts: []hook.Part{hook.Text(fmt.Sprintf("%s step %d", run, n))}},
+					{Tool: "run_tests", CallID: "", Parts: []hook.Part{hook.Text("the same log in every run")}},
+				}
+				out, err := h.Offload(ctx, hook.Step{Run: run, Number: n}, results)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, o := range out {
+					refs[r] = append(refs[r], hook.References(o)...)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for r := range runs {
+		run := fmt.Sprint("run-", r)
+		for _, ref := range refs[r] {
+			if !strings.HasPrefix(ref.Key, run+"/") {
+				t.Errorf("%s got key %s", run, ref.Key)
+			}
+			res, err := rt.Read(ctx, run, hook.ReadArgs{Ref: ref.Key})
+			if err != nil {
+				t.Errorf("%s reading its own %s: %v", run, ref.Key, err)
+				continue
+			}
+			if strings.Contains(ref.Key, "read_file") && !strings.Contains(res.Parts[0].Text, run+" step") {
+				t.Errorf("%s read %q", run, res.Parts[0].Text)
+			}
+			other := fmt.Sprint("run-", (r+1)%runs)
+			for _, by := range []string{ref.Key, ref.Path, ref.Digest} {
+				if c, err := s.Read(ctx, other, by); err == nil && c.Run != other {
+					t.Errorf("%s read %s's part %s by %q", other, run, c.Key, by)
+				}
+			}
+		}
+		ps, err := s.List(ctx, index.ListOptions{Run: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != 2*steps {
+			t.Errorf("%s has %d parts, want %d", run, len(ps), 2*steps)
+		}
+	}
+	st, _ := s.Stats(ctx, "")
+	if st.Blobs != runs*steps+1 {
+		t.Errorf("%d blobs, want %d: the shared log stored once", st.Blobs, runs*steps+1)
+	}
+}

@@ -1,0 +1,399 @@
+// Package store joins the blob store (package cas) and the index (package
+// index) into the store the hook writes to, and runs what needs both: gc,
+// verify, prune, stats. Every write stores the blob durably first and
+// commits the index row after, holding a shared lock that gc takes
+// exclusively while it sweeps, so that no committed row ever points at a
+// missing blob.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofrs/flock"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// Files at the store root besides cas's.
+const (
+	IndexFile = "index.db"
+	LockFile  = "gc.lock"
+)
+
+// DefaultDir is the store a command uses when told none.
+const DefaultDir = "tool_results"
+
+// ErrNoStore is returned by Open when the directory holds no store.
+var ErrNoStore = cas.ErrNoStore
+
+// Store is a toolcas store: blobs on disk, keys in SQLite. It implements
+// hook.Store and is safe for concurrent use by many goroutines and many
+// processes.
+type Store struct {
+	dir   string
+	blobs *cas.Store
+	index *index.Index
+	lock  string
+	now   func() time.Time
+}
+
+var _ hook.Store = (*Store)(nil)
+
+// An Option configures Open.
+type Option func(*config) error
+
+type config struct {
+	durability cas.Durability
+	create     bool
+	now        func() time.Time
+}
+
+// WithDurability sets whether writes wait for stable storage (default
+// cas.SyncFull).
+func WithDurability(d cas.Durability) Option {
+	return func(c *config) error {
+		if d != cas.SyncFull && d != cas.SyncNone {
+			return fmt.Errorf("store: invalid durability %d", int(d))
+		}
+		c.durability = d
+		return nil
+	}
+}
+
+// WithCreate makes Open create the store if the directory holds none.
+func WithCreate() Option {
+	return func(c *config) error {
+		c.create = true
+		return nil
+	}
+}
+
+// WithClock replaces the clock that stamps rows and ages blobs, so that
+// tests of gc's grace period advance time instead of sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return errors.New("store: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// Open opens the store at dir.
+func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
+	c := config{durability: cas.SyncFull, now: time.Now}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now)}
+	if c.create {
+		casOpts = append(casOpts, cas.WithCreate())
+	}
+	blobs, err := cas.Open(ctx, dir, casOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), index.WithDurability(c.durability), index.WithClock(c.now))
+	if err != nil {
+		blobs.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: filepath.Join(blobs.Dir(), LockFile), now: c.now}
+	return s, nil
+}
+
+// Exists reports whether dir holds a store.
+func Exists(dir string) bool { return cas.Exists(dir) }
+
+// Close closes the index and the blob store.
+func (s *Store) Close() error {
+	return errors.Join(s.index.Close(), s.blobs.Close())
+}
+
+// Dir returns the store root's absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Blobs returns the blob store.
+func (s *Store) Blobs() *cas.Store { return s.blobs }
+
+// Index returns the index.
+func (s *Store) Index() *index.Index { return s.index }
+
+// Path returns the absolute path of a blob's file.
+func (s *Store) Path(b cas.Blob) string { return s.blobs.Path(b) }
+
+// Name is the store's name in the hook's warnings.
+func (s *Store) Name() string { return "CASStore" }
+
+// AcceptsBinary reports true: blobs hold any bytes.
+func (s *Store) AcceptsBinary() bool { return true }
+
+// sharedLock takes the writers' side of gc.lock: many writers at once, none
+// while gc sweeps. It is held from the first blob written to the row
+// committed.
+func (s *Store) sharedLock(ctx context.Context) (func(), error) {
+	l := flock.New(s.lock)
+	if _, err := l.TryRLockContext(ctx, 5*time.Millisecond); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
+	}
+	return func() { l.Unlock(); l.Close() }, nil
+}
+
+// exclusiveLock takes gc's side of gc.lock.
+func (s *Store) exclusiveLock(ctx context.Context) (func(), error) {
+	l := flock.New(s.lock)
+	if _, err := l.TryLockContext(ctx, 10*time.Millisecond); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
+	}
+	return func() { l.Unlock(); l.Close() }, nil
+}
+
+func kindOf(k hook.Kind) index.Kind {
+	switch k {
+	case hook.KindImage:
+		return index.KindImage
+	case hook.KindFile:
+		return index.KindFile
+	}
+	return index.KindText
+}
+
+// newPart describes a part to the index; its blob is set once it is stored.
+func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
+	np := index.NewPart{
+		Key: k.String(), Run: k.Run, Step: k.Step, Tool: k.Tool, CallID: k.CallID, Part: k.Part,
+		Kind: kindOf(p.Kind), MIME: p.MIME, Filename: p.Filename, Bytes: int64(len(data)),
+	}
+	if p.Kind == hook.KindText {
+		np.Chars = int64(utf8.RuneCount(data))
+	}
+	return np
+}
+
+// Write stores a step's parts: every blob durably (one barrier for the
+// batch), then every row in one transaction. A key that exists gets a new
+// version. It implements hook.Store.
+func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
+	nps := make([]index.NewPart, len(items))
+	casItems := make([]cas.Item, len(items))
+	for i, it := range items {
+		if err := it.Key.Check(); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		data := []byte(it.Part.Text)
+		if it.Part.Kind != hook.KindText {
+			data = it.Part.Data
+		}
+		nps[i] = newPart(it.Key, it.Part, data)
+		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
+	}
+	unlock, err := s.sharedLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var puts []cas.PutResult
+	if len(casItems) == 1 {
+		r, err := s.blobs.PutBytes(ctx, casItems[0].Data, casItems[0].Ext)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		puts = []cas.PutResult{r}
+	} else if puts, err = s.blobs.PutBatch(ctx, casItems); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	for i := range nps {
+		nps[i].Blob = puts[i].Blob
+	}
+	recs, err := s.index.Record(ctx, nps)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	out := make([]hook.Stored, len(items))
+	for i := range items {
+		out[i] = hook.Stored{
+			Key: nps[i].Key, Path: s.blobs.Path(puts[i].Blob), Digest: puts[i].Blob.Digest,
+			Version: recs[i].Version, SameAs: recs[i].SameAs, Dedup: puts[i].Existed,
+		}
+	}
+	return out, nil
+}
+
+// StreamPart describes a part that Put reads from a stream.
+type StreamPart struct {
+	// Key is the part's key; its Ext is ignored and chosen from the content.
+	Key hook.Key
+	// MIME and Filename are as the tool gave them, either may be empty.
+	MIME     string
+	Filename string
+}
+
+// PutResult says what Put stored.
+type PutResult struct {
+	hook.Stored
+	Kind  hook.Kind
+	MIME  string
+	Size  int64
+	Chars int64
+}
+
+// Put stores one part read from r, streaming, in bounded memory whatever its
+// size. The part is text when no MIME type, or a text/* one, is given and
+// the bytes are UTF-8; otherwise an image (image/*) or a file.
+func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult, error) {
+	probe := hook.NewContentProbe(sp.MIME, sp.Filename)
+	k := sp.Key
+	k.Ext = ".txt" // checked now; the real one is chosen from the content
+	if err := k.Check(); err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	if err := probe.CheckMIME(); err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	unlock, err := s.sharedLock(ctx)
+	if err != nil {
+		return PutResult{}, err
+	}
+	defer unlock()
+	res, err := s.blobs.PutWith(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	k.Ext = res.Blob.Ext
+	part := probe.Part()
+	np := index.NewPart{
+		Key: k.String(), Run: k.Run, Step: k.Step, Tool: k.Tool, CallID: k.CallID, Part: k.Part,
+		Kind: kindOf(part.Kind), MIME: part.MIME, Filename: part.Filename, Bytes: res.Size, Chars: probe.Chars(),
+		Blob: res.Blob,
+	}
+	recs, err := s.index.Record(ctx, []index.NewPart{np})
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	return PutResult{
+		Stored: hook.Stored{Key: np.Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
+			Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: res.Existed},
+		Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: np.Chars,
+	}, nil
+}
+
+// Resolve returns the part a reference names, scoped to run when it is set.
+func (s *Store) Resolve(ctx context.Context, run, ref string) (index.Part, error) {
+	r, err := index.ParseRef(ref, s.dir)
+	if err != nil {
+		return index.Part{}, fmt.Errorf("store: %w: %w", hook.ErrRefused, err)
+	}
+	p, err := s.index.Resolve(ctx, r, run)
+	if errors.Is(err, index.ErrNotFound) {
+		return index.Part{}, fmt.Errorf("store: %w: %w", hook.ErrNotFound, err)
+	}
+	if err != nil {
+		return index.Part{}, fmt.Errorf("store: %w", err)
+	}
+	return p, nil
+}
+
+// Read returns the part a reference names, its bytes checked against its
+// digest. It implements hook.Store.
+func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error) {
+	p, err := s.Resolve(ctx, run, ref)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.blobs.ReadAll(ctx, p.Blob)
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", p.Key, err)
+	}
+	return &hook.Content{
+		Key: p.Key, Path: s.blobs.Path(p.Blob), Run: p.Run, Digest: p.Blob.Digest, Version: p.Version,
+		Kind: hook.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Data: data,
+	}, nil
+}
+
+// Copy writes a part's bytes to w, but only once they are checked: a
+// corrupt blob is an error and nothing is written. Large blobs are read
+// twice (check, then copy) rather than held in memory.
+func (s *Store) Copy(ctx context.Context, w io.Writer, p index.Part) (int64, error) {
+	if err := s.blobs.Verify(ctx, p.Blob); err != nil {
+		return 0, fmt.Errorf("store: %s: %w", p.Key, err)
+	}
+	r, err := s.blobs.Open(ctx, p.Blob)
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", p.Key, err)
+	}
+	defer r.Close()
+	n, err := io.Copy(w, r)
+	if err != nil {
+		return n, fmt.Errorf("store: copy %s: %w", p.Key, err)
+	}
+	return n, nil
+}
+
+// List lists parts, newest first.
+func (s *Store) List(ctx context.Context, o index.ListOptions) ([]index.Part, error) {
+	return s.index.List(ctx, o)
+}
+
+// Stats summarises the store, or one run of it.
+func (s *Store) Stats(ctx context.Context, run string) (index.Stats, error) {
+	return s.index.Stats(ctx, run)
+}
+
+// Prune removes index rows; gc then frees the blobs no row uses.
+func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneResult, error) {
+	return s.index.Prune(ctx, o)
+}
+
+// Detail is everything known about one part.
+type Detail struct {
+	Part index.Part
+	Path string
+	Blob index.BlobRow
+	// Sharing lists the other parts, of any run and version, stored in the
+	// same blob.
+	Sharing []index.Part
+	// Versions lists every version of the part's key, newest first.
+	Versions []index.Part
+	// OnDisk is the blob file's state: its size, or the error finding it.
+	OnDisk    cas.BlobInfo
+	OnDiskErr error
+}
+
+// Show returns everything known about the part a reference names.
+func (s *Store) Show(ctx context.Context, ref string) (Detail, error) {
+	p, err := s.Resolve(ctx, "", ref)
+	if err != nil {
+		return Detail{}, err
+	}
+	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
+	if d.Blob, err = s.index.Blob(ctx, p.Blob); err != nil {
+		return Detail{}, fmt.Errorf("store: %w", err)
+	}
+	all, err := s.index.Sharing(ctx, p.Blob)
+	if err != nil {
+		return Detail{}, fmt.Errorf("store: %w", err)
+	}
+	for _, o := range all {
+		if o.ID != p.ID {
+			d.Sharing = append(d.Sharing, o)
+		}
+	}
+	if d.Versions, err = s.index.Versions(ctx, p.Key); err != nil {
+		return Detail{}, fmt.Errorf("store: %w", err)
+	}
+	d.OnDisk, d.OnDiskErr = s.blobs.Stat(ctx, p.Blob)
+	return d, nil
+}

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/hook/storetest"
+)
+
+// MustOpen opens a new store in a temp directory, closed when the test ends.
+func MustOpen(tb testing.TB, opts ...Option) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), tb.TempDir(), append([]Option{WithCreate()}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	for _, d := range []cas.Durability{cas.SyncFull, cas.SyncNone} {
+		t.Run(d.String(), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) hook.Store { return MustOpen(t, WithDurability(d)) }, storetest.Options{})
+		})
+	}
+}

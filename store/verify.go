@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// Problem is one thing verify found wrong.
+type Problem struct {
+	// Path is the file's absolute path.
+	Path string
+	// Blob is set when the problem concerns a blob name.
+	Blob cas.Blob
+	// Keys are the keys whose parts use the blob, when any do.
+	Keys []string
+	// Reason says what is wrong: "content hashes to blake3:…", "truncated:
+	// 10 of 4096 bytes", "missing", "a directory where a blob should be".
+	Reason string
+}
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Progress, when set, is called as blobs are checked, with bytes done
+	// and bytes in all.
+	Progress func(done, total int64)
+}
+
+// VerifyResult is what Verify found.
+type VerifyResult struct {
+	// OK is false when anything is corrupt or missing, or the index is
+	// damaged. Orphans and temp files are reported, not failures.
+	OK bool
+	// Checked counts the blob files re-hashed.
+	Checked int
+	// CheckedBytes counts their bytes.
+	CheckedBytes int64
+	// Corrupt lists blob files whose bytes do not match their names, and
+	// things standing where a referenced blob should be.
+	Corrupt []Problem
+	// Missing lists blobs that rows use and that are not on disk.
+	Missing []Problem
+	// Orphans lists blob files no row uses (gc removes them) and names under
+	// blobs/ that are not blobs.
+	Orphans []Problem
+	// Temp lists temp files (gc removes them once past the grace period).
+	Temp []Problem
+	// IndexProblems lists what SQLite's integrity check reported.
+	IndexProblems []string
+}
+
+// Verify re-hashes every blob file and checks it against its name and the
+// index: corrupt, truncated or misnamed blobs, blobs missing from disk,
+// orphans, stray temp files, and the index's own integrity. Blobs found
+// whole are marked verified in the index.
+func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
+	var res VerifyResult
+	problems, err := s.index.IntegrityCheck(ctx)
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	res.IndexProblems = problems
+	refs, err := s.index.ReferencedBlobs(ctx)
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	type ref struct{ size, parts int64 }
+	used := make(map[cas.Blob]ref, len(refs))
+	for _, r := range refs {
+		used[r.Blob] = ref{r.Size, r.Parts}
+	}
+	var entries []cas.Entry
+	var total int64
+	if err := s.blobs.Walk(ctx, func(e cas.Entry) error {
+		entries = append(entries, e)
+		if e.Kind == cas.EntryBlob {
+			total += e.Size
+		}
+		return nil
+	}); err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	seen := make(map[cas.Blob]bool, len(entries))
+	var whole []cas.Blob
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		path := s.abs(e.RelPath)
+		switch e.Kind {
+		case cas.EntryTemp:
+			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
+			continue
+		case cas.EntryStray:
+			p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
+			if _, ok := used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
+				seen[e.Blob] = true
+				p.Keys = s.keys(ctx, e.Blob)
+				res.Corrupt = append(res.Corrupt, p)
+			} else {
+				res.Orphans = append(res.Orphans, p)
+			}
+			continue
+		}
+		seen[e.Blob] = true
+		res.Checked++
+		res.CheckedBytes += e.Size
+		err := s.blobs.Verify(ctx, e.Blob)
+		if o.Progress != nil {
+			o.Progress(res.CheckedBytes, total)
+		}
+		r, isUsed := used[e.Blob]
+		switch {
+		case err == nil && isUsed && r.size != e.Size:
+			// Cannot happen with a sound hash; say so rather than hide it.
+			res.Corrupt = append(res.Corrupt, Problem{Path: path, Blob: e.Blob, Keys: s.keys(ctx, e.Blob),
+				Reason: fmt.Sprintf("%d bytes, the index says %d", e.Size, r.size)})
+		case err == nil && isUsed:
+			whole = append(whole, e.Blob)
+		case err == nil:
+			res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
+		default:
+			reason := err.Error()
+			var ce *cas.CorruptError
+			if errors.As(err, &ce) {
+				reason = ce.Reason
+				_, other := used[cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}]
+				switch {
+				case !ce.Got.IsZero() && other:
+					reason = "misnamed: holds the content of " + ce.Got.String()
+				case isUsed && e.Size < r.size:
+					reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, r.size)
+				}
+			}
+			p := Problem{Path: path, Blob: e.Blob, Reason: reason}
+			if isUsed {
+				p.Keys = s.keys(ctx, e.Blob)
+			}
+			res.Corrupt = append(res.Corrupt, p)
+		}
+	}
+	for b := range used {
+		if !seen[b] {
+			res.Missing = append(res.Missing, Problem{Path: s.blobs.Path(b), Blob: b, Keys: s.keys(ctx, b), Reason: "missing"})
+		}
+	}
+	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
+	if len(whole) > 0 {
+		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
+	}
+	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0
+	return res, nil
+}
+
+// keys lists the keys using a blob, for reports; an error listing them
+// leaves the list empty rather than hiding the problem being reported.
+func (s *Store) keys(ctx context.Context, b cas.Blob) []string {
+	ps, err := s.index.Sharing(ctx, b)
+	if err != nil {
+		return nil
+	}
+	return keysOf(ps)
+}
+
+func (s *Store) abs(rel string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(rel))
+}

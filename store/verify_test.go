@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+)
+
+func damage(t *testing.T, path string, f func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, f(b), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyFindsDamage(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	st := mustWrite(t, s,
+		item("r", 1, strings.Repeat("flip me ", 100)),
+		item("r", 2, strings.Repeat("truncate me ", 100)),
+		item("r", 3, strings.Repeat("delete me ", 100)),
+		item("r", 4, strings.Repeat("replace me with a directory ", 10)),
+		item("r", 5, strings.Repeat("fine ", 100)),
+		item("r", 6, strings.Repeat("misname me ", 100)),
+	)
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !res.OK || res.Checked != 6 {
+		t.Fatalf("clean store: %+v, %v", res, err)
+	}
+	damage(t, st[0].Path, func(b []byte) []byte { b[7] ^= 0x20; return b })
+	damage(t, st[1].Path, func(b []byte) []byte { return b[:10] })
+	os.Remove(st[2].Path)
+	os.Chmod(st[3].Path, 0o644)
+	os.Remove(st[3].Path)
+	os.Mkdir(st[3].Path, 0o755)
+	// Blob 6's file now holds blob 5's content.
+	good, _ := os.ReadFile(st[4].Path)
+	damage(t, st[5].Path, func([]byte) []byte { return good })
+	orphan, _ := s.blobs.PutBytes(ctx, []byte("nobody's"), ".txt")
+	os.WriteFile(filepath.Join(s.Dir(), "blobs", "00", ".tmp-crash"), []byte("x"), 0o644)
+
+	res, err = s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK {
+		t.Error("verify says OK")
+	}
+	reasons := map[string]string{}
+	for _, p := range res.Corrupt {
+		reasons[p.Path] = p.Reason
+		if len(p.Keys) == 0 {
+			t.Errorf("corrupt %s lists no keys", p.Path)
+		}
+	}
+	for i, want := range map[int]string{0: "content hashes to", 1: "truncated: 10 of 1200 bytes", 3: "directory", 5: "misnamed: holds the content of " + st[4].Digest.String()} {
+		if !strings.Contains(reasons[st[i].Path], want) {
+			t.Errorf("part %d: reason %q, want %q", i, reasons[st[i].Path], want)
+		}
+	}
+	if len(res.Corrupt) != 4 {
+		t.Errorf("%d corrupt, want 4: %+v", len(res.Corrupt), res.Corrupt)
+	}
+	if len(res.Missing) != 1 || res.Missing[0].Path != st[2].Path || res.Missing[0].Keys[0] != st[2].Key {
+		t.Errorf("missing = %+v", res.Missing)
+	}
+	if len(res.Orphans) != 1 || res.Orphans[0].Blob != orphan.Blob {
+		t.Errorf("orphans = %+v", res.Orphans)
+	}
+	if len(res.Temp) != 1 {
+		t.Errorf("temp = %+v", res.Temp)
+	}
+	// Reads of damaged blobs fail cleanly; the rest of the store works.
+	for i := range 6 {
+		c, err := s.Read(ctx, "r", st[i].Key)
+		if i == 4 {
+			if err != nil || string(c.Data) != string(good) {
+				t.Errorf("intact part: %v", err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("damaged part %d read back %d bytes", i, len(c.Data))
+		}
+	}
+	if _, err := s.Write(ctx, []hook.Item{item("r", 7, "new after damage")}); err != nil {
+		t.Errorf("write after damage: %v", err)
+	}
+	b, _ := s.index.Blob(ctx, cas.Blob{Digest: st[4].Digest, Ext: ".txt"})
+	if b.VerifiedAt.IsZero() {
+		t.Error("verified blob not marked")
+	}
+}
