@@ -156,7 +156,11 @@ func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Resu
 			refs[k] = Reference{Key: s.Key, Path: s.Path, Digest: s.Digest.String()}
 		}
 		c := r.clone()
-		c.Parts = []Part{Text(pointer(r.Parts, got, h.previewChars))}
+		infos := make([]PartInfo, n)
+		for k, p := range r.Parts {
+			infos[k] = InfoOf(p)
+		}
+		c.Parts = []Part{Text(Pointer(infos, got, h.previewChars))}
 		if c.Meta == nil {
 			c.Meta = map[string]any{}
 		}

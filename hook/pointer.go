@@ -10,22 +10,50 @@ import (
 // shows.
 const DefaultPreviewChars = 200
 
-// pointer returns the text that replaces an offloaded result: one line for
-// one part, a numbered list for several.
-func pointer(parts []Part, stored []Stored, previewChars int) string {
+// PartInfo is what a pointer says about a part.
+type PartInfo struct {
+	Kind     Kind
+	MIME     string
+	Filename string
+	// Chars counts the code points of a text part.
+	Chars int
+	// Size counts the bytes of an image or file part.
+	Size int64
+	// Start is the beginning of a text part, at least as many code points
+	// as the preview shows (all of it, for a hook).
+	Start string
+}
+
+// InfoOf returns what a pointer says about p.
+func InfoOf(p Part) PartInfo {
+	i := PartInfo{Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Size: int64(len(p.Data))}
+	if p.Kind == KindText {
+		i.Chars = utf8.RuneCountInString(p.Text)
+		i.Start = p.Text
+		i.Size = int64(len(p.Text))
+	}
+	return i
+}
+
+// Pointer returns the text that replaces an offloaded result: "Tool result
+// offloaded to" and one description for one part, a numbered list of them
+// for several.
+func Pointer(parts []PartInfo, stored []Stored, previewChars int) string {
 	if len(parts) == 1 {
-		return "Tool result offloaded to " + describe(parts[0], stored[0], previewChars)
+		return "Tool result offloaded to " + Describe(parts[0], stored[0], previewChars)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Tool result offloaded to %d files:", len(parts))
 	for i := range parts {
-		fmt.Fprintf(&b, "\n%d. %s", i+1, describe(parts[i], stored[i], previewChars))
+		fmt.Fprintf(&b, "\n%d. %s", i+1, Describe(parts[i], stored[i], previewChars))
 	}
 	return b.String()
 }
 
-// describe says what one part is and where it went.
-func describe(p Part, s Stored, previewChars int) string {
+// Describe says what one part is and where it went: for text, its length in
+// code points, path, key and a preview; for an image or a file, its MIME
+// type (and file name), size, path and key.
+func Describe(p PartInfo, s Stored, previewChars int) string {
 	where := fmt.Sprintf("at '%s' (key '%s'", s.Path, s.Key)
 	if s.SameAs != "" {
 		where += fmt.Sprintf(", same content as '%s'", s.SameAs)
@@ -33,31 +61,30 @@ func describe(p Part, s Stored, previewChars int) string {
 	where += ")"
 	switch p.Kind {
 	case KindText:
-		n := utf8.RuneCountInString(p.Text)
-		return fmt.Sprintf("text (%d characters) %s. Preview: %s", n, where, preview(p.Text, n, previewChars))
+		return fmt.Sprintf("text (%d characters) %s. Preview: %s", p.Chars, where, preview(p.Start, p.Chars, previewChars))
 	case KindImage:
-		return fmt.Sprintf("%s (%d bytes) %s", or(p.MIME, "image"), len(p.Data), where)
+		return fmt.Sprintf("%s (%d bytes) %s", or(p.MIME, "image"), p.Size, where)
 	}
 	named := ""
 	if p.Filename != "" {
 		named = fmt.Sprintf(" named '%s'", p.Filename)
 	}
-	return fmt.Sprintf("%s%s (%d bytes) %s", or(p.MIME, "file"), named, len(p.Data), where)
+	return fmt.Sprintf("%s%s (%d bytes) %s", or(p.MIME, "file"), named, p.Size, where)
 }
 
-// preview returns the first max code points of text, and "..." when that
-// cut it short.
-func preview(text string, runes, max int) string {
-	if runes <= max {
-		return text
-	}
+// preview returns the first max code points of a text of the given length,
+// and "..." when that cut it short.
+func preview(start string, runes, max int) string {
 	i, n := 0, 0
-	for n < max && i < len(text) {
-		_, size := utf8.DecodeRuneInString(text[i:])
+	for n < max && i < len(start) {
+		_, size := utf8.DecodeRuneInString(start[i:])
 		i += size
 		n++
 	}
-	return text[:i] + "..."
+	if runes <= max {
+		return start[:i]
+	}
+	return start[:i] + "..."
 }
 
 func or(s, def string) string {

@@ -131,6 +131,24 @@ func (c *ContentProbe) Ext() string {
 	return ChooseExt(c.Part())
 }
 
+// Info returns what a pointer says about the content, which was size bytes.
+func (c *ContentProbe) Info(size int64) PartInfo {
+	p := c.Part()
+	i := PartInfo{Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Size: size}
+	if p.Kind == KindText {
+		i.Chars = int(c.chars)
+		// The kept head may end inside a character; a preview stops before it.
+		i.Start = strings.ToValidUTF8(string(c.head[:validPrefix(c.head)]), "")
+	}
+	return i
+}
+
+// validPrefix returns the length of b without an incomplete UTF-8 sequence
+// at its end.
+func validPrefix(b []byte) int {
+	return len(b) - incompleteTail(b)
+}
+
 // Chars returns the content's code points when it was text, else 0.
 func (c *ContentProbe) Chars() int64 {
 	if c.isText() {

@@ -244,6 +244,8 @@ type StreamPart struct {
 // PutResult says what Put stored.
 type PutResult struct {
 	hook.Stored
+	// Info is what a pointer says about the part.
+	Info  hook.PartInfo
 	Kind  hook.Kind
 	MIME  string
 	Size  int64
@@ -286,7 +288,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	return PutResult{
 		Stored: hook.Stored{Key: np.Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
 			Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: res.Existed},
-		Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: np.Chars,
+		Info: probe.Info(res.Size), Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: np.Chars,
 	}, nil
 }
 
@@ -294,11 +296,11 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 func (s *Store) Resolve(ctx context.Context, run, ref string) (index.Part, error) {
 	r, err := index.ParseRef(ref, s.dir)
 	if err != nil {
-		return index.Part{}, fmt.Errorf("store: %w: %w", hook.ErrRefused, err)
+		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrRefused}
 	}
 	p, err := s.index.Resolve(ctx, r, run)
 	if errors.Is(err, index.ErrNotFound) {
-		return index.Part{}, fmt.Errorf("store: %w: %w", hook.ErrNotFound, err)
+		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrNotFound}
 	}
 	if err != nil {
 		return index.Part{}, fmt.Errorf("store: %w", err)
@@ -397,3 +399,14 @@ func (s *Store) Show(ctx context.Context, ref string) (Detail, error) {
 	d.OnDisk, d.OnDiskErr = s.blobs.Stat(ctx, p.Blob)
 	return d, nil
 }
+
+// mark is an error that also matches a sentinel of the hook package, so
+// that callers of hook.Store can test it without the message saying it
+// twice.
+type mark struct {
+	err  error
+	also error
+}
+
+func (m mark) Error() string   { return m.err.Error() }
+func (m mark) Unwrap() []error { return []error{m.err, m.also} }

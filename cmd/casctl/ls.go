@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
+)
+
+type lsOptions struct {
+	run, tool string
+	since     time.Duration
+	limit     int
+	versions  bool
+	json      bool
+}
+
+func newLsCommand(g *globals) *cobra.Command {
+	var o lsOptions
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List stored parts, newest first",
+		Example: `  casctl ls --run demo-1 --limit 10
+  casctl ls --tool run_tests --since 2h --versions
+  casctl ls --json | jq -r '.[].key'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runLs(cmd.Context(), g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.run, "run", "", "only this run")
+	f.StringVar(&o.tool, "tool", "", "only this tool")
+	f.Var(durationFlag{&o.since}, "since", "only parts stored in this last while (90m, 2h, 7d)")
+	f.IntVar(&o.limit, "limit", 0, "at most this many (0: all)")
+	f.BoolVar(&o.versions, "versions", false, "every version of each key, not only the newest")
+	f.BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+// partJSON is a part as scripts see it; the field names are a contract.
+type partJSON struct {
+	Key       string    `json:"key"`
+	Run       string    `json:"run"`
+	Step      int       `json:"step"`
+	Tool      string    `json:"tool"`
+	CallID    string    `json:"call_id"`
+	Part      *int      `json:"part"`
+	Version   int       `json:"version"`
+	Kind      string    `json:"kind"`
+	MIME      string    `json:"mime"`
+	Filename  string    `json:"filename"`
+	Size      int64     `json:"size"`
+	Chars     int64     `json:"chars"`
+	Digest    string    `json:"digest"`
+	Path      string    `json:"path"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func partOf(s *store.Store, p index.Part) partJSON {
+	out := partJSON{
+		Key: p.Key, Run: p.Run, Step: p.Step, Tool: p.Tool, CallID: p.CallID, Version: p.Version,
+		Kind: string(p.Kind), MIME: p.MIME, Filename: p.Filename, Size: p.Bytes, Chars: p.Chars,
+		Digest: p.Blob.Digest.String(), Path: s.Path(p.Blob), CreatedAt: p.CreatedAt.UTC().Truncate(time.Second),
+	}
+	if p.Part >= 0 {
+		n := p.Part
+		out.Part = &n
+	}
+	return out
+}
+
+func runLs(ctx context.Context, g *globals, o lsOptions) error {
+	if o.limit < 0 {
+		return usagef("ls: --limit %d is negative", o.limit)
+	}
+	s, err := g.open(ctx, false)
+	if err != nil {
+		return fmt.Errorf("ls: %w", err)
+	}
+	defer s.Close()
+	lo := index.ListOptions{Run: o.run, Tool: o.tool, Limit: o.limit, AllVersions: o.versions}
+	if o.since > 0 {
+		lo.Since = time.Now().Add(-o.since)
+	}
+	ps, err := s.List(ctx, lo)
+	if err != nil {
+		return fmt.Errorf("ls: %w", cleanErr(err))
+	}
+	if o.json {
+		out := make([]partJSON, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, partOf(s, p))
+		}
+		return writeJSON(g.stdout, out)
+	}
+	w := table(g.stdout)
+	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tCREATED")
+	for _, p := range ps {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Short(), ago(p.CreatedAt))
+	}
+	return w.Flush()
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"casctl": func() {
+			os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
+	})
+}
+
+// TestScripts drives the built casctl as scripts do: testdata/script/*.txtar.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("CASCTL_STORE", "")
+			// The demo finds the Go installation through the go command.
+			if goroot, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+				env.Setenv("PATH", filepath.Join(strings.TrimSpace(string(goroot)), "bin")+string(os.PathListSeparator)+env.Getenv("PATH"))
+			}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": cmdExitCode,
+			"jsonkeys": cmdJSONKeys,
+			"jsonget":  cmdJSONGet,
+			"flipbyte": cmdFlipByte,
+			"truncate": cmdTruncate,
+			"collide":  cmdCollide,
+		},
+	})
+}
+
+// exitcode N command args...: run a command and check its exit code.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode N command args...")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("%v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// jsonValue reads FILE and walks PATH (".a.b[2].c", "." for the whole).
+func jsonValue(ts *testscript.TestScript, file, path string) (any, error) {
+	var v any
+	if err := json.Unmarshal([]byte(ts.ReadFile(file)), &v); err != nil {
+		ts.Fatalf("%s is not JSON: %v", file, err)
+	}
+	for _, step := range strings.FieldsFunc(path, func(r rune) bool { return r == '.' }) {
+		name, idx, hasIdx := strings.Cut(step, "[")
+		if name != "" {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s: %s is not an object", path, name)
+			}
+			if v, ok = m[name]; !ok {
+				return nil, fmt.Errorf("%s: no field %q", path, name)
+			}
+		}
+		if hasIdx {
+			i, err := strconv.Atoi(strings.TrimSuffix(idx, "]"))
+			ts.Check(err)
+			a, ok := v.([]any)
+			if !ok || i >= len(a) {
+				return nil, fmt.Errorf("%s: no element %d", path, i)
+			}
+			v = a[i]
+		}
+	}
+	return v, nil
+}
+
+// jsonkeys FILE PATH key...: the object at PATH has exactly these keys.
+func cmdJSONKeys(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: jsonkeys FILE PATH key...")
+	}
+	v, err := jsonValue(ts, args[0], args[1])
+	ts.Check(err)
+	m, ok := v.(map[string]any)
+	if !ok {
+		ts.Fatalf("%s is not an object", args[1])
+	}
+	var got []string
+	for k := range m {
+		got = append(got, k)
+	}
+	want := append([]string(nil), args[2:]...)
+	sort.Strings(got)
+	sort.Strings(want)
+	same := strings.Join(got, " ") == strings.Join(want, " ")
+	if same == neg {
+		ts.Fatalf("keys at %s = %v, want %v", args[1], got, want)
+	}
+}
+
+// jsonget FILE PATH [VAR]: print the value at PATH, and set VAR to it;
+// negated, check that PATH is not there.
+func cmdJSONGet(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: jsonget FILE PATH [VAR]")
+	}
+	v, err := jsonValue(ts, args[0], args[1])
+	if neg {
+		if err == nil {
+			ts.Fatalf("%s is there: %v", args[1], v)
+		}
+		return
+	}
+	ts.Check(err)
+	s := fmt.Sprint(v)
+	if b, err := json.Marshal(v); err == nil {
+		if _, isString := v.(string); !isString {
+			s = string(b)
+		}
+	}
+	fmt.Fprintln(ts.Stdout(), s)
+	if len(args) == 3 {
+		ts.Setenv(args[2], s)
+	}
+}
+
+// flipbyte FILE OFFSET: corrupt a file in place.
+func cmdFlipByte(ts *testscript.TestScript, neg bool, args []string) {
+	path := ts.MkAbs(args[0])
+	off, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	b, err := os.ReadFile(path)
+	ts.Check(err)
+	b[off] ^= 0x01
+	os.Chmod(path, 0o644)
+	ts.Check(os.WriteFile(path, b, 0o444))
+}
+
+// truncate FILE N: cut a file to N bytes.
+func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	path := ts.MkAbs(args[0])
+	os.Chmod(path, 0o644)
+	ts.Check(os.Truncate(path, int64(n)))
+}
+
+// collide DIR [VAR]: record, in the store at DIR, two parts whose digests share
+// their first 12 hex digits, which no real content does, to test ambiguous
+// prefixes. The shared prefix is printed, and set in VAR.
+func cmdCollide(ts *testscript.TestScript, neg bool, args []string) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, ts.MkAbs(args[0]), store.WithCreate())
+	ts.Check(err)
+	defer s.Close()
+	d1 := cas.Sum([]byte("collide"))
+	d2 := d1
+	d2[31] ^= 0xff
+	var ps []index.NewPart
+	for i, d := range []cas.Digest{d1, d2} {
+		ps = append(ps, index.NewPart{Key: fmt.Sprintf("c/%d_t_x.txt", i), Run: "c", Step: i, Tool: "t", CallID: "x", Part: -1,
+			Kind: index.KindText, Bytes: 1, Chars: 1, Blob: cas.Blob{Digest: d, Ext: ".txt"}})
+	}
+	_, err = s.Index().Record(ctx, ps)
+	ts.Check(err)
+	fmt.Fprintln(ts.Stdout(), d1.Hex()[:12])
+	if len(args) > 1 {
+		ts.Setenv(args[1], d1.Hex()[:12])
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
+)
+
+type showOptions struct{ json bool }
+
+func newShowCommand(g *globals) *cobra.Command {
+	var o showOptions
+	cmd := &cobra.Command{
+		Use:   "show REF",
+		Short: "Print everything known about a part, and every other key sharing its blob",
+		Example: `  casctl show demo-2/7_run_tests_call-2-7-0.txt
+  casctl show 3fa9c1d2 --json`,
+		Args: exactArgs(1, "one REF"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runShow(cmd.Context(), g, o, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+type showJSON struct {
+	partJSON
+	Blob struct {
+		Size           int64      `json:"size"`
+		FirstStored    time.Time  `json:"first_stored"`
+		LastReferenced time.Time  `json:"last_referenced"`
+		VerifiedAt     *time.Time `json:"verified_at"`
+		Parts          int64      `json:"parts"`
+		OnDisk         bool       `json:"on_disk"`
+		Problem        *string    `json:"problem"`
+	} `json:"blob"`
+	Versions   []partJSON `json:"versions"`
+	SharedWith []partJSON `json:"shared_with"`
+}
+
+func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
+	s, err := g.open(ctx, false)
+	if err != nil {
+		return fmt.Errorf("show: %w", err)
+	}
+	defer s.Close()
+	d, err := s.Show(ctx, refArg(ref))
+	if err != nil {
+		return fmt.Errorf("show: %w", cleanErr(err))
+	}
+	if o.json {
+		return writeJSON(g.stdout, showOf(s, d))
+	}
+	p := d.Part
+	w := table(g.stdout)
+	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
+	row("key", p.Key)
+	row("version", fmt.Sprintf("%d of %d", p.Version, len(d.Versions)))
+	row("run", p.Run)
+	row("step", fmt.Sprint(p.Step))
+	row("tool", p.Tool)
+	row("call id", or(p.CallID, "(none)"))
+	if p.Part >= 0 {
+		row("part", fmt.Sprint(p.Part))
+	}
+	row("kind", string(p.Kind))
+	if p.MIME != "" {
+		row("mime", p.MIME)
+	}
+	if p.Filename != "" {
+		row("filename", p.Filename)
+	}
+	sz := fmt.Sprintf("%s (%d bytes)", size(p.Bytes), p.Bytes)
+	if p.Kind == index.KindText {
+		sz += fmt.Sprintf(", %d characters", p.Chars)
+	}
+	row("size", sz)
+	row("digest", p.Blob.Digest.String())
+	row("path", d.Path)
+	row("created", p.CreatedAt.Format(time.RFC3339))
+	row("blob stored", fmt.Sprintf("%s, last referenced %s", d.Blob.FirstStored.Format(time.RFC3339), ago(d.Blob.LastReferenced)))
+	row("verified", ago(d.Blob.VerifiedAt))
+	if d.OnDiskErr != nil {
+		row("on disk", "PROBLEM: "+cleanErr(d.OnDiskErr).Error())
+	} else {
+		row("on disk", size(d.OnDisk.Size))
+	}
+	w.Flush()
+	if len(d.Versions) > 1 {
+		fmt.Fprintln(g.stdout, "\nversions:")
+		w = table(g.stdout)
+		for _, v := range d.Versions {
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\n", v.Version, v.CreatedAt.Format(time.RFC3339), size(v.Bytes), v.Blob.Digest.Short())
+		}
+		w.Flush()
+	}
+	fmt.Fprintf(g.stdout, "\nshared with %d other parts", len(d.Sharing))
+	if len(d.Sharing) == 0 {
+		fmt.Fprintln(g.stdout)
+		return nil
+	}
+	fmt.Fprintln(g.stdout, ":")
+	for _, o := range d.Sharing {
+		fmt.Fprintf(g.stdout, "  %s (version %d)\n", o.Key, o.Version)
+	}
+	return nil
+}
+
+func showOf(s *store.Store, d store.Detail) showJSON {
+	var out showJSON
+	out.partJSON = partOf(s, d.Part)
+	out.Blob.Size = d.Blob.Size
+	out.Blob.FirstStored = d.Blob.FirstStored.UTC()
+	out.Blob.LastReferenced = d.Blob.LastReferenced.UTC()
+	if !d.Blob.VerifiedAt.IsZero() {
+		t := d.Blob.VerifiedAt.UTC()
+		out.Blob.VerifiedAt = &t
+	}
+	out.Blob.Parts = d.Blob.Parts
+	out.Blob.OnDisk = d.OnDiskErr == nil
+	if d.OnDiskErr != nil {
+		msg := cleanErr(d.OnDiskErr).Error()
+		out.Blob.Problem = &msg
+	}
+	out.Versions = []partJSON{}
+	for _, v := range d.Versions {
+		out.Versions = append(out.Versions, partOf(s, v))
+	}
+	out.SharedWith = []partJSON{}
+	for _, o := range d.Sharing {
+		out.SharedWith = append(out.SharedWith, partOf(s, o))
+	}
+	return out
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolcas/toolcas/index"
+)
+
+type statsOptions struct {
+	run  string
+	json bool
+}
+
+func newStatsCommand(g *globals) *cobra.Command {
+	var o statsOptions
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show how much the store holds and how much dedup saved",
+		Example: `  casctl stats
+  casctl stats --run demo-1 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStats(cmd.Context(), g, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.run, "run", "", "only this run")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+type toolJSON struct {
+	Tool         string `json:"tool"`
+	Parts        int64  `json:"parts"`
+	LogicalBytes int64  `json:"logical_bytes"`
+	StoredBytes  int64  `json:"stored_bytes"`
+}
+
+type statsJSON struct {
+	Runs         int64      `json:"runs"`
+	Parts        int64      `json:"parts"`
+	Blobs        int64      `json:"blobs"`
+	LogicalBytes int64      `json:"logical_bytes"`
+	StoredBytes  int64      `json:"stored_bytes"`
+	SavedBytes   int64      `json:"saved_bytes"`
+	DedupRatio   float64    `json:"dedup_ratio"`
+	IndexBytes   int64      `json:"index_bytes"`
+	ByTool       []toolJSON `json:"by_tool"`
+}
+
+func runStats(ctx context.Context, g *globals, o statsOptions) error {
+	s, err := g.open(ctx, false)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	defer s.Close()
+	st, err := s.Stats(ctx, o.run)
+	if err != nil {
+		return fmt.Errorf("stats: %w", cleanErr(err))
+	}
+	if o.json {
+		out := statsJSON{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,
+			StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
+			ByTool: []toolJSON{}}
+		for _, t := range st.ByTool {
+			out.ByTool = append(out.ByTool, toolJSON{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
+		}
+		return writeJSON(g.stdout, out)
+	}
+	printStats(g.stdout, st)
+	return nil
+}
+
+// printStats prints the summary and the per-tool table.
+func printStats(out io.Writer, st index.Stats) {
+	w := table(out)
+	fmt.Fprintf(w, "runs\t%d\n", st.Runs)
+	fmt.Fprintf(w, "parts\t%d\n", st.Parts)
+	fmt.Fprintf(w, "blobs\t%d\n", st.Blobs)
+	fmt.Fprintf(w, "logical\t%s\t(what the agents produced)\n", size(st.LogicalBytes))
+	fmt.Fprintf(w, "stored\t%s\t(each blob once)\n", size(st.StoredBytes))
+	fmt.Fprintf(w, "saved\t%s\t(dedup ratio %.2f)\n", size(st.SavedBytes), st.DedupRatio)
+	fmt.Fprintf(w, "index\t%s\n", size(st.IndexBytes))
+	if st.UnreferencedBlobs > 0 {
+		fmt.Fprintf(w, "garbage\t%s\t(%d blobs no part uses: casctl gc frees them)\n", size(st.UnreferencedBytes), st.UnreferencedBlobs)
+	}
+	w.Flush()
+	if len(st.ByTool) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	w = table(out)
+	fmt.Fprintln(w, "TOOL\tPARTS\tLOGICAL\tSTORED\tRATIO")
+	for _, t := range st.ByTool {
+		ratio := 1.0
+		if t.StoredBytes > 0 {
+			ratio = float64(t.LogicalBytes) / float64(t.StoredBytes)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%.2f\n", t.Name, t.Parts, size(t.LogicalBytes), size(t.StoredBytes), ratio)
+	}
+	w.Flush()
+}
