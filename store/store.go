@@ -410,3 +410,9 @@ type mark struct {
 
 func (m mark) Error() string   { return m.err.Error() }
 func (m mark) Unwrap() []error { return []error{m.err, m.also} }
+
+// Checkpoint folds the index's write-ahead log into the database file, so
+// that its size on disk shows the data rather than recent writes.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	return s.index.Checkpoint(ctx)
+}

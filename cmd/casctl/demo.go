@@ -125,6 +125,9 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 		bar.Finish()
 	}
 	fmt.Fprintf(g.stdout, "%d tool results, %d offloaded, in %.1fs\n\n", results, offloaded, time.Since(start).Seconds())
+	if err := s.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("demo: %w", cleanErr(err))
+	}
 	st, err := s.Stats(ctx, "")
 	if err != nil {
 		return fmt.Errorf("demo: %w", cleanErr(err))
@@ -135,7 +138,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 		storeFlag = " --store " + g.store
 	}
 	fmt.Fprintf(g.stdout, `
-Explore further:
+Explore further (go install ./cmd/casctl puts casctl on your PATH; go run ./cmd/casctl works too):
   casctl%[1]s ls --run demo-1 --limit 10
   casctl%[1]s show %[2]s
   casctl%[1]s get %[2]s --limit 20

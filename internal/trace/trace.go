@@ -446,15 +446,21 @@ func screenshot(variant, unique int) []byte {
 			img.Set(x, y, bg)
 		}
 	}
-	// Lines of "code": runs of pixels whose lengths follow a fixed pattern.
+	// Lines of "code": antialiased glyph-like pixels, the shades drawn from
+	// a generator seeded by the variant, so that the PNG weighs what a
+	// screenshot does.
+	shade := rand.New(rand.NewPCG(uint64(variant), 42))
 	for line := 0; line*12+16 < h; line++ {
 		indent := 8 + 16*(line%4)
-		length := 40 + (line*37)%300
-		for y := line*12 + 8; y < line*12+14; y++ {
+		length := 40 + (line*37)%400
+		for y := line*12 + 6; y < line*12+16; y++ {
 			for x := indent; x < indent+length && x < w; x++ {
-				if (x/6+line)%5 != 0 {
-					img.Set(x, y, fg)
+				if (x/7+line)%6 == 0 {
+					continue
 				}
+				a := shade.Uint32N(256)
+				mix := func(f, b uint8) uint8 { return uint8((uint32(f)*a + uint32(b)*(255-a)) / 255) }
+				img.Set(x, y, color.RGBA{mix(fg.R, bg.R), mix(fg.G, bg.G), mix(fg.B, bg.B), 255})
 			}
 		}
 	}
