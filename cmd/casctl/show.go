@@ -106,7 +106,12 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 		return nil
 	}
 	fmt.Fprintln(g.stdout, ":")
-	for _, o := range d.Sharing {
+	const most = 10
+	for i, o := range d.Sharing {
+		if i == most {
+			fmt.Fprintf(g.stdout, "  … and %d more (show --json lists them all)\n", len(d.Sharing)-most)
+			break
+		}
 		fmt.Fprintf(g.stdout, "  %s (version %d)\n", o.Key, o.Version)
 	}
 	return nil
