@@ -65,9 +65,12 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	cutoff := s.now().Add(-o.Grace)
 
 	// Mark: what the index uses, what is on disk.
+	if err := s.fault("gc:referenced"); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs (nothing deleted): %w", err)
+	}
 	refs, err := s.index.ReferencedBlobs(ctx)
 	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs: %w", err)
+		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs (nothing deleted): %w", err)
 	}
 	used := make(map[cas.Blob]bool, len(refs))
 	for _, r := range refs {
@@ -78,6 +81,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		temps  []cas.Entry
 	)
 	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+		if err := s.fault("gc:walk"); err != nil {
+			return err
+		}
 		switch e.Kind {
 		case cas.EntryBlob:
 			onDisk[e.Blob] = e
@@ -103,9 +109,12 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; run casctl verify",
 			ErrMissingBlobs, len(missing), s.blobs.Path(missing[0]))
 	}
+	if err := s.fault("gc:unreferenced"); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs (nothing deleted): %w", err)
+	}
 	unrefRows, err := s.index.UnreferencedBlobs(ctx)
 	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs: %w", err)
+		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs (nothing deleted): %w", err)
 	}
 
 	var candidates []cas.Blob

@@ -66,6 +66,11 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	res.IndexProblems = problems
 	refs, err := s.index.ReferencedBlobs(ctx)
 	if err != nil {
+		if len(problems) > 0 {
+			// The index is too damaged to read: report what the integrity
+			// check found rather than the first query that failed.
+			return res, nil
+		}
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
 	type ref struct{ size, parts int64 }

@@ -1,0 +1,266 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// Tests that need separate processes re-execute the test binary with
+// TOOLCAS_CHILD set to a role; TestMain runs that role instead of the tests.
+const childEnv = "TOOLCAS_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childEnv); role != "" {
+		flag.Parse()
+		os.Exit(runChild(role, os.Getenv("TOOLCAS_CHILD_ARGS")))
+	}
+	os.Exit(m.Run())
+}
+
+// startChild starts the test binary in a role.
+func startChild(t *testing.T, role string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, "TOOLCAS_CHILD_ARGS="+strings.Join(args, "|"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func runChild(role, args string) int {
+	a := strings.Split(args, "|")
+	var err error
+	switch role {
+	case "writer":
+		err = crashWriter(a[0], a[1], a[2], a[3] == "nolock")
+	case "gc":
+		until := time.Time{}
+		if len(a) > 2 {
+			ms, _ := strconv.Atoi(a[2])
+			until = time.Now().Add(time.Duration(ms) * time.Millisecond)
+		}
+		err = gcLoop(a[0], a[1] == "nolock", until)
+	case "racer":
+		ms, _ := strconv.Atoi(a[2])
+		err = raceWriter(a[0], a[1], time.Now().Add(time.Duration(ms)*time.Millisecond), a[3] == "nolock")
+	default:
+		err = fmt.Errorf("unknown child role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "CHILD ERROR:", err)
+		return 3
+	}
+	return 0
+}
+
+// content returns size self-checking bytes: a header naming the seed and
+// size, then bytes generated from the seed. Identical seeds and sizes give
+// identical content, so writers of the same seed dedup against each other.
+func content(seed uint64, size int) []byte {
+	head := fmt.Sprintf("toolcas-test seed=%d size=%d\n", seed, size)
+	b := make([]byte, max(size, len(head)))
+	copy(b, head)
+	fill(b[len(head):], seed)
+	return b
+}
+
+func fill(b []byte, seed uint64) {
+	x := seed*0x9e3779b97f4a7c15 | 1
+	var w [8]byte
+	for i := 0; i < len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		binary.LittleEndian.PutUint64(w[:], x)
+		// Printable, so that the content is text.
+		for j := range w {
+			w[j] = 'a' + w[j]%26
+		}
+		copy(b[i:], w[:])
+	}
+}
+
+// checkContent verifies bytes made by content.
+func checkContent(b []byte) error {
+	line, _, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return fmt.Errorf("no header in %d bytes", len(b))
+	}
+	var seed uint64
+	var size int
+	if _, err := fmt.Sscanf(string(line), "toolcas-test seed=%d size=%d", &seed, &size); err != nil {
+		return fmt.Errorf("header %q: %v", line, err)
+	}
+	if !bytes.Equal(b, content(seed, size)) {
+		return fmt.Errorf("content of seed %d, size %d differs from what was written", seed, size)
+	}
+	return nil
+}
+
+// genReader streams content(seed, size) without holding it.
+func genReader(seed uint64, size int) io.Reader {
+	head := fmt.Sprintf("toolcas-test seed=%d size=%d\n", seed, size)
+	body := make([]byte, size-len(head))
+	fill(body, seed)
+	return io.MultiReader(strings.NewReader(head), bytes.NewReader(body))
+}
+
+var sizes = []int{200, 5000, 70_000, 300_000}
+
+// crashWriter writes batches until killed, appending "key digest" to the log
+// after each write returns: what it saw committed.
+func crashWriter(dir, seedArg, logPath string, nolock bool) error {
+	ctx := context.Background()
+	opts := []Option{}
+	if nolock {
+		opts = append(opts, withoutGCLock())
+	}
+	s, err := Open(ctx, dir, opts...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	seed, _ := strconv.ParseUint(seedArg, 10, 64)
+	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	for iter := 0; ; iter++ {
+		run := fmt.Sprintf("w%d", seed%7)
+		if rng.IntN(5) == 0 {
+			run = fmt.Sprintf("junk-%d", rng.IntN(3))
+		}
+		if iter%10 == 9 {
+			k := hook.Key{Run: run, Step: iter, Tool: "stream", CallID: fmt.Sprint(seed, "-", iter), Part: -1}
+			cseed := 1<<40 + seed<<20 + uint64(iter)
+			res, err := s.Put(ctx, StreamPart{Key: k}, genReader(cseed, 3<<20))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(log, "%s %s\n", res.Key, res.Digest)
+			continue
+		}
+		n := 1 + rng.IntN(4)
+		items := make([]hook.Item, n)
+		for i := range items {
+			cseed := uint64(rng.IntN(40))
+			if rng.IntN(10) < 3 {
+				cseed = 1<<32 + seed<<20 + uint64(iter*8+i)
+			}
+			data := content(cseed, sizes[cseed%uint64(len(sizes))])
+			items[i] = hook.Item{Key: hook.Key{Run: run, Step: iter, Tool: "t", CallID: fmt.Sprint(seed), Part: i, Ext: ".txt"}, Part: hook.Text(string(data))}
+		}
+		st, err := s.Write(ctx, items)
+		if err != nil {
+			return err
+		}
+		var b strings.Builder
+		for _, x := range st {
+			fmt.Fprintf(&b, "%s %s\n", x.Key, x.Digest)
+		}
+		log.WriteString(b.String())
+	}
+}
+
+// gcLoop prunes the junk runs and collects garbage with no grace period,
+// again and again until killed or until the deadline, if one is set.
+func gcLoop(dir string, nolock bool, until time.Time) error {
+	ctx := context.Background()
+	opts := []Option{}
+	if nolock {
+		opts = append(opts, withoutGCLock())
+	}
+	s, err := Open(ctx, dir, opts...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i := 0; ; i++ {
+		if !until.IsZero() && time.Now().After(until) {
+			fmt.Println("GC_RUNS", i)
+			return nil
+		}
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
+			return err
+		}
+		if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+			return err
+		}
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// raceWriter stores content that other writers store too, reads each part
+// back at once by key and by path, and prunes its older runs so that gc
+// always has shared blobs to collect: a dedup hit races the sweep. It
+// prints how many parts it wrote.
+func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
+	ctx := context.Background()
+	opts := []Option{}
+	if nolock {
+		opts = append(opts, withoutGCLock())
+	}
+	s, err := Open(ctx, dir, opts...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	seed, _ := strconv.ParseUint(seedArg, 10, 64)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	parts := 0
+	for iter := 0; time.Now().Before(until); iter++ {
+		run := fmt.Sprintf("r%d-%d", seed, iter%4)
+		n := 1 + rng.IntN(3)
+		items := make([]hook.Item, n)
+		for i := range items {
+			cseed := uint64(rng.IntN(30))
+			if rng.IntN(4) == 0 {
+				cseed = 1<<32 + seed<<24 + uint64(iter*4+i)
+			}
+			items[i] = hook.Item{Key: hook.Key{Run: run, Step: iter, Tool: "t", CallID: "c", Part: i, Ext: ".txt"},
+				Part: hook.Text(string(content(cseed, 100+int(cseed%7)*700)))}
+		}
+		st, err := s.Write(ctx, items)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		for _, x := range st {
+			for _, ref := range []string{x.Key, x.Path} {
+				c, err := s.Read(ctx, run, ref)
+				if err != nil {
+					return fmt.Errorf("read back %s just written: %w", ref, err)
+				}
+				if err := checkContent(c.Data); err != nil {
+					return fmt.Errorf("read back %s: %w", ref, err)
+				}
+			}
+		}
+		parts += n
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("r%d-%d", seed, (iter+2)%4)}); err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+	}
+	fmt.Println("PARTS", parts)
+	return nil
+}

@@ -1,0 +1,170 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/index"
+)
+
+var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (default 40, 16 with -short)")
+
+// TestCrashLoop starts writer processes, and for the first two thirds of
+// the loop now and then a gc process, and kills each with SIGKILL at a
+// random moment: in a blob write, between
+// blob and row, in a transaction, in a sweep. Afterwards every write a
+// writer saw return is in the index and reads back its exact bytes, verify
+// finds nothing corrupt or missing, and gc removes every temp file and
+// orphan the crashes left.
+func TestCrashLoop(t *testing.T) {
+	kills := *crashKills
+	if kills == 0 {
+		kills = 40
+		if testing.Short() {
+			kills = 16
+		}
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	logPath := filepath.Join(t.TempDir(), "committed.log")
+
+	var (
+		mu                      sync.Mutex
+		killed, gcKilled, clean int
+		rng                     = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	)
+	lane := func(lane int) {
+		for {
+			mu.Lock()
+			if killed >= kills {
+				mu.Unlock()
+				return
+			}
+			n := killed
+			killed++
+			delay := time.Duration(5+rng.IntN(300)) * time.Millisecond
+			mu.Unlock()
+			role, args := "writer", []string{dir, fmt.Sprint(n), logPath, "lock"}
+			if lane == 1 && n%3 == 0 && n < kills*2/3 {
+				role, args = "gc", []string{dir, "lock"}
+			}
+			cmd := startChild(t, role, args...)
+			timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			err := cmd.Wait()
+			timer.Stop()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			mu.Lock()
+			switch {
+			case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+				if role == "gc" {
+					gcKilled++
+				}
+			case err != nil:
+				t.Errorf("%s child failed: %v\n%s", role, err, cmd.Stdout)
+			default:
+				clean++
+			}
+			mu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	for l := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); lane(l) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("open after %d kills: %v", kills, err)
+	}
+	defer s.Close()
+	// Every write a writer saw return is there, with its bytes.
+	f, err := os.Open(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	checked := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, digest, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue // a line cut short by the kill
+		}
+		if strings.HasPrefix(key, "junk-") {
+			continue // gc prunes these on purpose
+		}
+		c, err := s.Read(ctx, "", digest)
+		if err != nil {
+			t.Errorf("committed %s (%s): %v", key, digest, err)
+			continue
+		}
+		if err := checkContent(c.Data); err != nil {
+			t.Errorf("committed %s: %v", key, err)
+		}
+		vs, err := s.index.Versions(ctx, key)
+		found := false
+		for _, v := range vs {
+			found = found || v.Blob.Digest.String() == digest
+		}
+		if err != nil || !found {
+			t.Errorf("committed %s with %s: no such version in the index (%v)", key, digest, err)
+		}
+		checked++
+	}
+	// Every row reads back bytes that check.
+	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all {
+		c, err := s.Read(ctx, "", p.Blob.RelPath())
+		if err != nil {
+			t.Errorf("row %s@%d: %v", p.Key, p.Version, err)
+			continue
+		}
+		if err := checkContent(c.Data); err != nil {
+			t.Errorf("row %s@%d: %v", p.Key, p.Version, err)
+		}
+	}
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Corrupt) > 0 || len(res.Missing) > 0 || len(res.IndexProblems) > 0 {
+		t.Errorf("verify after the crashes: corrupt %v, missing %v, index %v", res.Corrupt, res.Missing, res.IndexProblems)
+	}
+	leftovers := len(res.Temp) + len(res.Orphans)
+	gc, err := s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK || len(res.Temp) > 0 || len(res.Orphans) > 0 {
+		t.Errorf("after gc: ok %v, temp %v, orphans %v", res.OK, res.Temp, res.Orphans)
+	}
+	t.Logf("%d processes killed (%d gc), %d exited; %d committed writes checked, %d rows read back; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
+		killed, gcKilled, clean, checked, len(all), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
+}

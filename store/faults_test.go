@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// TestGCFailsClosed injects an error at each point where gc lists rows or
+// files: nothing may be deleted, and the error says so.
+func TestGCFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"gc:referenced", "gc:walk", "gc:unreferenced"} {
+		t.Run(point, func(t *testing.T) {
+			broken := errors.New("injected listing failure")
+			fail := false
+			s := MustOpen(t, withFaults(func(p string) error {
+				if fail && p == point {
+					return broken
+				}
+				return nil
+			}))
+			keep := mustWrite(t, s, item("keep", 1, "kept"))
+			garbage := mustWrite(t, s, item("junk", 1, "garbage one"), item("junk", 2, "garbage two"))
+			os.WriteFile(filepath.Join(s.Dir(), "blobs", "00", ".tmp-old"), []byte("x"), 0o644)
+			if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+				t.Fatal(err)
+			}
+			fail = true
+			res, err := s.GC(ctx, GCOptions{Grace: 0})
+			if !errors.Is(err, broken) || !strings.Contains(err.Error(), "nothing deleted") {
+				t.Fatalf("GC = %+v, %v; want the injected error, saying nothing was deleted", res, err)
+			}
+			for _, st := range append(keep, garbage...) {
+				if _, err := os.Stat(st.Path); err != nil {
+					t.Errorf("%s deleted by a failed gc: %v", st.Key, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(s.Dir(), "blobs", "00", ".tmp-old")); err != nil {
+				t.Error("temp file deleted by a failed gc")
+			}
+			for _, st := range garbage {
+				if _, err := s.index.Blob(ctx, blobOf(t, s, st)); err != nil {
+					t.Errorf("blob row of %s deleted by a failed gc: %v", st.Key, err)
+				}
+			}
+			// Once the failure is gone, gc does its work.
+			fail = false
+			res, err = s.GC(ctx, GCOptions{Grace: 0})
+			if err != nil || res.RemovedBlobs != 2 || res.RemovedTemp != 1 {
+				t.Errorf("GC after the failure = %+v, %v; want 2 blobs and a temp file removed", res, err)
+			}
+		})
+	}
+}
+
+// TestCorruptionFixtures damages a store every way DESIGN.md names; verify
+// reports each, reads of damaged blobs fail cleanly, and the rest works.
+func TestCorruptionFixtures(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, s *Store, st hook.Stored)
+		report func(VerifyResult) []Problem
+		reason string
+	}{
+		{"flipped byte", func(t *testing.T, s *Store, st hook.Stored) {
+			damage(t, st.Path, func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b })
+		}, corrupt, "content hashes to"},
+		{"truncated", func(t *testing.T, s *Store, st hook.Stored) {
+			damage(t, st.Path, func(b []byte) []byte { return b[:len(b)-1] })
+		}, corrupt, "truncated"},
+		{"zero length", func(t *testing.T, s *Store, st hook.Stored) {
+			damage(t, st.Path, func(b []byte) []byte { return nil })
+		}, corrupt, "truncated: 0 of"},
+		{"deleted", func(t *testing.T, s *Store, st hook.Stored) {
+			os.Remove(st.Path)
+		}, missing, "missing"},
+		{"directory where the blob should be", func(t *testing.T, s *Store, st hook.Stored) {
+			os.Remove(st.Path)
+			os.Mkdir(st.Path, 0o755)
+		}, corrupt, "directory"},
+		{"symbolic link where the blob should be", func(t *testing.T, s *Store, st hook.Stored) {
+			os.Remove(st.Path)
+			outside := filepath.Join(t.TempDir(), "x")
+			os.WriteFile(outside, []byte("outside"), 0o644)
+			os.Symlink(outside, st.Path)
+		}, corrupt, "symbolic link"},
+		{"blob under the wrong name", func(t *testing.T, s *Store, st hook.Stored) {
+			other, _ := os.ReadFile(filepath.Join(s.Dir(), "other.txt"))
+			damage(t, st.Path, func([]byte) []byte { return other })
+		}, corrupt, "misnamed"},
+		{"stray temp file", func(t *testing.T, s *Store, st hook.Stored) {
+			os.WriteFile(filepath.Join(filepath.Dir(st.Path), ".tmp-crash"), []byte("half"), 0o644)
+		}, func(r VerifyResult) []Problem { return r.Temp }, "temp file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := MustOpen(t)
+			st := mustWrite(t, s, item("r", 1, strings.Repeat("victim ", 50)), item("r", 2, strings.Repeat("bystander ", 50)))
+			other := mustWrite(t, s, item("r", 3, strings.Repeat("victim ", 49)))
+			data, _ := os.ReadFile(other[0].Path)
+			os.WriteFile(filepath.Join(s.Dir(), "other.txt"), data, 0o644)
+			tc.damage(t, s, st[0])
+			res, err := s.Verify(ctx, VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := tc.report(res)
+			if len(ps) != 1 || !strings.Contains(ps[0].Reason, tc.reason) {
+				t.Fatalf("verify reported %+v, want one problem saying %q (whole result %+v)", ps, tc.reason, res)
+			}
+			if tc.reason != "temp file" {
+				if res.OK {
+					t.Error("verify says OK")
+				}
+				if c, err := s.Read(ctx, "r", st[0].Key); err == nil {
+					t.Errorf("read of the damaged blob returned %d bytes", len(c.Data))
+				}
+			}
+			if c, err := s.Read(ctx, "r", st[1].Key); err != nil || !strings.HasPrefix(string(c.Data), "bystander") {
+				t.Errorf("intact part: %v", err)
+			}
+			if _, err := s.Write(ctx, []hook.Item{item("r", 9, "after the damage")}); err != nil {
+				t.Errorf("write after the damage: %v", err)
+			}
+		})
+	}
+}
+
+func corrupt(r VerifyResult) []Problem { return r.Corrupt }
+func missing(r VerifyResult) []Problem { return r.Missing }
+
+// TestDamagedIndex overwrites pages of the index database: opening it or
+// verifying it reports the damage; the blobs are untouched.
+func TestDamagedIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []hook.Item
+	for i := range 300 {
+		items = append(items, item("r", i, fmt.Sprintf("part %d %s", i, strings.Repeat("x", i))))
+	}
+	st := mustWrite(t, s, items...)
+	s.Checkpoint(ctx)
+	s.Close()
+	db := filepath.Join(dir, IndexFile)
+	b, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scribble over every page but the first (the header), as a bad sector
+	// or a stray write would.
+	for off := 4096 + 100; off < len(b); off += 4096 {
+		copy(b[off:], strings.Repeat("\xde\xad", 200))
+	}
+	os.WriteFile(db, b, 0o644)
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Logf("open of the damaged index: %v", err)
+		if !strings.Contains(err.Error(), "malformed") && !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("open of a damaged index: %v, want it to say the database is damaged", err)
+		}
+	} else {
+		res, err := s.Verify(ctx, VerifyOptions{})
+		t.Logf("verify of the damaged index: %v; problems %q", err, res.IndexProblems)
+		if err == nil && res.OK {
+			t.Error("verify finds nothing wrong with a damaged index")
+		}
+		s.Close()
+	}
+	// The blobs are whole.
+	c, err := cas.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, x := range st[:5] {
+		if err := c.Verify(ctx, cas.Blob{Digest: x.Digest, Ext: ".txt"}); err != nil {
+			t.Errorf("blob %s: %v", x.Key, err)
+		}
+	}
+}
+
+// TestDiskFull fills a small tmpfs: the write that hits ENOSPC leaves no
+// blob, no row and no temp file, and says the disk is full; once space
+// returns, writes succeed. It needs to mount a tmpfs (root on Linux); the
+// cas package tests the same with an injected writer everywhere.
+func TestDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root; cas.TestDiskFull injects the failure instead")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); cas.TestDiskFull injects the failure instead", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(mnt, "store"), WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	small := mustWrite(t, s, item("r", 1, "fits"))
+	before, _ := s.Stats(ctx, "")
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"stream", func() error {
+			_, err := s.Put(ctx, StreamPart{Key: hook.Key{Run: "r", Step: 2, Tool: "big", CallID: "c", Part: -1}}, genReader(99, 3<<20))
+			return err
+		}},
+		{"batch", func() error {
+			_, err := s.Write(ctx, []hook.Item{item("r", 3, string(content(98, 900_000))), item("r", 4, string(content(97, 900_000))), item("r", 5, string(content(96, 900_000)))})
+			return err
+		}},
+	} {
+		err := tc.write()
+		if err == nil {
+			t.Fatalf("%s: a write larger than the disk succeeded", tc.name)
+		}
+		if !errors.Is(err, cas.ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "disk full") {
+			t.Errorf("%s: %v, want an error saying the disk is full", tc.name, err)
+		}
+		after, _ := s.Stats(ctx, "")
+		if after.Parts != before.Parts {
+			t.Errorf("%s: %d rows after the failed write, want %d", tc.name, after.Parts, before.Parts)
+		}
+		res, err := s.Verify(ctx, VerifyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Temp) > 0 || len(res.Orphans) > 0 || !res.OK {
+			t.Errorf("%s: after the failed write: temp %v, orphans %v, ok %v", tc.name, res.Temp, res.Orphans, res.OK)
+		}
+	}
+	// Space returns.
+	if out, err := exec.Command("mount", "-o", "remount,size=16m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	res, err := s.Put(ctx, StreamPart{Key: hook.Key{Run: "r", Step: 2, Tool: "big", CallID: "c", Part: -1}}, genReader(99, 3<<20))
+	if err != nil {
+		t.Fatalf("write once space returned: %v", err)
+	}
+	if c, err := s.Read(ctx, "r", res.Key); err != nil || checkContent(c.Data) != nil {
+		t.Errorf("read back: %v", err)
+	}
+	if c, err := s.Read(ctx, "r", small[0].Key); err != nil || string(c.Data) != "fits" {
+		t.Errorf("the part written before: %v", err)
+	}
+}

@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/policy"
+)
+
+var hostileNames = []string{
+	"../", "../../etc/passwd", "/etc/passwd", "a\x00b", "line\nbreak\r\n", "quote'\"`", strings.Repeat("x", 10000),
+	"\xff\xfe invalid UTF-8", "\u202eevil\u202c", `C:\Windows\System32`, "..", ".", "", "%2e%2e%2f", "~root", "a_b_c", "call0", "0",
+	"\u2028line\u2029separators\u0085", "tab\tand\vothers", strings.Repeat("é", 3000),
+}
+
+// snapshot lists every file under dir but those under skip.
+func snapshot(t *testing.T, dir, skip string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if p == skip {
+			return filepath.SkipDir
+		}
+		out = append(out, p)
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// TestHostileInput feeds the hook and the store hostile names, payloads and
+// references: nothing is written outside the store, nothing outside it is
+// read, every refusal says what was wrong, and a run's reader never reads
+// another run's part, even by digest.
+func TestHostileInput(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	root := filepath.Join(base, "store")
+	outside := filepath.Join(base, "outside.txt")
+	os.WriteFile(outside, []byte("outside the store"), 0o644)
+	s, err := Open(ctx, root, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := snapshot(t, base, root)
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := hook.NewReadTool(s)
+	tried := 0
+
+	// Names: every tool name with every call id.
+	keys := map[string]string{}
+	for i, tool := range hostileNames {
+		for j, call := range hostileNames {
+			tried++
+			text := "tool " + string(rune('A'+i)) + " call " + string(rune('A'+j))
+			out, err := h.Offload(ctx, hook.Step{Run: "hostile", Number: i}, []hook.Result{{Tool: tool, CallID: call, Parts: []hook.Part{hook.Text(text)}}})
+			if err != nil {
+				t.Fatalf("tool %q call %q: %v", tool, call, err)
+			}
+			ref := hook.References(out[0])[0]
+			if len(ref.Key) > 200 || strings.ContainsAny(ref.Key, "\n\r\x00'\"\\") || !utf8.ValidString(ref.Key) || strings.Count(ref.Key, "/") != 1 {
+				t.Errorf("tool %q call %q: key %q", tool, call, ref.Key)
+			}
+			if prev, dup := keys[ref.Key]; dup && prev != text {
+				t.Errorf("key %q given to two different calls", ref.Key)
+			}
+			keys[ref.Key] = text
+			if !strings.HasPrefix(ref.Path, root+string(filepath.Separator)) {
+				t.Errorf("tool %q call %q: path %s outside the store", tool, call, ref.Path)
+			}
+			r, err := rt.Read(ctx, "hostile", hook.ReadArgs{Ref: ref.Key})
+			if err != nil || !strings.Contains(r.Parts[0].Text, text) {
+				t.Errorf("tool %q call %q: read back: %v", tool, call, err)
+			}
+		}
+	}
+	// Runs: refused, with the reason.
+	for _, run := range hostileNames {
+		switch run {
+		case "", "a_b_c", "call0", "0":
+			continue // the default run, and names that are fine for runs
+		}
+		tried++
+		_, err := h.Offload(ctx, hook.Step{Run: run}, []hook.Result{{Tool: "t", Parts: []hook.Part{hook.Text("x")}}})
+		if err == nil || !strings.Contains(err.Error(), "run name") {
+			t.Errorf("run %q: %v, want a refusal naming the run", run, err)
+		}
+	}
+	// Payloads: invalid base64, a MIME type with a path, hostile file names.
+	for _, b64 := range []string{"not base64!", "AAA", "=====", "QUJD\x00"} {
+		tried++
+		if _, err := hook.ImageBase64("image/png", b64); err == nil || !strings.Contains(err.Error(), "not valid base64") {
+			t.Errorf("ImageBase64(%q) = %v", b64, err)
+		}
+	}
+	for _, p := range []hook.Part{
+		hook.Image("image/../../etc/passwd", []byte("x")),
+		hook.File("text/plain\nX-Injected: 1", "a.txt", []byte("x")),
+		hook.File("application/pdf", "../../x", []byte("%PDF-1.4")),
+		hook.File("application/pdf", "/etc/passwd.pdf", []byte("%PDF-1.4")),
+		hook.File("", "..\\..\\evil.exe", []byte("MZ")),
+		hook.File("", "name\x00.pdf", []byte("x")),
+	} {
+		tried++
+		out, err := h.Offload(ctx, hook.Step{Run: "payloads"}, []hook.Result{{Tool: "t", Parts: []hook.Part{p}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range hook.References(out[0]) {
+			if !strings.HasPrefix(ref.Path, filepath.Join(root, "blobs")+string(filepath.Separator)) {
+				t.Errorf("part %+v stored at %s", p, ref.Path)
+			}
+		}
+	}
+
+	// References: everything outside the store, or not a part of this run.
+	blobsDir := filepath.Join(root, "blobs")
+	victim := mustWrite(t, s, item("victim", 1, "outside the store"))[0]
+	other := mustWrite(t, s, item("other-run", 1, "another run's secret"), item("hostile", 99, "outside the store"))
+	// A symbolic link planted at a blob's name, pointing out of the store at
+	// a file with the very same content.
+	os.Chmod(victim.Path, 0o644)
+	os.Remove(victim.Path)
+	os.Symlink(outside, victim.Path)
+	for _, ref := range []string{
+		"..", "../outside.txt", outside, "/etc/passwd", filepath.Join(root, "..", "outside.txt"),
+		filepath.Join(root, IndexFile), filepath.Join(root, "toolcas.json"), filepath.Join(root, LockFile),
+		filepath.Join(blobsDir, "..", IndexFile), victim.Path, victim.Key, "abc", "0123456", "blake3:xyz",
+		"victim/../../outside.txt", strings.Repeat("a/", 1000), "hostile/\x00", other[0].Key, other[0].Path,
+		other[0].Digest.String(), other[0].Digest.Hex()[:10],
+	} {
+		tried++
+		c, err := s.Read(ctx, "hostile", ref)
+		if err == nil {
+			if string(c.Data) == "outside the store" && c.Key == other[1].Key {
+				continue // the run's own part with the same content: its own
+			}
+			t.Errorf("Read(run hostile, %q) = %s %q", ref, c.Key, c.Data)
+			continue
+		}
+		if msg := err.Error(); len(msg) < 10 {
+			t.Errorf("Read(%q): error %q says nothing", ref, msg)
+		}
+		r := rt.Call(ctx, "hostile", "c", []byte(`{"ref": `+quote(ref)+`}`))
+		if !r.Error {
+			t.Errorf("read tool on %q: %q", ref, r.Parts[0].Text)
+		}
+	}
+	if after := snapshot(t, base, root); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("files outside the store changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside the store" {
+		t.Error("the file outside the store changed")
+	}
+	t.Logf("%d hostile inputs tried", tried)
+}
+
+func quote(s string) string {
+	b := strings.Builder{}
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteString(`\` + string(r))
+		case r < 0x20:
+			b.WriteString(`\u00` + string("0123456789abcdef"[r>>4]) + string("0123456789abcdef"[r&15]))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

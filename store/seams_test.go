@@ -1,0 +1,19 @@
+package store
+
+// Options only tests use.
+
+// withFaults makes the named points of gc fail with what inject returns.
+func withFaults(inject func(point string) error) Option {
+	return func(c *config) error {
+		c.inject = inject
+		return nil
+	}
+}
+
+// withoutGCLock turns gc.lock off, to show what it prevents.
+func withoutGCLock() Option {
+	return func(c *config) error {
+		c.noLock = true
+		return nil
+	}
+}
