@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// The bench runs each store in a child process: this test binary, in
+	// the child's role.
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(child(context.Background(), role, os.Getenv(configEnv), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestQuickReportAddsUp runs the bench as `go run ./bench -quick -json`
+// would and checks that what it reports is consistent.
+func TestQuickReportAddsUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace into six stores; skipped with -short")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-quick", "-json", "-out", out, "-dir", t.TempDir()}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Checks) > 0 {
+		t.Errorf("the report's own checks failed: %q", rep.Checks)
+	}
+	if len(rep.Repeat) != 6 || len(rep.NoRepeat) != 4 || len(rep.Targets) < 10 {
+		t.Fatalf("%d stores, %d no-repeat stores, %d targets", len(rep.Repeat), len(rep.NoRepeat), len(rep.Targets))
+	}
+	// Checked here again, independently of check().
+	base := rep.Repeat[0]
+	for _, r := range rep.Repeat {
+		if r.Offloaded == 0 || r.LogicalBytes == 0 {
+			t.Fatalf("%s offloaded nothing", r.Store)
+		}
+		if r.Results != base.Results || r.LogicalBytes != base.LogicalBytes {
+			t.Errorf("%s replayed %d results, %d bytes; %s %d, %d", r.Store, r.Results, r.LogicalBytes, base.Store, base.Results, base.LogicalBytes)
+		}
+		if got := float64(r.LogicalBytes) / float64(r.StoredBytes); math.Abs(got-r.DedupRatio) > 1e-9 {
+			t.Errorf("%s: ratio %v, logical/stored %v", r.Store, r.DedupRatio, got)
+		}
+		var sum int64
+		for _, tool := range r.ByTool {
+			sum += tool.Logical
+		}
+		if sum != r.LogicalBytes {
+			t.Errorf("%s: tools sum to %d bytes, total %d", r.Store, sum, r.LogicalBytes)
+		}
+		switch r.Store {
+		case storeDirFull, storeDirNone, storeFloorFull, storeFloorNone:
+			if r.StoredBytes != r.LogicalBytes {
+				t.Errorf("baseline %s stores %d bytes for %d logical", r.Store, r.StoredBytes, r.LogicalBytes)
+			}
+		default:
+			if r.StoredBytes != r.UniqueBytes || r.StoredBytes >= r.LogicalBytes {
+				t.Errorf("%s stores %d bytes for %d unique, %d logical", r.Store, r.StoredBytes, r.UniqueBytes, r.LogicalBytes)
+			}
+		}
+		if !(r.P50 <= r.P90 && r.P90 <= r.P99) || r.PeakRSSKiB <= 0 || r.PerSecond <= 0 {
+			t.Errorf("%s: p50 %v p90 %v p99 %v, RSS %d, %v/s", r.Store, r.P50, r.P90, r.P99, r.PeakRSSKiB, r.PerSecond)
+		}
+	}
+	for _, f := range []string{"REPORT.md", "results.json", "bytes.png", "latency.png"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if rep.Seconds > 30 {
+		t.Errorf("-quick took %.0f s, want under 30", rep.Seconds)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"-runs", "0"}, {"extra"}, {"-bogus"}} {
+		err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
+		var ue usageError
+		if err == nil || !asUsage(err, &ue) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}
+
+func asUsage(err error, ue *usageError) bool {
+	u, ok := err.(usageError)
+	if ok {
+		*ue = u
+	}
+	return ok
+}

@@ -1,0 +1,379 @@
+// Command bench measures how much toolcas saves and how fast it is, against
+// what users would use instead, in one run on one machine:
+//
+//	go run ./bench            # the full report, in bench/results/
+//	go run ./bench -quick     # a small run, under 30 s
+//	go run ./bench -json      # results as JSON on stdout
+//
+// It replays a deterministic agent trace (runs of steps calling read_file,
+// grep, list_dir, run_tests, web_fetch and screenshot over the Go source
+// tree) through the offload hook into each store, each in its own process,
+// and measures DESIGN.md's speed targets against bare file-system work.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolcas/toolcas/internal/trace"
+)
+
+const (
+	childEnv  = "TOOLCAS_BENCH_CHILD"
+	configEnv = "TOOLCAS_BENCH_CONFIG"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(child(ctx, role, os.Getenv(configEnv), os.Stdout, os.Stderr))
+	}
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+// options are the command's flags.
+type options struct {
+	quick   bool
+	json    bool
+	out     string
+	dir     string
+	runs    int
+	steps   int
+	seed    uint64
+	zipf    float64
+	targets bool
+	command string
+}
+
+// Report is everything one run measured.
+type Report struct {
+	Command  string         `json:"command"`
+	Date     time.Time      `json:"date"`
+	Machine  machine        `json:"machine"`
+	Trace    trace.Config   `json:"trace"`
+	Seconds  float64        `json:"seconds"`
+	Repeat   []replayResult `json:"repeat"`
+	NoRepeat []replayResult `json:"no_repeat"`
+	Targets  []target       `json:"targets"`
+	Checks   []string       `json:"checks"`
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.BoolVar(&o.quick, "quick", false, "a small run, under 30 s")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.StringVar(&o.out, "out", filepath.Join("bench", "results"), "where the report and charts go (empty: nowhere)")
+	fs.StringVar(&o.dir, "dir", "", "where the stores are made (default: a temp directory)")
+	fs.IntVar(&o.runs, "runs", 0, "agent runs (default 6, 2 with -quick)")
+	fs.IntVar(&o.steps, "steps", 0, "steps per run (default 120, 25 with -quick)")
+	fs.Uint64Var(&o.seed, "seed", 1, "trace seed")
+	fs.Float64Var(&o.zipf, "zipf", 1.1, "Zipf exponent of repetition (over 1; higher repeats more)")
+	fs.BoolVar(&o.targets, "targets", true, "measure DESIGN.md's speed targets")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	o.command = strings.Join(append([]string{"go run ./bench"}, args...), " ")
+	if o.runs == 0 {
+		o.runs = map[bool]int{true: 2, false: 6}[o.quick]
+	}
+	if o.steps == 0 {
+		o.steps = map[bool]int{true: 25, false: 120}[o.quick]
+	}
+	if o.runs < 1 || o.steps < 1 {
+		return usageError{fmt.Errorf("-runs %d -steps %d: both must be positive", o.runs, o.steps)}
+	}
+	work := o.dir
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "toolcas-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	start := time.Now()
+	rep := Report{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
+		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}}
+	progress := func(format string, args ...any) {
+		if !o.json {
+			fmt.Fprintf(stderr, format+"\n", args...)
+		}
+	}
+
+	stores := []string{storeFloorNone, storeFloorFull, storeDirNone, storeDirFull, storeCASNone, storeCASFull}
+	samples := 60
+	for _, name := range stores {
+		progress("replaying the trace into %s…", name)
+		var r replayResult
+		cfg := replayConfig{Store: name, Dir: filepath.Join(work, name), Trace: rep.Trace, Samples: samples, TraceTag: "repeat"}
+		if err := runChild(ctx, "replay", cfg, &r); err != nil {
+			return fmt.Errorf("replay into %s: %w", name, err)
+		}
+		os.RemoveAll(cfg.Dir)
+		rep.Repeat = append(rep.Repeat, r)
+	}
+	norep := rep.Trace
+	norep.NoRepeat = true
+	norep.Runs = max(1, rep.Trace.Runs/3)
+	for _, name := range []string{storeDirNone, storeCASNone, storeDirFull, storeCASFull} {
+		progress("replaying the no-repetition trace into %s…", name)
+		var r replayResult
+		cfg := replayConfig{Store: name, Dir: filepath.Join(work, "norep-"+name), Trace: norep, Samples: samples, TraceTag: "no-repeat"}
+		if err := runChild(ctx, "replay", cfg, &r); err != nil {
+			return fmt.Errorf("replay of the no-repetition trace into %s: %w", name, err)
+		}
+		os.RemoveAll(cfg.Dir)
+		rep.NoRepeat = append(rep.NoRepeat, r)
+	}
+	if o.targets {
+		progress("measuring the speed targets…")
+		var ts []target
+		if err := runChild(ctx, "targets", targetsConfig{Dir: filepath.Join(work, "targets"), Quick: o.quick}, &ts); err != nil {
+			return fmt.Errorf("targets: %w", err)
+		}
+		size := int64(1 << 30)
+		if o.quick {
+			size = 128 << 20
+		}
+		progress("streaming %d MiB…", size>>20)
+		var hwm int64
+		if err := runChild(ctx, "stream", streamConfig{Dir: filepath.Join(work, "stream"), Size: size}, &hwm); err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+		os.RemoveAll(filepath.Join(work, "stream"))
+		ts = append(ts, target{fmt.Sprintf("streaming put of %d MiB", size>>20), "peak RSS < 64 MiB",
+			fmt.Sprintf("%.1f MiB", float64(hwm)/1024), float64(hwm) / 1024, hwm < 64<<10})
+		ts = append(ts, traceTargets(rep.Repeat)...)
+		rep.Targets = ts
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	rep.Checks = check(rep)
+
+	if o.out != "" {
+		progress("writing the report to %s…", o.out)
+		if err := writeReport(o.out, rep); err != nil {
+			return err
+		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprint(stdout, summary(rep))
+	if len(rep.Checks) > 0 {
+		return fmt.Errorf("the report does not add up: %s", strings.Join(rep.Checks, "; "))
+	}
+	return nil
+}
+
+// traceTargets are the targets measured on the replayed trace.
+func traceTargets(rs []replayResult) []target {
+	var out []target
+	for _, r := range rs {
+		if r.Store != storeCASFull {
+			continue
+		}
+		limit := float64(r.UniqueBytes)*1.02 + float64(r.IndexBytes)
+		out = append(out, target{"stored bytes on the bench trace", "≤ unique bytes × 1.02 + index",
+			fmt.Sprintf("%s stored for %s unique (%.4f ×), index %s", mib(r.StoredBytes), mib(r.UniqueBytes), float64(r.StoredBytes)/float64(max(r.UniqueBytes, 1)), mib(r.IndexBytes)),
+			float64(r.StoredBytes) / float64(max(r.UniqueBytes, 1)), float64(r.StoredBytes+r.IndexBytes) <= limit})
+		perPart := float64(r.IndexBytes) / float64(max(r.Parts, 1))
+		out = append(out, target{"index size on the bench trace", "≤ 512 B per part", fmt.Sprintf("%.0f B per part (%d parts)", perPart, r.Parts), perPart, perPart <= 512})
+		share := r.VerifyMBps / r.HashMBps
+		out = append(out, target{"verify", "≥ 80 % of BLAKE3's speed on the same bytes",
+			fmt.Sprintf("%.0f %% (%.0f MB/s against %.0f MB/s)", share*100, r.VerifyMBps, r.HashMBps), share, share >= 0.8})
+	}
+	return out
+}
+
+type streamConfig struct {
+	Dir  string `json:"dir"`
+	Size int64  `json:"size"`
+}
+
+// runChild runs this program in a role, in its own process, and decodes
+// the JSON it prints into out.
+func runChild(ctx context.Context, role string, cfg, out any) error {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), childEnv+"="+role, configEnv+"="+string(b))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return json.Unmarshal(stdout.Bytes(), out)
+}
+
+// child runs one role and prints its result as JSON. With
+// TOOLCAS_BENCH_CPUPROFILE=dir set, each child writes a CPU profile there,
+// named for its role and store: where the time goes.
+func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int {
+	var (
+		res any
+		err error
+	)
+	if dir := os.Getenv("TOOLCAS_BENCH_CPUPROFILE"); dir != "" {
+		var tag struct {
+			Store    string `json:"store"`
+			TraceTag string `json:"trace_tag"`
+		}
+		json.Unmarshal([]byte(cfg), &tag)
+		name := strings.Trim(strings.Join([]string{role, tag.TraceTag, tag.Store}, "-"), "-")
+		if f, err := os.Create(filepath.Join(dir, name+".prof")); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
+	switch role {
+	case "replay":
+		var c replayConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = replay(ctx, c)
+		}
+	case "targets":
+		var c targetsConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = measureTargets(ctx, c)
+		}
+	case "stream":
+		var c streamConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = streamRSS(ctx, c.Dir, c.Size)
+		}
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(res); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// machine describes where the numbers were taken.
+type machine struct {
+	CPU        string `json:"cpu"`
+	Cores      int    `json:"cores"`
+	MemoryGiB  int    `json:"memory_gib"`
+	Kernel     string `json:"kernel"`
+	FileSystem string `json:"file_system"`
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+}
+
+func describeMachine(dir string) machine {
+	m := machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kib int64
+		fmt.Sscanf(string(b), "MemTotal: %d kB", &kib)
+		m.MemoryGiB = int((kib + 1<<19) >> 20)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	m.FileSystem = fileSystem(dir)
+	return m
+}
+
+// fileSystem names the file system holding dir, from /proc/self/mounts.
+func fileSystem(dir string) string {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	abs, _ := filepath.EvalSymlinks(dir)
+	best, fstype := "", "unknown"
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 {
+			continue
+		}
+		mnt := fields[1]
+		if (abs == mnt || strings.HasPrefix(abs, strings.TrimSuffix(mnt, "/")+"/")) && len(mnt) > len(best) {
+			best, fstype = mnt, fields[2]
+		}
+	}
+	return fstype + " (" + best + ")"
+}
+
+// peakRSSKiB reads the process's peak resident set size.
+func peakRSSKiB() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return ru.Maxrss
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+func mib(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/trace"
+	"github.com/toolcas/toolcas/policy"
+	"github.com/toolcas/toolcas/store"
+)
+
+// The stores a trace is replayed into.
+const (
+	storeCASFull   = "cas-full"
+	storeCASNone   = "cas-none"
+	storeDirFull   = "dir-full"
+	storeDirNone   = "dir-none"
+	storeFloorFull = "floor-full"
+	storeFloorNone = "floor-none"
+)
+
+// storeNotes says what each store is, for the report.
+var storeNotes = map[string]string{
+	storeCASFull:   "toolcas CAS store, durable (the default)",
+	storeCASNone:   "toolcas CAS store, sync=none",
+	storeDirFull:   "Haystack-style directory store, durable (temp, fsync, rename, dir fsync)",
+	storeDirNone:   "Haystack-style directory store, as Haystack writes (no fsync)",
+	storeFloorFull: "floor: temp, write, fsync, rename, dir fsync; no index, no dedup",
+	storeFloorNone: "floor without fsync",
+}
+
+// replayConfig is what a replay child is told.
+type replayConfig struct {
+	Store    string       `json:"store"`
+	Dir      string       `json:"dir"`
+	Trace    trace.Config `json:"trace"`
+	Samples  int          `json:"samples"`
+	TraceTag string       `json:"trace_tag"`
+}
+
+// curvePoint is the state after a step.
+type curvePoint struct {
+	Step    int   `json:"step"`
+	Logical int64 `json:"logical_bytes"`
+	OnDisk  int64 `json:"on_disk_bytes"`
+}
+
+// toolRow is a tool's share.
+type toolRow struct {
+	Tool    string `json:"tool"`
+	Parts   int64  `json:"parts"`
+	Logical int64  `json:"logical_bytes"`
+	Stored  int64  `json:"stored_bytes"`
+}
+
+// replayResult is what a replay child measured.
+type replayResult struct {
+	Store   string `json:"store"`
+	Trace   string `json:"trace"`
+	Steps   int    `json:"steps"`
+	Results int    `json:"results"`
+	// Offloaded counts results replaced by a pointer; Parts their parts.
+	Offloaded int `json:"offloaded"`
+	Parts     int `json:"parts"`
+	// LogicalBytes is the size of every offloaded part; UniqueBytes that of
+	// the distinct ones (same bytes, same extension).
+	LogicalBytes int64 `json:"logical_bytes"`
+	UniqueBytes  int64 `json:"unique_bytes"`
+	// StoredBytes is the size of the data files on disk (blobs, or files).
+	StoredBytes int64 `json:"stored_bytes"`
+	IndexBytes  int64 `json:"index_bytes"`
+	// BlockBytes is what the file system allocated for everything, as du.
+	BlockBytes int64   `json:"block_bytes"`
+	Files      int     `json:"files"`
+	Dirs       int     `json:"dirs"`
+	DedupRatio float64 `json:"dedup_ratio"`
+	// Seconds is the time spent in the hook's Offload calls; PerSecond the
+	// results they handled per second of it.
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"results_per_second"`
+	// Latencies are per step (one Offload call), in milliseconds.
+	P50        float64   `json:"p50_ms"`
+	P90        float64   `json:"p90_ms"`
+	P99        float64   `json:"p99_ms"`
+	Latencies  []float64 `json:"latencies_ms"`
+	PeakRSSKiB int64     `json:"peak_rss_kib"`
+	// GC and verify, on the CAS stores: gc after pruning the first run.
+	GCSeconds     float64      `json:"gc_seconds,omitempty"`
+	GCFreedBytes  int64        `json:"gc_freed_bytes,omitempty"`
+	VerifySeconds float64      `json:"verify_seconds,omitempty"`
+	VerifyMBps    float64      `json:"verify_mb_per_s,omitempty"`
+	HashMBps      float64      `json:"hash_mb_per_s,omitempty"`
+	VerifyOK      bool         `json:"verify_ok,omitempty"`
+	ByTool        []toolRow    `json:"by_tool"`
+	Curve         []curvePoint `json:"curve"`
+}
+
+// benchStrategies are the policies of the replay: what a team would set.
+func benchStrategies() *policy.Strategies {
+	return policy.MustStrategies(
+		policy.For("screenshot", policy.Always),
+		policy.For("web_fetch", policy.OverChars(4000)),
+		policy.For("run_tests", policy.OverChars(2000)),
+		policy.ForGroup([]string{"read_file", "grep"}, policy.OverChars(1500)),
+		policy.Default(policy.OverChars(4000)),
+	)
+}
+
+func openStore(ctx context.Context, name, dir string) (hook.Store, func() error, error) {
+	switch name {
+	case storeCASFull, storeCASNone:
+		d := cas.SyncFull
+		if name == storeCASNone {
+			d = cas.SyncNone
+		}
+		s, err := store.Open(ctx, dir, store.WithCreate(), store.WithDurability(d))
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	case storeDirFull, storeDirNone:
+		var opts []hook.DirOption
+		if name == storeDirFull {
+			opts = append(opts, hook.Durable())
+		}
+		s, err := hook.NewDirStore(dir, opts...)
+		return s, func() error { return nil }, err
+	case storeFloorFull, storeFloorNone:
+		s, err := newFloorStore(dir, name == storeFloorFull)
+		return s, func() error { return nil }, err
+	}
+	return nil, nil, fmt.Errorf("unknown store %q", name)
+}
+
+// replay runs in a child process: it replays the trace into one store and
+// measures it.
+func replay(ctx context.Context, c replayConfig) (replayResult, error) {
+	res := replayResult{Store: c.Store, Trace: c.TraceTag}
+	tr, err := trace.New(c.Trace)
+	if err != nil {
+		return res, err
+	}
+	s, closeStore, err := openStore(ctx, c.Store, c.Dir)
+	if err != nil {
+		return res, err
+	}
+	h, err := hook.New(s, benchStrategies())
+	if err != nil {
+		return res, err
+	}
+	type blobKey struct {
+		d   cas.Digest
+		ext string
+	}
+	unique := map[blobKey]bool{}
+	toolLogical := map[string]*toolRow{}
+	every := max(1, c.Trace.Runs*c.Trace.Steps/max(c.Samples, 1))
+	var busy time.Duration // in Offload calls only: not making the trace, not measuring
+	for {
+		step, ok, err := tr.Next()
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			break
+		}
+		t0 := time.Now()
+		out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
+		took := time.Since(t0)
+		busy += took
+		res.Latencies = append(res.Latencies, float64(took.Microseconds())/1000)
+		if err != nil {
+			return res, err
+		}
+		res.Steps++
+		for i, r := range out {
+			res.Results++
+			if !hook.IsPointer(r) {
+				continue
+			}
+			res.Offloaded++
+			refs := hook.References(r)
+			for k, p := range step.Results[i].Parts {
+				data := []byte(p.Text)
+				if p.Kind != hook.KindText {
+					data = p.Data
+				}
+				res.Parts++
+				res.LogicalBytes += int64(len(data))
+				bk := blobKey{cas.Sum(data), filepath.Ext(refs[k].Path)}
+				if !unique[bk] {
+					unique[bk] = true
+					res.UniqueBytes += int64(len(data))
+				}
+				row := toolLogical[r.Tool]
+				if row == nil {
+					row = &toolRow{Tool: r.Tool}
+					toolLogical[r.Tool] = row
+				}
+				row.Parts++
+				row.Logical += int64(len(data))
+			}
+		}
+		if res.Steps%every == 0 {
+			res.Curve = append(res.Curve, curvePoint{Step: res.Steps, Logical: res.LogicalBytes, OnDisk: du(c.Dir).blocks})
+		}
+	}
+	res.Seconds = busy.Seconds()
+	res.PerSecond = float64(res.Results) / res.Seconds
+	res.Curve = append(res.Curve, curvePoint{Step: res.Steps, Logical: res.LogicalBytes, OnDisk: du(c.Dir).blocks})
+	res.P50, res.P90, res.P99 = percentile(res.Latencies, 50), percentile(res.Latencies, 90), percentile(res.Latencies, 99)
+
+	// What the store takes on disk, before gc changes it.
+	cs, isCAS := s.(*store.Store)
+	if isCAS {
+		if err := cs.Checkpoint(ctx); err != nil {
+			return res, err
+		}
+	}
+	u := du(c.Dir)
+	res.StoredBytes, res.BlockBytes, res.Files, res.Dirs, res.IndexBytes = u.data, u.blocks, u.files, u.dirs, u.index
+	res.DedupRatio = 1
+	if res.StoredBytes > 0 {
+		res.DedupRatio = float64(res.LogicalBytes) / float64(res.StoredBytes)
+	}
+	if isCAS {
+		if err := casFinish(ctx, cs, &res); err != nil {
+			return res, err
+		}
+	} else {
+		for _, row := range toolLogical {
+			row.Stored = row.Logical
+			res.ByTool = append(res.ByTool, *row)
+		}
+	}
+	sort.Slice(res.ByTool, func(i, j int) bool { return res.ByTool[i].Logical > res.ByTool[j].Logical })
+	if err := closeStore(); err != nil {
+		return res, err
+	}
+	res.PeakRSSKiB = peakRSSKiB()
+	return res, nil
+}
+
+// casFinish measures what only the CAS store does: per-tool dedup, verify
+// against plain hashing of the same bytes, and gc after pruning a run.
+func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
+	st, err := s.Stats(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, t := range st.ByTool {
+		res.ByTool = append(res.ByTool, toolRow{Tool: t.Name, Parts: t.Parts, Logical: t.LogicalBytes, Stored: t.StoredBytes})
+	}
+	// BLAKE3 over the same files, read the same way, as the yardstick.
+	var hashed int64
+	t0 := time.Now()
+	err = s.Blobs().Walk(ctx, func(e cas.Entry) error {
+		if e.Kind != cas.EntryBlob {
+			return nil
+		}
+		f, err := os.Open(s.Path(e.Blob))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := cas.NewHash()
+		n, err := io.Copy(h, f)
+		hashed += n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	hashSecs := time.Since(t0).Seconds()
+	t0 = time.Now()
+	v, err := s.Verify(ctx, store.VerifyOptions{})
+	if err != nil {
+		return err
+	}
+	res.VerifySeconds = time.Since(t0).Seconds()
+	res.VerifyOK = v.OK
+	res.VerifyMBps = float64(v.CheckedBytes) / 1e6 / res.VerifySeconds
+	res.HashMBps = float64(hashed) / 1e6 / hashSecs
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: firstRun(st)}); err != nil {
+		return err
+	}
+	t0 = time.Now()
+	g, err := s.GC(ctx, store.GCOptions{Grace: 0})
+	if err != nil {
+		return err
+	}
+	res.GCSeconds = time.Since(t0).Seconds()
+	res.GCFreedBytes = g.FreedBytes
+	return nil
+}
+
+func firstRun(st index.Stats) string {
+	first := ""
+	var at time.Time
+	for _, r := range st.ByRun {
+		if first == "" || r.First.Before(at) {
+			first, at = r.Name, r.First
+		}
+	}
+	return first
+}
+
+// usage is what a store takes on disk.
+type usage struct {
+	data, index, blocks int64
+	files, dirs         int
+}
+
+// du walks a store: data files (blobs or result files), the index files,
+// and the blocks every file and directory occupies.
+func du(dir string) usage {
+	var u usage
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			u.blocks += st.Blocks * 512
+		}
+		if d.IsDir() {
+			u.dirs++
+			return nil
+		}
+		u.files++
+		name := d.Name()
+		switch {
+		case name == store.IndexFile || name == store.IndexFile+"-wal" || name == store.IndexFile+"-shm":
+			u.index += fi.Size()
+		case name == cas.MarkerFile || name == store.LockFile || filepath.Ext(name) == ".lock":
+		default:
+			u.data += fi.Size()
+		}
+		return nil
+	})
+	return u
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/policy"
+	"github.com/toolcas/toolcas/store"
+)
+
+// target is one of DESIGN.md's speed targets, measured.
+type target struct {
+	What     string  `json:"what"`
+	Target   string  `json:"target"`
+	Measured string  `json:"measured"`
+	Value    float64 `json:"value"`
+	Met      bool    `json:"met"`
+}
+
+type targetsConfig struct {
+	Dir   string `json:"dir"`
+	Quick bool   `json:"quick"`
+}
+
+// unique makes size bytes that differ from every other call's.
+func unique(buf []byte, i int) []byte {
+	binary.LittleEndian.PutUint64(buf, uint64(i))
+	binary.LittleEndian.PutUint64(buf[len(buf)-8:], uint64(i)*0x9e3779b97f4a7c15)
+	return buf
+}
+
+// timeEach returns the mean time of n calls of f, which gets the call's
+// number.
+func timeEach(n int, f func(i int) error) (time.Duration, error) {
+	start := time.Now()
+	for i := range n {
+		if err := f(i); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(n), nil
+}
+
+// measureTargets runs in a child process and measures the store against
+// bare file-system work, alternating them in rounds so that the machine's
+// noise falls on both alike.
+func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
+	n, rounds, gcBlobs := 300, 3, 100_000
+	if c.Quick {
+		n, rounds, gcBlobs = 40, 1, 5_000
+	}
+	var out []target
+	add := func(t target) { out = append(out, t) }
+	sub := func(name string) string {
+		d := filepath.Join(c.Dir, name)
+		os.RemoveAll(d)
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	openCAS := func(name string, d cas.Durability) (*cas.Store, error) {
+		return cas.Open(ctx, sub(name), cas.WithCreate(), cas.WithDurability(d))
+	}
+	bare := func(name string, size int, durable bool) (time.Duration, error) {
+		dir := sub(name)
+		for i := range 256 {
+			os.Mkdir(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o755)
+		}
+		buf := make([]byte, size)
+		return timeEach(n, func(i int) error {
+			shard := filepath.Join(dir, fmt.Sprintf("%02x", i%256))
+			return bareWrite(shard, filepath.Join(shard, fmt.Sprint(i, ".txt")), unique(buf, i), durable)
+		})
+	}
+	puts := func(s *cas.Store, size, offset int) (time.Duration, error) {
+		buf := make([]byte, size)
+		return timeEach(n, func(i int) error {
+			_, err := s.PutBytes(ctx, unique(buf, offset+i), ".txt")
+			return err
+		})
+	}
+
+	// Durable put of 16 KiB against the bare sequence, and sync=none 4 KiB.
+	for _, tc := range []struct {
+		size int
+		d    cas.Durability
+	}{{16 << 10, cas.SyncFull}, {4 << 10, cas.SyncNone}} {
+		s, err := openCAS(fmt.Sprint("put-", tc.d), tc.d)
+		if err != nil {
+			return nil, err
+		}
+		var putT, bareT time.Duration
+		for r := range rounds {
+			p, err := puts(s, tc.size, r*n)
+			if err != nil {
+				return nil, err
+			}
+			b, err := bare(fmt.Sprint("bare-", tc.d, r), tc.size, tc.d == cas.SyncFull)
+			if err != nil {
+				return nil, err
+			}
+			putT += p
+			bareT += b
+		}
+		s.Close()
+		ratio := float64(putT) / float64(bareT)
+		if tc.d == cas.SyncFull {
+			add(target{"durable put, 16 KiB", "≤ 1.3 × bare temp+write+fsync+rename+dir fsync",
+				fmt.Sprintf("%.2f × (%v against %v)", ratio, (putT / time.Duration(rounds)).Round(time.Microsecond), (bareT / time.Duration(rounds)).Round(time.Microsecond)), ratio, ratio <= 1.3})
+		} else {
+			rate := float64(time.Second) / float64(putT/time.Duration(rounds))
+			add(target{"put with sync=none, 4 KiB: rate", "≥ 5,000/s in one process", fmt.Sprintf("%.0f/s", rate), rate, rate >= 5000})
+			add(target{"put with sync=none, 4 KiB: against bare", "≤ 2 × a bare write+rename", fmt.Sprintf("%.2f ×", ratio), ratio, ratio <= 2})
+		}
+	}
+
+	// Dedup hit against miss, 64 KiB, durable.
+	{
+		s, err := openCAS("hit", cas.SyncFull)
+		if err != nil {
+			return nil, err
+		}
+		miss, err := puts(s, 64<<10, 0)
+		if err != nil {
+			return nil, err
+		}
+		same := unique(make([]byte, 64<<10), 1<<30)
+		if _, err := s.PutBytes(ctx, same, ".txt"); err != nil {
+			return nil, err
+		}
+		hit, err := timeEach(n, func(int) error {
+			r, err := s.PutBytes(ctx, same, ".txt")
+			if err == nil && !r.Existed {
+				err = fmt.Errorf("not a dedup hit")
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Close()
+		ratio := float64(miss) / float64(hit)
+		add(target{"dedup hit against miss, 64 KiB, durable", "hit ≥ 5 × faster",
+			fmt.Sprintf("%.1f × faster (%v against %v)", ratio, hit.Round(time.Microsecond), miss.Round(time.Microsecond)), ratio, ratio >= 5})
+	}
+
+	// Batch of 1,000 × 4 KiB, durable.
+	{
+		s, err := openCAS("batch", cas.SyncFull)
+		if err != nil {
+			return nil, err
+		}
+		items := make([]cas.Item, 1000)
+		var total time.Duration
+		for r := range rounds {
+			for i := range items {
+				items[i] = cas.Item{Data: unique(make([]byte, 4<<10), r*1000+i), Ext: ".txt"}
+			}
+			t0 := time.Now()
+			if _, err := s.PutBatch(ctx, items); err != nil {
+				return nil, err
+			}
+			total += time.Since(t0)
+		}
+		s.Close()
+		rate := float64(rounds*1000) / total.Seconds()
+		add(target{"batch put, 1,000 × 4 KiB, durable", "≥ 2,000 parts/s", fmt.Sprintf("%.0f parts/s", rate), rate, rate >= 2000})
+	}
+
+	// The hook's cost over a direct put: one 16 KiB text through the hook
+	// into the CAS store (blob, row, pointer), durable.
+	{
+		s, err := store.Open(ctx, sub("hook"), store.WithCreate())
+		if err != nil {
+			return nil, err
+		}
+		h, _ := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
+		buf := []byte(strings.Repeat("0123456789abcdef", 1024))
+		var hookT, putT time.Duration
+		c2, err := openCAS("hook-cas", cas.SyncFull)
+		if err != nil {
+			return nil, err
+		}
+		for r := range rounds {
+			t, err := timeEach(n, func(i int) error {
+				_, err := h.Offload(ctx, hook.Step{Run: "r", Number: r*n + i},
+					[]hook.Result{{Tool: "read_file", CallID: "c", Parts: []hook.Part{hook.Text(string(unique(buf, r*n+i)))}}})
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			p, err := puts(c2, 16<<10, (r+7)*n)
+			if err != nil {
+				return nil, err
+			}
+			hookT += t
+			putT += p
+		}
+		s.Close()
+		c2.Close()
+		over := float64(hookT)/float64(putT) - 1
+		add(target{"hook overhead, 16 KiB text, durable", "≤ 15 % over a direct cas put",
+			fmt.Sprintf("+%.0f %% (%v against %v)", over*100, (hookT / time.Duration(rounds)).Round(time.Microsecond), (putT / time.Duration(rounds)).Round(time.Microsecond)), over, over <= 0.15})
+	}
+
+	// gc of a store with many blobs, 10 % of them garbage.
+	{
+		s, err := store.Open(ctx, sub("gc"), store.WithCreate(), store.WithDurability(cas.SyncNone))
+		if err != nil {
+			return nil, err
+		}
+		runs := 10
+		per := gcBlobs / runs
+		buf := make([]byte, 512)
+		for r := range runs {
+			for start := 0; start < per; start += 1000 {
+				var items []hook.Item
+				for i := start; i < min(start+1000, per); i++ {
+					k := hook.Key{Run: fmt.Sprint("run", r), Step: i, Tool: "t", CallID: "c", Part: -1, Ext: ".txt"}
+					items = append(items, hook.Item{Key: k, Part: hook.Text(string(unique(buf, r*per+i)))})
+				}
+				if _, err := s.Write(ctx, items); err != nil {
+					return nil, err
+				}
+			}
+		}
+		s.Checkpoint(ctx)
+		st, _ := s.Stats(ctx, "")
+		perPart := float64(st.IndexBytes) / float64(st.Parts)
+		add(target{fmt.Sprintf("index size, %d parts", st.Parts), "≤ 512 B per part", fmt.Sprintf("%.0f B per part", perPart), perPart, perPart <= 512})
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: "run0"}); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		g, err := s.GC(ctx, store.GCOptions{Grace: 0})
+		if err != nil {
+			return nil, err
+		}
+		d := time.Since(t0)
+		s.Close()
+		limit := 10 * time.Second * time.Duration(gcBlobs) / 100_000
+		add(target{fmt.Sprintf("gc, %d blobs, 10 %% garbage", gcBlobs), fmt.Sprintf("< %v", limit),
+			fmt.Sprintf("%v (%d removed)", d.Round(time.Millisecond), g.RemovedBlobs), d.Seconds(), d < limit && g.RemovedBlobs == per})
+	}
+	return out, nil
+}
+
+// streamRSS runs in a child process: a streaming put of size bytes, and the
+// process's peak resident set afterwards.
+func streamRSS(ctx context.Context, dir string, size int64) (int64, error) {
+	s, err := store.Open(ctx, dir, store.WithCreate())
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	_, err = s.Put(ctx, store.StreamPart{Key: hook.Key{Run: "r", Tool: "stream", CallID: "c", Part: -1}, MIME: "application/octet-stream"},
+		io.LimitReader(zeros{}, size))
+	if err != nil {
+		return 0, err
+	}
+	return peakRSSKiB(), nil
+}
+
+// zeros is an endless stream of a repeating pattern.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(i)
+	}
+	return len(p), nil
+}
