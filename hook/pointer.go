@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolcas/toolcas/policy"
 )
 
 // DefaultPreviewChars is how many code points of a text part the pointer
@@ -28,7 +30,7 @@ type PartInfo struct {
 func InfoOf(p Part) PartInfo {
 	i := PartInfo{Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Size: int64(len(p.Data))}
 	if p.Kind == KindText {
-		i.Chars = utf8.RuneCountInString(p.Text)
+		i.Chars = policy.TextSize(p.Text)
 		i.Start = p.Text
 		i.Size = int64(len(p.Text))
 	}

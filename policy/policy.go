@@ -67,8 +67,21 @@ func (s *Subject) Content() string {
 	return s.str
 }
 
-// TextSize returns the size a text part adds: its code points.
-func TextSize(text string) int { return utf8.RuneCountInString(text) }
+// TextSize returns the size a text part adds: its code points, counted as
+// utf8.RuneCountInString counts them, with a fast path over ASCII, which
+// most tool output is.
+func TextSize(text string) int {
+	n, i := 0, 0
+	for ; i+8 <= len(text); i += 8 {
+		w := uint64(text[i]) | uint64(text[i+1])<<8 | uint64(text[i+2])<<16 | uint64(text[i+3])<<24 |
+			uint64(text[i+4])<<32 | uint64(text[i+5])<<40 | uint64(text[i+6])<<48 | uint64(text[i+7])<<56
+		if w&0x8080808080808080 != 0 {
+			break
+		}
+		n += 8
+	}
+	return n + utf8.RuneCountInString(text[i:])
+}
 
 // BinarySize returns the size a binary payload of n bytes adds: the length of
 // its standard, padded base64 encoding.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func subj(size int) *Subject {
@@ -214,4 +215,13 @@ func FuzzLoadStrategies(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTextSizeCountsAsRuneCount(t *testing.T) {
+	for _, s := range []string{"", "a", "abcdefgh", "abcdefghi", "héllo wörld, ünïcode", strings.Repeat("x", 1000) + "é" + strings.Repeat("y", 13),
+		"\xff\xfe\xfd invalid", strings.Repeat("abcdefg\x80", 9), "日本語のテキスト"} {
+		if got, want := TextSize(s), utf8.RuneCountInString(s); got != want {
+			t.Errorf("TextSize(%q) = %d, want %d", s, got, want)
+		}
+	}
 }

@@ -13,13 +13,13 @@ import (
 	"io"
 	"path/filepath"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gofrs/flock"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/policy"
 )
 
 // Files at the store root besides cas's.
@@ -192,7 +192,7 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 		Kind: kindOf(p.Kind), MIME: p.MIME, Filename: p.Filename, Bytes: int64(len(data)),
 	}
 	if p.Kind == hook.KindText {
-		np.Chars = int64(utf8.RuneCount(data))
+		np.Chars = int64(policy.TextSize(p.Text))
 	}
 	return np
 }
