@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -262,22 +260,8 @@ func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
 		res.ByTool = append(res.ByTool, toolRow{Tool: t.Name, Parts: t.Parts, Logical: t.LogicalBytes, Stored: t.StoredBytes})
 	}
 	// BLAKE3 over the same files, read the same way, as the yardstick.
-	var hashed int64
 	t0 := time.Now()
-	err = s.Blobs().Walk(ctx, func(e cas.Entry) error {
-		if e.Kind != cas.EntryBlob {
-			return nil
-		}
-		f, err := os.Open(s.Path(e.Blob))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		h := cas.NewHash()
-		n, err := io.Copy(h, f)
-		hashed += n
-		return err
-	})
+	hashed, err := hashFiles(ctx, s)
 	if err != nil {
 		return err
 	}
