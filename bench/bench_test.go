@@ -84,7 +84,7 @@ func TestQuickReportAddsUp(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"-runs", "0"}, {"extra"}, {"-bogus"}} {
+	for _, args := range [][]string{{"-runs", "-1"}, {"-steps", "-3"}, {"extra"}, {"-bogus"}} {
 		err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
 		var ue usageError
 		if err == nil || !asUsage(err, &ue) {
