@@ -82,3 +82,38 @@ func TestConcurrentRunsThroughOneHook(t *testing.T) {
 		t.Errorf("%d blobs, want %d: the shared log stored once", st.Blobs, runs*steps+1)
 	}
 }
+
+// TestH19VersionsNotOverwrites: Haystack's file store overwrites a key
+// written twice, so an old pointer then shows new content; in the CAS store
+// the key gets a new version and every old pointer keeps showing what it
+// showed.
+func TestH19VersionsNotOverwrites(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	h, _ := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
+	step := hook.Step{Run: "r", Number: 4}
+	var refs []hook.Reference
+	for _, text := range []string{"first read of the file", "the file, changed"} {
+		out, err := h.Offload(ctx, step, []hook.Result{{Tool: "read_file", CallID: "c", Parts: []hook.Part{hook.Text(text)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, hook.References(out[0])[0])
+	}
+	if refs[0].Key != refs[1].Key || refs[0].Path == refs[1].Path {
+		t.Fatalf("references %+v", refs)
+	}
+	for i, want := range []string{"first read of the file", "the file, changed"} {
+		c, err := s.Read(ctx, "r", refs[i].Path)
+		if err != nil || string(c.Data) != want || c.Version != i+1 {
+			t.Errorf("old pointer %d reads %q version %d, %v; want %q version %d", i, c.Data, c.Version, err, want, i+1)
+		}
+	}
+	if c, _ := s.Read(ctx, "r", refs[0].Key); string(c.Data) != "the file, changed" {
+		t.Errorf("the key reads %q, want the newest version", c.Data)
+	}
+	ps, _ := s.List(ctx, index.ListOptions{Run: "r", AllVersions: true})
+	if len(ps) != 2 {
+		t.Errorf("%d versions listed, want 2", len(ps))
+	}
+}

@@ -78,7 +78,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	fmt.Fprintf(g.stdout, "toolcas demo: %d runs of %d steps of a scripted coding agent over %s (%d files)\n",
 		o.runs, o.steps, tr.Root(), tr.Files())
 	fmt.Fprintf(g.stdout, "store: %s\n\n", s.Dir())
-	bar := progress(g.stderr, false, int64(o.runs*o.steps), "demo")
+	bar := progress(g.stderr, false, int64(o.runs*o.steps), "demo", false)
 	var (
 		results, offloaded, shown int
 		shownTool                 = map[string]bool{}

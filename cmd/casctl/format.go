@@ -79,7 +79,7 @@ func (f durationFlag) Type() string { return "duration" }
 
 // progress returns a progress bar on stderr when it is a terminal and
 // output is for humans, else nil. A nil bar ignores every call.
-func progress(w io.Writer, jsonOut bool, total int64, what string) *progressbar.ProgressBar {
+func progress(w io.Writer, jsonOut bool, total int64, what string, bytes bool) *progressbar.ProgressBar {
 	f, ok := w.(*os.File)
 	if jsonOut || !ok || !term.IsTerminal(int(f.Fd())) || total <= 0 {
 		return nil
@@ -87,7 +87,8 @@ func progress(w io.Writer, jsonOut bool, total int64, what string) *progressbar.
 	return progressbar.NewOptions64(total,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowBytes(bytes),
+		progressbar.OptionShowCount(),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(100*time.Millisecond),
 	)

@@ -58,7 +58,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun}
 	st, err := s.Stats(ctx, "")
 	if err == nil {
-		if bar := progress(g.stderr, o.json, st.Blobs+st.UnreferencedBlobs, "gc: listing"); bar != nil {
+		if bar := progress(g.stderr, o.json, st.Blobs+st.UnreferencedBlobs, "gc: listing", false); bar != nil {
 			opts.Progress = func(done, _ int) { bar.Set(done) }
 			defer bar.Finish()
 		}

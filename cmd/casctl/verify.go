@@ -76,7 +76,7 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 	defer s.Close()
 	opts := store.VerifyOptions{}
 	if st, err := s.Stats(ctx, ""); err == nil {
-		if bar := progress(g.stderr, o.json, st.StoredBytes+st.UnreferencedBytes, "verify"); bar != nil {
+		if bar := progress(g.stderr, o.json, st.StoredBytes+st.UnreferencedBytes, "verify", true); bar != nil {
 			opts.Progress = func(done, _ int64) { bar.Set64(done) }
 			defer bar.Finish()
 		}
