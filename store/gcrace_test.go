@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,9 +17,8 @@ var raceFor = flag.Duration("race.for", 0, "how long TestWritersAgainstGC runs (
 
 // writersAgainstGC runs 8 writer processes storing overlapping content,
 // each reading back at once what it wrote and pruning its older runs, while
-// a gc process sweeps in a loop with no grace period. It returns the
-// writers' and gc's output, the parts written and gc runs, and the first
-// failure seen.
+// a gc process sweeps in a loop with no grace period. It returns the parts
+// written, the gc runs, and the first failure seen.
 func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns int, failure string) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -33,12 +33,10 @@ func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns
 	}
 	ms := strconv.FormatInt(d.Milliseconds(), 10)
 	gc := startChild(t, "gc", dir, lock, ms)
-	var writers []*os.Process
+	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
-	cmds := make([]interface{ Wait() error }, 0, 8)
 	for w := range 8 {
 		cmd := startChild(t, "racer", dir, fmt.Sprint(w), ms, lock)
-		writers = append(writers, cmd.Process)
 		outs = append(outs, cmd.Stdout.(*bytes.Buffer))
 		cmds = append(cmds, cmd)
 	}
@@ -75,7 +73,6 @@ func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns
 	if (len(res.Missing) > 0 || len(res.Corrupt) > 0) && failure == "" {
 		failure = fmt.Sprintf("verify: %d rows' blobs missing, %d corrupt", len(res.Missing), len(res.Corrupt))
 	}
-	_ = writers
 	return parts, gcRuns, failure
 }
 
