@@ -54,12 +54,7 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 			continue
 		}
 		seen[b] = true
-		hit, err := s.presentBytes(b, it.Data)
-		if err != nil {
-			cleanup()
-			return nil, err
-		}
-		if hit {
+		if s.presentBytes(b, it.Data) {
 			results[i].Existed = true
 			continue
 		}

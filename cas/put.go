@@ -98,11 +98,7 @@ func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, 
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
 	b := Blob{Digest: Sum(data), Ext: ext}
 	res := PutResult{Blob: b, Size: int64(len(data))}
-	hit, err := s.presentBytes(b, data)
-	if err != nil {
-		return res, err
-	}
-	if hit {
+	if s.presentBytes(b, data) {
 		res.Existed = true
 		return res, nil
 	}
@@ -274,21 +270,18 @@ func (s *Store) abs(rel string) string {
 // presentBytes reports whether the blob's file holds exactly data. When it
 // does, its modification time is refreshed so that gc's grace period counts
 // from this put. A file with other content is not present: the put replaces it.
-func (s *Store) presentBytes(b Blob, data []byte) (bool, error) {
+func (s *Store) presentBytes(b Blob, data []byte) bool {
 	fi, err := s.fs.Lstat(b.RelPath())
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
-		return false, nil
+		return false
 	}
 	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY, 0)
 	if err != nil {
-		return false, nil
+		return false
 	}
 	same := sameContent(f, data)
 	f.Close()
-	if !same {
-		return false, nil
-	}
-	return s.touch(b), nil
+	return same && s.touch(b)
 }
 
 // presentStream is presentBytes for content already streamed to a temp file:

@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"fmt"
 	"mime"
 	"strings"
 	"unicode/utf8"
@@ -155,9 +154,4 @@ func (c *ContentProbe) Chars() int64 {
 		return c.chars
 	}
 	return 0
-}
-
-// String describes the probe, for debugging.
-func (c *ContentProbe) String() string {
-	return fmt.Sprintf("probe(mime=%q, valid=%v, chars=%d)", c.mime, c.valid, c.chars)
 }

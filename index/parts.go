@@ -22,15 +22,6 @@ const (
 	KindFile  Kind = "file"
 )
 
-// ParseKind parses "text", "image" or "file".
-func ParseKind(s string) (Kind, error) {
-	switch k := Kind(s); k {
-	case KindText, KindImage, KindFile:
-		return k, nil
-	}
-	return "", fmt.Errorf("index: unknown kind %q (want text, image or file)", s)
-}
-
 // NewPart is a part to record: its logical key and columns, and the blob its
 // bytes were stored in.
 type NewPart struct {

@@ -70,6 +70,16 @@ func runChild(role, args string) int {
 	return 0
 }
 
+// openChild opens the store a child process works on, with gc.lock turned
+// off when the test asks.
+func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
+	var opts []Option
+	if nolock {
+		opts = append(opts, withoutGCLock())
+	}
+	return Open(ctx, dir, opts...)
+}
+
 // content returns size self-checking bytes: a header naming the seed and
 // size, then bytes generated from the seed. Identical seeds and sizes give
 // identical content, so writers of the same seed dedup against each other.
@@ -128,11 +138,7 @@ var sizes = []int{200, 5000, 70_000, 300_000}
 // after each write returns: what it saw committed.
 func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 	ctx := context.Background()
-	opts := []Option{}
-	if nolock {
-		opts = append(opts, withoutGCLock())
-	}
-	s, err := Open(ctx, dir, opts...)
+	s, err := openChild(ctx, dir, nolock)
 	if err != nil {
 		return err
 	}
@@ -185,11 +191,7 @@ func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 // again and again until killed or until the deadline, if one is set.
 func gcLoop(dir string, nolock bool, until time.Time) error {
 	ctx := context.Background()
-	opts := []Option{}
-	if nolock {
-		opts = append(opts, withoutGCLock())
-	}
-	s, err := Open(ctx, dir, opts...)
+	s, err := openChild(ctx, dir, nolock)
 	if err != nil {
 		return err
 	}
@@ -217,11 +219,7 @@ func gcLoop(dir string, nolock bool, until time.Time) error {
 // prints how many parts it wrote.
 func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 	ctx := context.Background()
-	opts := []Option{}
-	if nolock {
-		opts = append(opts, withoutGCLock())
-	}
-	s, err := Open(ctx, dir, opts...)
+	s, err := openChild(ctx, dir, nolock)
 	if err != nil {
 		return err
 	}

@@ -148,10 +148,19 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			res.Corrupt = append(res.Corrupt, p)
 		}
 	}
-	for b := range used {
-		if !seen[b] {
-			res.Missing = append(res.Missing, Problem{Path: s.blobs.Path(b), Blob: b, Keys: s.keys(ctx, b), Reason: "missing"})
+	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool { return seen[b] })
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	byBlob := map[cas.Blob]int{}
+	for _, p := range lost {
+		i, ok := byBlob[p.Blob]
+		if !ok {
+			i = len(res.Missing)
+			byBlob[p.Blob] = i
+			res.Missing = append(res.Missing, Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"})
 		}
+		res.Missing[i].Keys = append(res.Missing[i].Keys, p.Key)
 	}
 	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
 	if len(whole) > 0 {
