@@ -157,7 +157,11 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			res.Removed = append(res.Removed, b)
 		}
 		res.RemovedTemp = len(oldTemps)
-		res.Packs, err = s.sweepPacks(ctx, cutoff, true)
+		dying := make(map[cas.Blob]bool, len(candidates))
+		for _, b := range candidates {
+			dying[b] = true
+		}
+		res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
 		if err != nil {
 			return GCResult{}, fmt.Errorf("store: gc: packs: %w", err)
 		}
@@ -194,7 +198,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		}
 		res.RemovedTemp++
 	}
-	if res.Packs, err = s.sweepPacks(ctx, cutoff, false); err != nil {
+	if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
 		errs = append(errs, "packs: "+err.Error())
 	}
 	if len(errs) > 0 {

@@ -214,6 +214,10 @@ type PackSweep struct {
 	FreedBytes int64
 	// RemovedTemp counts temp files removed from packs/.
 	RemovedTemp int
+	// RemovedLoose counts loose files removed because the pack their row
+	// names holds the same blob (left by a pack that stopped before
+	// removing them, or written again after packing).
+	RemovedLoose int
 }
 
 // sweepPacks is gc's part for packs, run under gc's exclusive lock after the
@@ -221,8 +225,10 @@ type PackSweep struct {
 // goes; one whose dead share passes RewriteThreshold is rewritten with its
 // live blobs (new pack durable, rows moved in one transaction, then the old
 // pack unlinked); packs no row names and temp files, older than the grace
-// period, go. A dry run counts and changes nothing.
-func (s *Store) sweepPacks(ctx context.Context, cutoff time.Time, dryRun bool) (PackSweep, error) {
+// period, go, and so do loose copies of packed blobs. A dry run counts and
+// changes nothing. onDisk is gc's mark: loose files, and packed blobs;
+// dying lists the blobs whose rows a dry run would have deleted.
+func (s *Store) sweepPacks(ctx context.Context, cutoff time.Time, dryRun bool, onDisk map[cas.Blob]cas.Entry, dying map[cas.Blob]bool) (PackSweep, error) {
 	var sw PackSweep
 	rows, err := s.index.Packs(ctx)
 	if err != nil {
@@ -263,7 +269,34 @@ func (s *Store) sweepPacks(ctx context.Context, cutoff time.Time, dryRun bool) (
 		if err := ctx.Err(); err != nil {
 			return sw, err
 		}
+		var live []cas.Blob
+		if r.LiveBlobs > 0 {
+			named, err := s.index.PackedBlobs(ctx, r.Name)
+			if err != nil {
+				return sw, err
+			}
+			for _, b := range named {
+				if dying[b] {
+					r.LiveBlobs--
+					r.LiveBytes -= onDisk[b].Size
+					continue
+				}
+				live = append(live, b)
+			}
+		}
 		dead := r.Raw - r.LiveBytes
+		for _, b := range live {
+			// The row names this pack, which holds the blob: a loose copy
+			// is redundant.
+			if e, ok := onDisk[b]; ok && !isPacked(e) && e.ModTime.Before(cutoff) {
+				sw.RemovedLoose++
+				if !dryRun {
+					if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+						return sw, err
+					}
+				}
+			}
+		}
 		switch {
 		case r.LiveBlobs == 0:
 			sw.Dropped++
@@ -282,10 +315,6 @@ func (s *Store) sweepPacks(ctx context.Context, cutoff time.Time, dryRun bool) (
 			if dryRun {
 				sw.FreedBytes += int64(float64(r.Size) * float64(dead) / float64(r.Raw))
 				continue
-			}
-			live, err := s.index.PackedBlobs(ctx, r.Name)
-			if err != nil {
-				return sw, err
 			}
 			info, err := s.blobs.WritePack(ctx, live)
 			if err != nil {
