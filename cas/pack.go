@@ -245,7 +245,7 @@ func readTOC(r io.ReaderAt, size int64) (*packTOC, error) {
 // the better level gains 7 % over the default at about 1.4× the time; the
 // best level another 8 % at 4× the time.
 var packEncoderOptions = []zstd.EOption{
-	zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+	zstd.WithEncoderLevel(zstd.SpeedBestCompression),
 	zstd.WithEncoderConcurrency(1),
 	zstd.WithWindowSize(FrameSize),
 	zstd.WithEncoderCRC(true),

@@ -395,3 +395,21 @@ func (s *Store) verifyPacks(ctx context.Context, res *VerifyResult, used func(ca
 	}
 	return nil
 }
+
+// DefaultPackOver is the amount of cold loose bytes past which gc packs
+// them (casctl gc --pack-over).
+const DefaultPackOver = 256 << 20
+
+// PackIfOver packs, as Pack does with o, when the blobs some part uses that
+// are loose, unpacked and unused for o.OlderThan add up to more than limit
+// bytes. It reports whether it packed. gc's callers run it after a sweep.
+func (s *Store) PackIfOver(ctx context.Context, limit int64, o PackOptions) (PackResult, bool, error) {
+	dry := o
+	dry.DryRun = true
+	res, err := s.Pack(ctx, dry)
+	if err != nil || res.RawBytes <= limit {
+		return res, false, err
+	}
+	res, err = s.Pack(ctx, o)
+	return res, err == nil, err
+}

@@ -330,3 +330,23 @@ func packLoop(dir string) error {
 		}
 	}
 }
+
+func TestPackIfOver(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	for i := range 4 {
+		mustWrite(t, s, item("r", i, textOf("r", i)))
+	}
+	if res, did, err := s.PackIfOver(ctx, 1, PackOptions{OlderThan: DefaultPackAge}); err != nil || did || res.Blobs != 0 {
+		t.Fatalf("PackIfOver of young blobs = %+v, %v, %v", res, did, err)
+	}
+	c.t = c.t.Add(DefaultPackAge + time.Minute)
+	if _, did, err := s.PackIfOver(ctx, 1<<30, PackOptions{OlderThan: DefaultPackAge}); err != nil || did {
+		t.Fatalf("PackIfOver under the limit packed: %v, %v", did, err)
+	}
+	res, did, err := s.PackIfOver(ctx, 1000, PackOptions{OlderThan: DefaultPackAge})
+	if err != nil || !did || res.Blobs != 4 {
+		t.Fatalf("PackIfOver over the limit = %+v, %v, %v", res, did, err)
+	}
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
@@ -95,3 +97,25 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 	}
 	return nil
 }
+
+// sizeFlag is a flag holding a byte count written as people write sizes:
+// 256MiB, 1GB, 4096.
+type sizeFlag struct{ n *int64 }
+
+func (f sizeFlag) String() string {
+	if f.n == nil {
+		return ""
+	}
+	return humanize.IBytes(uint64(*f.n))
+}
+
+func (f sizeFlag) Set(s string) error {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n > math.MaxInt64 {
+		return fmt.Errorf("want a size such as 256MiB, 1GB or 0, not %q", s)
+	}
+	*f.n = int64(n)
+	return nil
+}
+
+func (f sizeFlag) Type() string { return "size" }
