@@ -78,6 +78,7 @@ type options struct {
 	threshold int
 	rounds    int
 	synthetic bool
+	choices   bool
 }
 
 // Report is everything one run measured.
@@ -112,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.threshold, "threshold", 2000, "with -trace: offload results over this many characters")
 	fs.IntVar(&o.rounds, "rounds", 0, "with -trace: rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
+	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -143,6 +145,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := loadRealTrace(o.trace); err != nil {
 			return usageError{err}
 		}
+	}
+	if o.choices {
+		if o.trace == "" {
+			return usageError{errors.New("-pack-choices needs -trace")}
+		}
+		return packChoices(stdout, o.trace, o.threshold)
 	}
 	if o.quick && !outSet {
 		// A quick run is a smoke test: it never overwrites the committed
