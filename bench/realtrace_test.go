@@ -116,3 +116,30 @@ func TestQuickRealTrace(t *testing.T) {
 		t.Errorf("%d targets for the real trace, want 3", len(rep.Targets))
 	}
 }
+
+// TestQuickWritesElsewhere: a quick run without -out leaves the committed
+// report alone and says where its report went.
+func TestQuickWritesElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace into four stores; skipped with -short")
+	}
+	before, _ := os.ReadFile(filepath.Join("results", "REPORT.md"))
+	var stdout, stderr bytes.Buffer
+	args := []string{"-quick", "-synthetic=false", "-trace", "testdata/traces/chat.json", "-threshold", "5", "-dir", t.TempDir()}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	_, where, ok := strings.Cut(stderr.String(), "writing the report to ")
+	where = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(where), "…"))
+	if !ok || !strings.HasPrefix(where, os.TempDir()) {
+		t.Fatalf("quick run wrote its report to %q, want a temp dir\n%s", where, stderr.String())
+	}
+	defer os.RemoveAll(where)
+	if _, err := os.Stat(filepath.Join(where, "REPORT.md")); err != nil {
+		t.Error(err)
+	}
+	after, _ := os.ReadFile(filepath.Join("results", "REPORT.md"))
+	if !bytes.Equal(before, after) {
+		t.Error("a quick run changed the committed report")
+	}
+}
