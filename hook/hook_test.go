@@ -639,9 +639,23 @@ func TestH21IsPointer(t *testing.T) {
 	if !hook.IsPointer(out[0]) || hook.IsPointer(plain[0]) {
 		t.Error("IsPointer does not tell pointers from results")
 	}
-	for _, meta := range []map[string]any{nil, {hook.MetaKey: nil}, {hook.MetaKey: []any{}}, {hook.MetaKey: false}, {"other": true}} {
+	for _, meta := range []map[string]any{nil, {}, {"other": true}, {"tool_result_offloaded_not": true}} {
 		if hook.IsPointer(hook.Result{Meta: meta}) {
 			t.Errorf("IsPointer(%v) = true", meta)
+		}
+	}
+	// The key's presence marks a pointer whatever its value, and the hook
+	// then leaves the result alone (H10).
+	h = mustHook(t, hook.NewMemStore())
+	for _, v := range []any{nil, []any{}, false, "", 0, map[string]any{}, "yes", []hook.Reference{}} {
+		meta := map[string]any{hook.MetaKey: v}
+		if !hook.IsPointer(hook.Result{Meta: meta}) {
+			t.Errorf("IsPointer(%#v) = false", meta)
+		}
+		in := result("t", "c", hook.Text(strings.Repeat("x", 100)))
+		in.Meta = meta
+		if out := offload(t, h, step, in); out[0].Parts[0].Text != in.Parts[0].Text {
+			t.Errorf("result with %s = %#v offloaded again", hook.MetaKey, v)
 		}
 	}
 }
