@@ -90,6 +90,9 @@ type Step struct {
 	Run string
 	// Number is the step's number in the run.
 	Number int
+	// State is the run's live state, which the framework adapter fills and
+	// policies see (policy.Subject.State); nil when there is none.
+	State policy.State
 }
 
 // Offload returns the step's block of tool results with every result its
@@ -240,7 +243,9 @@ func subject(step Step, r Result) *policy.Subject {
 		}
 		parts[i] = pp
 	}
-	return policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
+	s := policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
+	s.State = step.State
+	return s
 }
 
 // payload is the result as Haystack's policies see it: every part's text or
