@@ -113,3 +113,27 @@ func TestUnregisteredPolicyFailsLoad(t *testing.T) {
 		t.Errorf("Load with a bad parameter = %v", err)
 	}
 }
+
+// TestOffloadPicked: a caller that decided offloads exactly the results it
+// picks, with the keys their positions give them, whatever the strategies
+// say; errors and pointers stay.
+func TestOffloadPicked(t *testing.T) {
+	s := hook.NewMemStore()
+	h := mustHook(t, s, policy.Default(policy.Never))
+	errResult := result("t", "e", hook.Text("failed"))
+	errResult.Error = true
+	block := []hook.Result{result("t", "", hook.Text("zero")), result("t", "", hook.Text("one")), errResult}
+	out, err := h.OffloadPicked(context.Background(), hook.Step{Run: "r", Number: 9}, block, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hook.IsPointer(out[0]) || !hook.IsPointer(out[1]) || hook.IsPointer(out[2]) {
+		t.Errorf("offloaded %v %v %v, want only result 1", hook.IsPointer(out[0]), hook.IsPointer(out[1]), hook.IsPointer(out[2]))
+	}
+	if k := hook.References(out[1])[0].Key; k != "r/9_t_call1.txt" {
+		t.Errorf("key %q, want r/9_t_call1.txt", k)
+	}
+	if _, err := h.OffloadPicked(context.Background(), hook.Step{Run: "r"}, block, 3); err == nil {
+		t.Error("a pick outside the block accepted")
+	}
+}
