@@ -178,7 +178,7 @@ func checkPointersResolve(t *testing.T, s hook.Store, msgs, orig []compact.Messa
 	return n
 }
 
-func TestToolResultPruning200Steps(t *testing.T) {
+func TestH21ToolResultPruning200Steps(t *testing.T) {
 	ctx := context.Background()
 	s := hook.NewMemStore()
 	msgs := conversation(t, s)
@@ -397,7 +397,7 @@ func TestOffloadingKeepsIDlessKeysApart(t *testing.T) {
 	}
 }
 
-func TestPruningHaystackRules(t *testing.T) {
+func TestH21PruningHaystackRules(t *testing.T) {
 	ctx := context.Background()
 	res := func(tool, text string, meta map[string]any) compact.Message {
 		return compact.Message{Role: compact.RoleTool, Result: &hook.Result{Tool: tool, CallID: "c", Parts: []hook.Part{hook.Text(text)}, Meta: meta}}

@@ -91,8 +91,8 @@ func (k Key) Check() error {
 // quotes, '`', '%', '~', control characters and every byte of a non-ASCII
 // character. A tool name over 48 escaped bytes, or a call id over 64, is
 // shortened to its first 16 escaped bytes, '~' and 8 hex digits of the
-// BLAKE3 hash of the original. The run is escaped the same way (and "." and
-// ".." entirely) but never shortened.
+// BLAKE3 hash of the original. The run is escaped the same way (see
+// EscapeRun).
 //
 // Different calls can render alike (tool "a_b" with call "c", tool "a" with
 // call "b_c"): a store that keeps an index tells them apart by giving the

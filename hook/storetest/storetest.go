@@ -372,7 +372,7 @@ func collisions(t *testing.T, s hook.Store) {
 				t.Errorf("Read(%q) = %q, want %q", c.ref, got.Data, c.want)
 			}
 		}
-		// Each call written again adds a version of its own key.
+		// Each call written again adds a version of its own key (H19).
 		again := write(t, s, hook.Item{Key: pair[1], Part: hook.Text("second again")}, hook.Item{Key: pair[0], Part: hook.Text("first again")})
 		if again[0].Key != second.Key || again[0].Version != 2 || again[1].Key != first.Key || again[1].Version != 2 {
 			t.Errorf("rewrites stored %q v%d and %q v%d, want %q v2 and %q v2",
