@@ -213,7 +213,7 @@ func shortenTo(raw, escaped string, keep, hexLen int) string {
 	for cut < len(escaped) {
 		n := 1
 		if escaped[cut] == '%' {
-			n = 3
+			n = 3 * escapedRuneLen(escaped[cut:])
 		}
 		if cut+n > keep {
 			break
@@ -221,6 +221,34 @@ func shortenTo(raw, escaped string, keep, hexLen int) string {
 		cut += n
 	}
 	return escaped[:cut] + "~" + cas.Sum([]byte(raw)).Hex()[:hexLen]
+}
+
+// escapedRuneLen returns how many escapes, starting at the one s begins
+// with, spell one character: 2 to 4 for the escaped bytes of a UTF-8
+// sequence, else 1.
+func escapedRuneLen(s string) int {
+	lead, err := strconv.ParseUint(s[1:3], 16, 8)
+	if err != nil {
+		return 1
+	}
+	n := 1
+	switch {
+	case lead >= 0xF0 && lead < 0xF8:
+		n = 4
+	case lead >= 0xE0:
+		n = 3
+	case lead >= 0xC0:
+		n = 2
+	}
+	if n*3 > len(s) {
+		return 1
+	}
+	for i := 1; i < n; i++ {
+		if s[i*3] != '%' || s[i*3+1] < '8' || s[i*3+1] > 'B' {
+			return 1 // not followed by its continuation bytes
+		}
+	}
+	return n
 }
 
 func clip(s string) string {

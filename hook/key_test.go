@@ -92,8 +92,8 @@ func TestKeyShortensLongNames(t *testing.T) {
 	got = k.String()
 	short := strings.TrimSuffix(strings.TrimPrefix(got, "r/1_t_"), ".txt")
 	prefix := short[:strings.IndexByte(short, '~')]
-	if _, err := url.PathUnescape(prefix); err != nil || strings.HasSuffix(prefix, "%") || strings.HasSuffix(prefix, "%2") {
-		t.Errorf("cut split something: %q", prefix)
+	if u, err := url.PathUnescape(prefix); err != nil || !utf8.ValidString(u) {
+		t.Errorf("cut split an escape or a character: %q", prefix)
 	}
 	// A long run is shortened to one file name, and stays distinct.
 	r1 := strings.Repeat("é", 128)
@@ -101,6 +101,13 @@ func TestKeyShortensLongNames(t *testing.T) {
 	e1, e2 := EscapeRun(r1), EscapeRun(r2)
 	if len(e1) > 128 || e1 == e2 || !strings.Contains(e1, "~") {
 		t.Errorf("long runs escape to %q and %q", e1, e2)
+	}
+	for _, r := range []string{r1, strings.Repeat("日本", 60), strings.Repeat("🦀", 60), strings.Repeat("a\xff", 100)} {
+		e := EscapeRun(r)
+		u, err := url.PathUnescape(e[:strings.LastIndexByte(e, '~')])
+		if err != nil || !strings.HasPrefix(r, u) || (utf8.ValidString(r) && !utf8.ValidString(u)) || len(u) == 0 {
+			t.Errorf("EscapeRun(%q) = %q: its kept prefix %q splits a character", r, e, u)
+		}
 	}
 	if e := EscapeRun(strings.Repeat("r", 128)); e != strings.Repeat("r", 128) {
 		t.Errorf("a 128-byte run is shortened: %q", e)
