@@ -460,3 +460,30 @@ func TestH21PruningHaystackRules(t *testing.T) {
 		t.Error("NewOffloading with a bad run accepted")
 	}
 }
+
+// TestOffloadingPerRunStore: a compactor built without a store writes to
+// the one the run brings with hook.WithStore, and fails clearly without.
+func TestOffloadingPerRunStore(t *testing.T) {
+	msgs := []compact.Message{
+		{Role: compact.RoleAssistant},
+		{Role: compact.RoleTool, Result: &hook.Result{Tool: "search", CallID: "c1", Parts: []hook.Part{hook.Text(strings.Repeat("x", 4000))}}},
+		{Role: compact.RoleAssistant},
+		{Role: compact.RoleTool, Result: &hook.Result{Tool: "search", CallID: "c2", Parts: []hook.Part{hook.Text("latest")}}},
+	}
+	c, err := compact.NewOffloading(nil, "r", compact.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Compact(context.Background(), msgs, 0, nil); err == nil || !strings.Contains(err.Error(), "no store") {
+		t.Errorf("Compact without a store = %v, want an error saying so", err)
+	}
+	s := hook.NewMemStore()
+	out, changed, err := c.Compact(hook.WithStore(context.Background(), s), msgs, 0, nil)
+	if err != nil || !changed {
+		t.Fatal(changed, err)
+	}
+	got, err := s.Read(context.Background(), "r", "r/1_search_c1.txt")
+	if err != nil || string(got.Data) != strings.Repeat("x", 4000) || !hook.IsPointer(*out[1].Result) {
+		t.Errorf("the run's store holds %v, %v", got, err)
+	}
+}
