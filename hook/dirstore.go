@@ -103,10 +103,14 @@ func (d *DirStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 		}
 		plans[i] = plan{rel, bytesOf(it.Part)}
 	}
-	if err := os.MkdirAll(d.root, 0o755); err != nil {
-		return nil, fmt.Errorf("dirstore: create %s: %w", d.root, err)
-	}
 	root, err := os.OpenRoot(d.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The first write creates the root.
+		if err := os.MkdirAll(d.root, 0o755); err != nil {
+			return nil, fmt.Errorf("dirstore: create %s: %w", d.root, err)
+		}
+		root, err = os.OpenRoot(d.root)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dirstore: %w", err)
 	}
