@@ -198,8 +198,10 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 }
 
 // Write stores a step's parts: every blob durably (one barrier for the
-// batch), then every row in one transaction. A key that exists gets a new
-// version. It implements hook.Store.
+// batch), then every row in one transaction. A key that the same call wrote
+// before gets a new version; a key that another call of the run wrote is
+// not reused, the part gets key~2 (see index.Record). It implements
+// hook.Store.
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
 	nps := make([]index.NewPart, len(items))
 	casItems := make([]cas.Item, len(items))
@@ -239,7 +241,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	out := make([]hook.Stored, len(items))
 	for i := range items {
 		out[i] = hook.Stored{
-			Key: nps[i].Key, Path: s.blobs.Path(puts[i].Blob), Digest: puts[i].Blob.Digest,
+			Key: recs[i].Key, Path: s.blobs.Path(puts[i].Blob), Digest: puts[i].Blob.Digest,
 			Version: recs[i].Version, SameAs: recs[i].SameAs, Dedup: puts[i].Existed,
 		}
 	}
@@ -300,7 +302,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
 	return PutResult{
-		Stored: hook.Stored{Key: np.Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
+		Stored: hook.Stored{Key: recs[0].Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
 			Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: res.Existed},
 		Info: probe.Info(res.Size), Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: np.Chars,
 	}, nil
