@@ -113,4 +113,3 @@ func (x *Index) DeletePartsOf(ctx context.Context, blobs []cas.Blob) ([]Part, er
 	}
 	return gone, nil
 }
-
