@@ -310,11 +310,13 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 func (s *Store) Resolve(ctx context.Context, run, ref string) (index.Part, error) {
 	r, err := index.ParseRef(ref, s.dir)
 	if err != nil {
-		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrRefused}
+		// The index's message names the reference and what is wrong with
+		// it; a package prefix would add nothing for whoever reads it.
+		return index.Part{}, mark{err, hook.ErrRefused}
 	}
 	p, err := s.index.Resolve(ctx, r, run)
 	if errors.Is(err, index.ErrNotFound) {
-		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrNotFound}
+		return index.Part{}, mark{err, hook.ErrNotFound}
 	}
 	if err != nil {
 		return index.Part{}, fmt.Errorf("store: %w", err)
