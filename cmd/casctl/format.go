@@ -61,11 +61,25 @@ func parseDuration(s string) (time.Duration, error) {
 // durationFlag is a flag.Value taking parseDuration's syntax.
 type durationFlag struct{ d *time.Duration }
 
+// String is the flag's default in help: nothing for zero, which says no
+// more than the flag's absence.
 func (f durationFlag) String() string {
-	if f.d == nil {
+	if f.d == nil || *f.d == 0 {
 		return ""
 	}
-	return f.d.String()
+	return fmtDuration(*f.d)
+}
+
+// fmtDuration prints a duration without its zero units: 1h, 1h30m, 36h.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 func (f durationFlag) Set(s string) error {
 	d, err := parseDuration(s)

@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
@@ -23,6 +24,15 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"casctl": func() {
+			// CASCTL_TEST_TERMINAL=stdin,stdout plays a person at a
+			// terminal on those streams (TestTerminal uses a real one).
+			if v := os.Getenv("CASCTL_TEST_TERMINAL"); v != "" {
+				fake := map[any]bool{}
+				for _, name := range strings.Split(v, ",") {
+					fake[map[string]any{"stdin": os.Stdin, "stdout": os.Stdout}[name]] = true
+				}
+				isTerminal = func(f any) bool { return fake[f] }
+			}
 			os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
@@ -41,12 +51,13 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": cmdExitCode,
-			"jsonkeys": cmdJSONKeys,
-			"jsonget":  cmdJSONGet,
-			"flipbyte": cmdFlipByte,
-			"truncate": cmdTruncate,
-			"collide":  cmdCollide,
+			"exitcode":  cmdExitCode,
+			"jsonkeys":  cmdJSONKeys,
+			"jsonget":   cmdJSONGet,
+			"flipbyte":  cmdFlipByte,
+			"truncate":  cmdTruncate,
+			"collide":   cmdCollide,
+			"sharekeys": cmdShareKeys,
 		},
 	})
 }
@@ -194,4 +205,26 @@ func cmdCollide(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) > 1 {
 		ts.Setenv(args[1], d1.Hex()[:12])
 	}
+}
+
+// sharekeys DIR RUN N FILE: store FILE's content under N keys of RUN, step
+// 0 to N-1, in the store at DIR; prints the blob's path.
+func cmdShareKeys(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 4 {
+		ts.Fatalf("usage: sharekeys DIR RUN N FILE")
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer s.Close()
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	text := ts.ReadFile(args[3])
+	items := make([]hook.Item, n)
+	for i := range items {
+		items[i] = hook.Item{Key: hook.Key{Run: args[1], Step: i, Tool: "t", CallID: "c", Part: -1, Ext: ".txt"}, Part: hook.Text(text)}
+	}
+	st, err := s.Write(ctx, items)
+	ts.Check(err)
+	fmt.Fprintln(ts.Stdout(), st[0].Path)
 }
