@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +61,7 @@ func TestScripts(t *testing.T) {
 			"truncate":  cmdTruncate,
 			"collide":   cmdCollide,
 			"sharekeys": cmdShareKeys,
+			"mkpng":     cmdMkPNG,
 		},
 	})
 }
@@ -227,4 +231,14 @@ func cmdShareKeys(ts *testscript.TestScript, neg bool, args []string) {
 	st, err := s.Write(ctx, items)
 	ts.Check(err)
 	fmt.Fprintln(ts.Stdout(), st[0].Path)
+}
+
+// mkpng FILE: write a small real PNG image.
+func cmdMkPNG(ts *testscript.TestScript, neg bool, args []string) {
+	img := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	img.Set(1, 1, color.RGBA{R: 200, A: 255})
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	ts.Check(png.Encode(f, img))
+	ts.Check(f.Close())
 }

@@ -340,12 +340,13 @@ func cleanErr(err error) error {
 	if ce, ok := err.(*cleanError); ok {
 		return ce
 	}
-	msg := err.Error()
-	for _, p := range []string{"store: ", "cas: ", "index: ", "hook: "} {
-		msg = strings.ReplaceAll(msg, p, "")
-	}
+	msg := packagePrefixRE.ReplaceAllString(err.Error(), "$1")
 	return &cleanError{msg: msg, err: err}
 }
+
+// packagePrefixRE matches a library package's prefix where one error
+// wraps another: at the start, or after another prefix.
+var packagePrefixRE = regexp.MustCompile(`(^|: )(?:(?:store|cas|index|hook): )+`)
 
 type cleanError struct {
 	msg string
