@@ -77,11 +77,11 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	// their own.
 	prefix := "demo"
 	for n := 2; ; n++ {
-		taken, err := s.Index().HasRun(ctx, prefix+"-1")
+		taken, err := s.Index().Runs(ctx, prefix+"-", 1)
 		if err != nil {
 			return fail("demo", err)
 		}
-		if !taken {
+		if len(taken) == 0 {
 			break
 		}
 		prefix = fmt.Sprintf("demo%d", n)

@@ -62,6 +62,7 @@ func TestScripts(t *testing.T) {
 			"collide":   cmdCollide,
 			"sharekeys": cmdShareKeys,
 			"mkpng":     cmdMkPNG,
+			"suggested": cmdSuggested,
 		},
 	})
 }
@@ -241,4 +242,30 @@ func cmdMkPNG(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Check(png.Encode(f, img))
 	ts.Check(f.Close())
+}
+
+// suggested FILE: run every casctl command that FILE (a demo's output)
+// suggests after "Explore further", and fail if any fails.
+func cmdSuggested(ts *testscript.TestScript, neg bool, args []string) {
+	_, after, ok := strings.Cut(ts.ReadFile(args[0]), "Explore further")
+	if !ok {
+		ts.Fatalf("%s suggests nothing", args[0])
+	}
+	n := 0
+	for _, line := range strings.Split(after, "\n") {
+		if !strings.HasPrefix(line, "  casctl ") {
+			continue
+		}
+		for _, c := range strings.Split(strings.TrimSpace(line), " && ") {
+			f := strings.Fields(c)
+			fmt.Fprintf(ts.Stdout(), "$ %s\n", c)
+			if err := ts.Exec(f[0], f[1:]...); err != nil {
+				ts.Fatalf("suggested %q: %v", c, err)
+			}
+			n++
+		}
+	}
+	if n < 5 {
+		ts.Fatalf("only %d suggestions", n)
+	}
 }
