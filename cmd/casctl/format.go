@@ -114,3 +114,18 @@ func ago(t time.Time) string {
 	}
 	return humanize.Time(t)
 }
+
+// age is how long ago t was, in the largest unit that fits: 40s, 5m, 3h,
+// 12d; a table's column stays narrow.
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d/time.Second), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}

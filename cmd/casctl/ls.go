@@ -104,9 +104,11 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 		return writeJSON(g.stdout, out)
 	}
 	w := table(g.stdout)
-	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tCREATED")
+	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tAGE")
+	now := time.Now()
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Short(), ago(p.CreatedAt))
+		// Eight hex digits: the shortest prefix get and show take.
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Hex()[:8], age(now, p.CreatedAt))
 	}
 	return w.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -172,6 +173,9 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 					return usagef("completion needs a shell: bash, zsh, fish or powershell")
 				}
 				return usagef("completion: no shell %q; casctl completes bash, zsh, fish and powershell", args[0])
+			}
+			for _, sh := range c.Commands() {
+				sh.Long = wrap(sh.Long, 80)
 			}
 		}
 	}
@@ -355,3 +359,35 @@ type cleanError struct {
 
 func (e *cleanError) Error() string { return e.msg }
 func (e *cleanError) Unwrap() error { return e.err }
+
+// wrap breaks the lines of s that are wider than width at spaces, keeping
+// their indentation.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if utf8.RuneCountInString(line) <= width {
+			b.WriteString(line)
+			continue
+		}
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		col := 0
+		for j, word := range strings.Fields(line) {
+			n := utf8.RuneCountInString(word)
+			switch {
+			case j == 0:
+				b.WriteString(indent + word)
+				col = len(indent) + n
+			case col+1+n > width:
+				b.WriteString("\n" + indent + word)
+				col = len(indent) + n
+			default:
+				b.WriteString(" " + word)
+				col += 1 + n
+			}
+		}
+	}
+	return b.String()
+}

@@ -17,7 +17,7 @@ func newShowCommand(g *globals) *cobra.Command {
 	var o showOptions
 	cmd := &cobra.Command{
 		Use:   "show REF",
-		Short: "Print everything known about a part, and every other key sharing its blob",
+		Short: "Print everything about a part, and every key sharing its blob",
 		Example: `  casctl show demo-2/7_run_tests_call-2-7-0.txt
   casctl show 3fa9c1d2 --json`,
 		Args:              exactArgs(1, "one REF"),
