@@ -194,6 +194,12 @@ func version() string {
 	if !ok {
 		return "(unknown version)"
 	}
+	return versionOf(bi)
+}
+
+// versionOf renders build information: version, revision, its time, local
+// changes, Go version.
+func versionOf(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
