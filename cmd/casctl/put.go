@@ -145,13 +145,17 @@ func dedupNote(ctx context.Context, s *store.Store, res store.PutResult) string 
 	if err != nil {
 		return "the content was already stored: nothing new was written"
 	}
+	other := ""
 	for _, p := range ps {
-		if p.Key != res.Key {
-			return fmt.Sprintf("the content was already stored for %s, in another run (same_as names keys of the same run only)", p.Key)
+		if p.Key == res.Key && p.Version != res.Version {
+			return "an earlier version of this key holds the same content: nothing new was written"
+		}
+		if p.Key != res.Key && other == "" {
+			other = p.Key
 		}
 	}
-	if len(ps) > 1 {
-		return "an earlier version of this key holds the same content: nothing new was written"
+	if other != "" {
+		return fmt.Sprintf("the content was already stored for %s, in another run (same_as names keys of the same run only)", other)
 	}
 	return "the blob was on disk with no part using it (left by a prune, gc had not removed it yet): nothing new was written"
 }
