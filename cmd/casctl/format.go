@@ -129,3 +129,11 @@ func age(now, t time.Time) string {
 	}
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
+
+// count says n things: "1 key", "3 keys".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}

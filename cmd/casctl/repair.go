@@ -93,18 +93,18 @@ func runRepair(ctx context.Context, g *globals, o repairOptions) error {
 	lost := 0
 	for _, r := range res.Lost {
 		lost += len(r.Keys)
-		fmt.Fprintf(w, "%s\t%s: %d keys (%s)\n", would("dropped", "would drop"), r.Path, len(r.Keys), capped(r.Keys, o.verbose))
+		fmt.Fprintf(w, "%s\t%s: %s (%s)\n", would("dropped", "would drop"), r.Path, count(len(r.Keys), "key"), capped(r.Keys, o.verbose))
 	}
 	for _, r := range res.Quarantined {
 		to := "quarantine/"
 		if r.To != "" {
 			to = r.To
 		}
-		fmt.Fprintf(w, "%s\t%s (%s) to %s; %d keys wait for the same content: %s\n",
-			would("moved", "would move"), r.Path, r.Reason, to, len(r.Keys), capped(r.Keys, o.verbose))
+		fmt.Fprintf(w, "%s\t%s (%s) to %s; %s waiting for the same content: %s\n",
+			would("moved", "would move"), r.Path, r.Reason, to, count(len(r.Keys), "key"), capped(r.Keys, o.verbose))
 	}
-	fmt.Fprintf(w, "%s %d keys whose content is lost, %s %d corrupt blobs\n",
-		would("lost", "would lose"), lost, would("quarantined", "would quarantine"), len(res.Quarantined))
+	fmt.Fprintf(w, "%s %s whose content is gone; %s %s\n",
+		would("lost", "would lose"), count(lost, "key"), would("quarantined", "would quarantine"), count(len(res.Quarantined), "corrupt blob"))
 	if o.dryRun {
 		fmt.Fprintf(w, "to do it, run:\n  %s\n", repairCommand(s))
 	} else {

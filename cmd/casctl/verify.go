@@ -136,7 +136,7 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 		for _, p := range sec.ps {
 			line := fmt.Sprintf("%s\t%s: %s", sec.name, p.Path, p.Reason)
 			if len(p.Keys) > 0 {
-				line += fmt.Sprintf(" (%d keys: %s)", len(p.Keys), capped(p.Keys, verbose))
+				line += fmt.Sprintf(" (%s: %s)", count(len(p.Keys), "key"), capped(p.Keys, verbose))
 			}
 			fmt.Fprintln(w, line)
 		}
@@ -144,13 +144,13 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	for _, p := range res.IndexProblems {
 		fmt.Fprintf(w, "INDEX\t%s\n", p)
 	}
-	leftovers := fmt.Sprintf("%d orphans and %d temp files (casctl gc removes them", len(res.Orphans), len(res.Temp))
+	leftovers := fmt.Sprintf("%s and %s (casctl gc removes them", count(len(res.Orphans), "orphan"), count(len(res.Temp), "temp file"))
 	if !verbose && len(res.Orphans)+len(res.Temp) > 0 {
 		leftovers += "; verify --verbose lists them"
 	}
 	leftovers += ")"
 	if len(res.Quarantined) > 0 {
-		fmt.Fprintf(w, "%d quarantined blobs: their keys read nothing until the same content is written again\n", len(res.Quarantined))
+		fmt.Fprintf(w, "%s quarantined: their keys read nothing until the same content is written again\n", count(len(res.Quarantined), "blob"))
 	}
 	if res.OK {
 		fmt.Fprintf(w, "ok: %s\n", leftovers)
@@ -163,10 +163,10 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	}
 	var todo []string
 	if n := len(res.Missing); n > 0 {
-		todo = append(todo, fmt.Sprintf("drop the rows of the %d missing blobs", n))
+		todo = append(todo, fmt.Sprintf("drop the rows of %s", count(n, "missing blob")))
 	}
 	if n := len(res.Corrupt); n > 0 {
-		todo = append(todo, fmt.Sprintf("move the %d corrupt blobs to quarantine", n))
+		todo = append(todo, fmt.Sprintf("move %s to quarantine", count(n, "corrupt blob")))
 	}
 	fmt.Fprintf(w, "to %s, run:\n  %s\n", strings.Join(todo, " and "), repairCommand(s))
 }
