@@ -85,7 +85,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		return fail("get", writeFile(ctx, s, p, o.output))
 	}
 	if !lines {
-		if p.Kind != index.KindText && isTerminal(g.stdout) {
+		if p.Kind != index.KindText && !textMIME(p.MIME) && isTerminal(g.stdout) {
 			return fail("get", fmt.Errorf("%s is %s, binary content, and stdout is a terminal: redirect it (casctl get %s > FILE) or use --output FILE",
 				p.Key, describeKind(p), ref))
 		}
@@ -189,4 +189,13 @@ func lostBlob(ctx context.Context, s *store.Store, p index.Part, err error) erro
 	}
 	return fmt.Errorf("%s: its blob %s is missing; casctl verify checks the whole store, casctl repair drops the rows of missing blobs",
 		p.Key, s.Path(p.Blob))
+}
+
+// textMIME reports whether a file part's type says it is text a terminal
+// shows as such: text/*, JSON, XML, JavaScript.
+func textMIME(m string) bool {
+	mt, _, _ := strings.Cut(strings.ToLower(m), ";")
+	mt = strings.TrimSpace(mt)
+	return strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "/json") || strings.HasSuffix(mt, "+json") ||
+		strings.HasSuffix(mt, "/xml") || strings.HasSuffix(mt, "+xml") || mt == "application/javascript"
 }
