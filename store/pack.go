@@ -3,8 +3,10 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -381,9 +383,13 @@ func (s *Store) verifyPacks(ctx context.Context, res *VerifyResult, used func(ca
 			}
 		}
 		for _, p := range problems {
+			if !p.Blob.Digest.IsZero() && seen[p.Blob] {
+				continue // a loose copy was found whole: reads use it
+			}
 			pr := Problem{Path: path, Blob: p.Blob, Reason: p.Reason}
 			if !p.Blob.Digest.IsZero() && used(p.Blob) {
 				pr.Keys = s.keys(ctx, p.Blob)
+				seen[p.Blob] = true // corrupt, not also missing
 			}
 			if p.Blob.Digest.IsZero() || used(p.Blob) || recorded[name] {
 				res.Corrupt = append(res.Corrupt, pr)
@@ -412,4 +418,94 @@ func (s *Store) PackIfOver(ctx context.Context, limit int64, o PackOptions) (Pac
 	}
 	res, err = s.Pack(ctx, o)
 	return res, err == nil, err
+}
+
+// inPacks reports whether path is inside the store's packs/ directory.
+func (s *Store) inPacks(path string) bool {
+	rel, err := filepath.Rel(s.dir, path)
+	return err == nil && strings.HasPrefix(filepath.ToSlash(rel), cas.PacksDir+"/")
+}
+
+// repairPacks is Repair's part for damaged packs. Each pack verify found
+// anything wrong with is written anew with the blobs in it that read back
+// whole and that rows name; the rows move to the new pack in one
+// transaction; the damaged pack goes to QuarantineDir. A used blob that was
+// corrupt in it gets a note of its own there, so that its rows stay, gc
+// runs, and writing the same content again heals it, as for a corrupt loose
+// blob. Blobs of a pack whose table of contents is lost are missing, not
+// corrupt: Repair drops their rows.
+func (s *Store) repairPacks(ctx context.Context, corrupt []Problem, dryRun bool) ([]Repaired, error) {
+	damaged := map[string][]Problem{}
+	var names []string
+	for _, p := range corrupt {
+		if !s.inPacks(p.Path) {
+			continue
+		}
+		name := filepath.Base(p.Path)
+		if damaged[name] == nil {
+			names = append(names, name)
+		}
+		damaged[name] = append(damaged[name], p)
+	}
+	slices.Sort(names)
+	var out []Repaired
+	for _, name := range names {
+		path := s.abs(cas.PacksDir + "/" + name)
+		var bad []Repaired
+		for _, p := range damaged[name] {
+			if !p.Blob.Digest.IsZero() && len(p.Keys) > 0 {
+				bad = append(bad, Repaired{Blob: p.Blob, Path: path, Keys: p.Keys, Reason: p.Reason})
+			}
+		}
+		if dryRun {
+			out = append(out, bad...)
+			continue
+		}
+		ok, _, err := s.blobs.VerifyPack(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		whole := map[cas.Blob]bool{}
+		for _, e := range ok {
+			whole[e.Blob] = true
+		}
+		named, err := s.index.PackedBlobs(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		var live []cas.Blob
+		for _, b := range named {
+			if whole[b] {
+				live = append(live, b)
+			}
+		}
+		var rec index.PackRecord
+		if len(live) > 0 {
+			info, err := s.blobs.WritePack(ctx, live)
+			if err != nil {
+				return out, fmt.Errorf("rewrite %s: %w", name, err)
+			}
+			rec = index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: live}
+		}
+		if err := s.index.ReplacePack(ctx, name, rec); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return out, err
+		}
+		to, err := s.quarantine(path)
+		if err != nil {
+			return out, err
+		}
+		for i := range bad {
+			note := filepath.Join(filepath.Dir(to), bad[i].Blob.FileName())
+			if _, err := os.Lstat(note); err == nil {
+				note = filepath.Join(filepath.Dir(to), bad[i].Blob.FileName()+".pack")
+			}
+			msg := fmt.Sprintf("%s was corrupt in %s (now %s): %s\n", bad[i].Blob, name, to, bad[i].Reason)
+			if err := os.WriteFile(note, []byte(msg), 0o444); err != nil {
+				return out, err
+			}
+			bad[i].To = to
+		}
+		out = append(out, bad...)
+	}
+	return out, nil
 }

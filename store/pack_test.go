@@ -304,6 +304,60 @@ func TestPackDamageFound(t *testing.T) {
 			if _, err := os.Stat(path); how != "remove" && err != nil {
 				t.Errorf("damaged pack gone after gc: %v", err)
 			}
+
+			// Repair: what reads whole goes to a new pack, the damaged
+			// pack to quarantine; keys of corrupt blobs stay, keys of
+			// blobs no table of contents lists any more are lost.
+			rep, err := s2.Repair(ctx, RepairOptions{})
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			v, err = s2.Verify(ctx, VerifyOptions{})
+			if err != nil || !v.OK || len(v.Corrupt) > 0 || len(v.Missing) > 0 {
+				t.Fatalf("verify after repair = %+v, %v", v, err)
+			}
+			if _, err := s2.GC(ctx, GCOptions{Grace: 0}); err != nil {
+				t.Fatalf("gc after repair: %v", err)
+			}
+			lost := map[string]bool{}
+			for _, r := range rep.Lost {
+				for _, k := range r.Keys {
+					lost[k] = true
+				}
+			}
+			healed := 0
+			for key, data := range want {
+				got, err := s2.Read(ctx, "", key)
+				switch {
+				case err == nil && !bytes.Equal(got.Data, data):
+					t.Fatalf("read %s after repair returned wrong bytes", key)
+				case err == nil:
+				case lost[key]:
+				default:
+					// Corrupt and kept: the same content written again heals it.
+					run, _, _ := strings.Cut(key, "/")
+					kind := hook.Text(string(data))
+					ext := ".txt"
+					if strings.HasSuffix(key, ".png") {
+						kind, ext = hook.Image("image/png", data), ".png"
+					}
+					mustWrite(t, s2, hook.Item{Key: hook.Key{Run: run + "-again", Step: 1, Tool: "t", CallID: "c", Part: -1, Ext: ext}, Part: kind})
+					if got, err := s2.Read(ctx, "", key); err != nil || !bytes.Equal(got.Data, data) {
+						t.Fatalf("read %s after writing its content again = %v", key, err)
+					}
+					healed++
+				}
+			}
+			if how == "flip" && (healed == 0 || len(rep.Lost) != 0) {
+				t.Errorf("repair of a flipped pack: %d healed, %d lost; want some healed, none lost", healed, len(rep.Lost))
+			}
+			if how != "flip" && len(rep.Lost) == 0 {
+				t.Errorf("repair of a %s pack lost nothing", how)
+			}
+			v, err = s2.Verify(ctx, VerifyOptions{})
+			if err != nil || !v.OK || len(v.Quarantined) != 0 {
+				t.Fatalf("verify after healing = %+v, %v", v, err)
+			}
 		})
 	}
 }

@@ -49,6 +49,10 @@ type VerifyResult struct {
 	Orphans []Problem
 	// Temp lists temp files (gc removes them once past the grace period).
 	Temp []Problem
+	// Quarantined lists blobs that rows use and that Repair moved aside as
+	// corrupt: their keys read nothing until the same content is written
+	// again. They are known damage, already handled, and not a failure.
+	Quarantined []Problem
 	// IndexProblems lists what SQLite's integrity check reported.
 	IndexProblems []string
 }
@@ -58,6 +62,11 @@ type VerifyResult struct {
 // orphans, stray temp files, and the index's own integrity. Blobs found
 // whole are marked verified in the index.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
+	return s.verify(ctx, o)
+}
+
+// verify is Verify without taking any lock, for callers that hold gc.lock.
+func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
 	var res VerifyResult
 	problems, err := s.index.IntegrityCheck(ctx)
 	if err != nil {
@@ -156,17 +165,33 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	byBlob := map[cas.Blob]int{}
-	for _, p := range lost {
-		i, ok := byBlob[p.Blob]
-		if !ok {
-			i = len(res.Missing)
-			byBlob[p.Blob] = i
-			res.Missing = append(res.Missing, Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"})
+	quarantined := map[cas.Blob]bool{}
+	if len(lost) > 0 {
+		if quarantined, err = s.Quarantined(ctx); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
 		}
-		res.Missing[i].Keys = append(res.Missing[i].Keys, p.Key)
+	}
+	byBlob := map[cas.Blob]*Problem{}
+	for _, p := range lost {
+		pr, ok := byBlob[p.Blob]
+		if !ok {
+			pr = &Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"}
+			if quarantined[p.Blob] {
+				pr.Reason = "quarantined as corrupt; writing the same content again heals it"
+			}
+			byBlob[p.Blob] = pr
+		}
+		pr.Keys = append(pr.Keys, p.Key)
+	}
+	for b, pr := range byBlob {
+		if quarantined[b] {
+			res.Quarantined = append(res.Quarantined, *pr)
+		} else {
+			res.Missing = append(res.Missing, *pr)
+		}
 	}
 	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
+	sort.Slice(res.Quarantined, func(i, j int) bool { return res.Quarantined[i].Path < res.Quarantined[j].Path })
 	if len(whole) > 0 {
 		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,10 +27,10 @@ func newGCCommand(g *globals) *cobra.Command {
 writer that died) once they are older than the grace period, and temp files
 as old. It holds the store's lock while it sweeps, so writers are never
 caught between their blob and their row; it deletes nothing if anything
-fails while it lists, and refuses to run while rows point at missing blobs.
-Packs whose blobs are mostly unused are rewritten without them. When the
-blobs unused for a day that are still loose pass --pack-over, gc then packs
-them, as casctl pack does.`,
+fails while it lists, and refuses to run while rows point at missing blobs
+(casctl repair drops those rows). Packs whose blobs are mostly unused are
+rewritten without them. When the blobs unused for a day that are still loose
+pass --pack-over, gc then packs them, as casctl pack does.`,
 		Example: `  casctl gc --dry-run
   casctl gc --grace 0s
   casctl gc --grace 7d --json`,
@@ -60,9 +61,9 @@ type gcJSON struct {
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.open(ctx)
 	if err != nil {
-		return fmt.Errorf("gc: %w", err)
+		return fail("gc", err)
 	}
 	defer s.Close()
 	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun}
@@ -74,13 +75,16 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 		}
 	}
 	res, err := s.GC(ctx, opts)
+	if errors.Is(err, store.ErrMissingBlobs) {
+		return fail("gc", fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Dir())))
+	}
 	if err != nil {
-		return fmt.Errorf("gc: %w", cleanErr(err))
+		return fail("gc", err)
 	}
 	var packed store.PackResult
 	if o.packOver > 0 && !o.dryRun {
 		if packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: store.DefaultPackAge}); err != nil {
-			return fmt.Errorf("gc: %w", cleanErr(err))
+			return fail("gc", err)
 		}
 	}
 	if o.json {
@@ -91,8 +95,8 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	if res.DryRun {
 		verb = "would remove"
 	}
-	fmt.Fprintf(g.stdout, "%s %d blobs (%s) and %d temp files; kept %d unused blobs younger than %v\n",
-		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, o.grace)
+	fmt.Fprintf(g.stdout, "%s %d blobs (%s) and %d temp files; kept %d unused blobs younger than %s\n",
+		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, fmtDuration(o.grace))
 	if p := res.Packs; p.Rewritten+p.Dropped > 0 {
 		fmt.Fprintf(g.stdout, "packs: %s %d and rewrote %d, freeing %s\n", verb, p.Dropped, p.Rewritten, size(p.FreedBytes))
 	}

@@ -55,9 +55,9 @@ type packJSON struct {
 }
 
 func runPack(ctx context.Context, g *globals, o packOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.open(ctx)
 	if err != nil {
-		return fmt.Errorf("pack: %w", err)
+		return fail("pack", err)
 	}
 	defer s.Close()
 	opts := store.PackOptions{OlderThan: o.olderThan, DryRun: o.dryRun}
@@ -77,7 +77,7 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 	}()
 	res, err := s.Pack(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("pack: %w", cleanErr(err))
+		return fail("pack", err)
 	}
 	if o.json {
 		if res.Packs == nil {
