@@ -2,6 +2,7 @@ package cas
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,21 @@ type packSet struct {
 	// bad remembers packs whose table of contents did not load, so that a
 	// damaged pack is not re-read on every miss.
 	bad map[string]error
+	// frames holds the last few frames decoded, newest last: a reader that
+	// pages through a blob, or reads its neighbours, decodes once.
+	frames []cachedFrame
 }
+
+// cachedFrame is a decoded frame of a pack.
+type cachedFrame struct {
+	pack  string
+	frame int
+	data  []byte
+}
+
+// frameCacheSize is how many decoded frames a Store keeps, each at most
+// FrameSize bytes.
+const frameCacheSize = 4
 
 // lookup returns the loaded pack holding b, refreshing the set once if none
 // does.
@@ -183,13 +198,63 @@ func (s *Store) openPacked(ctx context.Context, b Blob) (*Reader, error) {
 		if err != nil {
 			return nil, err
 		}
-		fr, err := openEntry(f, lp.name, lp.toc.frames[e.Frame], e)
+		frame := lp.toc.frames[e.Frame]
+		if frame.Raw <= FrameSize {
+			// A frame of many small blobs: decode it whole, once.
+			data, err := s.frameBytes(lp.name, e.Frame, frame, f)
+			f.Close()
+			if err != nil {
+				return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
+			}
+			r := io.NopCloser(bytes.NewReader(data[e.Offset : e.Offset+e.Size]))
+			return &Reader{f: r, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
+		}
+		fr, err := openEntry(f, lp.name, frame, e)
 		if err != nil {
 			return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
 		}
 		return &Reader{f: fr, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
 	}
 	return nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+}
+
+// frameBytes returns a frame's decoded bytes, from the cache or decoded
+// from f. The decoder checks the frame's checksum; the caller's Reader checks
+// the blob's digest.
+func (s *Store) frameBytes(pack string, i int, fr packFrame, f file) ([]byte, error) {
+	s.packs.mu.Lock()
+	for k, c := range s.packs.frames {
+		if c.pack == pack && c.frame == i {
+			s.packs.frames = append(append(s.packs.frames[:k:k], s.packs.frames[k+1:]...), c)
+			s.packs.mu.Unlock()
+			return c.data, nil
+		}
+	}
+	s.packs.mu.Unlock()
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, errors.New("pack file does not support positioned reads")
+	}
+	comp := make([]byte, fr.Len)
+	if _, err := ra.ReadAt(comp, fr.Off); err != nil {
+		return nil, fmt.Errorf("read frame %d: %w", i, err)
+	}
+	dec := decoders.Get().(*zstd.Decoder)
+	data, err := dec.DecodeAll(comp, make([]byte, 0, fr.Raw))
+	decoders.Put(dec)
+	if err != nil {
+		return nil, fmt.Errorf("decode frame %d: %w", i, err)
+	}
+	if int64(len(data)) != fr.Raw {
+		return nil, fmt.Errorf("frame %d decodes to %d bytes, the table of contents says %d", i, len(data), fr.Raw)
+	}
+	s.packs.mu.Lock()
+	if len(s.packs.frames) == frameCacheSize {
+		s.packs.frames = s.packs.frames[1:]
+	}
+	s.packs.frames = append(s.packs.frames, cachedFrame{pack: pack, frame: i, data: data})
+	s.packs.mu.Unlock()
+	return data, nil
 }
 
 // statPacked describes a blob held in a pack, or returns ErrNotFound.
