@@ -114,6 +114,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newPruneCommand(g),
 		newVerifyCommand(g),
 		newDemoCommand(g),
+		newMCPCommand(g),
 	)
 	return root
 }
