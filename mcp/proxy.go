@@ -83,6 +83,30 @@ func (s *session) next() int { return int(s.calls.Add(1)) }
 type progressRoute struct {
 	ss    *sdk.ServerSession
 	token any
+	// done gets a value when a notification reports the work complete
+	// (progress equal to its total).
+	done chan struct{}
+	// partial is set while the last notification passed on reported the
+	// work incomplete.
+	partial *atomic.Bool
+}
+
+// settle waits, briefly, for the last progress notification of a call
+// whose answer has come. The SDK hands notifications to their handler on
+// a queue of their own while the answer goes straight to the caller, so
+// the upstream's last notification, sent just before its answer, may still
+// be on its way; a client drops a notification that comes after the
+// answer.
+func (r progressRoute) settle() {
+	if !r.partial.Load() {
+		return
+	}
+	t := time.NewTimer(250 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-r.done:
+	case <-t.C:
+	}
 }
 
 // A ProxyOption configures NewProxy.
@@ -368,6 +392,9 @@ func (p *Proxy) connect(ctx context.Context) (*upstreamConn, error) {
 	t, ch, err := p.up.open(ctx)
 	if err != nil {
 		return nil, p.errorf("did not start: %v", err)
+	}
+	if _, http := p.up.(*URL); !http {
+		t = &orderedTransport{Transport: t, p: p}
 	}
 	cs, err := p.client.Connect(ctx, t, nil)
 	if err != nil {
@@ -677,10 +704,12 @@ func (p *Proxy) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		up := fmt.Sprintf("toolcas-%d", p.nextToken.Add(1))
+		route := progressRoute{ss: req.Session, token: tok, done: make(chan struct{}, 1), partial: new(atomic.Bool)}
 		p.mu.Lock()
-		p.progress[up] = progressRoute{ss: req.Session, token: tok}
+		p.progress[up] = route
 		p.mu.Unlock()
 		defer func() {
+			route.settle()
 			p.mu.Lock()
 			delete(p.progress, up)
 			p.mu.Unlock()
@@ -726,20 +755,37 @@ func (p *Proxy) callError(ctx, cctx context.Context, uc *upstreamConn, what stri
 }
 
 // onProgress passes an upstream progress notification to the client
-// session that asked for it, under the client's own token.
+// session that asked for it, under the client's own token. It serves the
+// notifications an ordered connection (see orderedConn) did not already
+// pass on.
 func (p *Proxy) onProgress(ctx context.Context, r *sdk.ProgressNotificationClientRequest) {
+	p.forwardProgress(ctx, r.Params)
+}
+
+// forwardProgress passes one progress notification on; it reports false
+// when no call of the proxy's is waiting for it.
+func (p *Proxy) forwardProgress(ctx context.Context, in *sdk.ProgressNotificationParams) bool {
 	p.mu.Lock()
-	route, ok := p.progress[fmt.Sprint(r.Params.ProgressToken)]
+	route, ok := p.progress[fmt.Sprint(in.ProgressToken)]
 	p.mu.Unlock()
 	if !ok {
-		return
+		return false
 	}
-	params := *r.Params
+	params := *in
 	params.ProgressToken = route.token
 	params.Meta = forwardMeta(params.Meta)
 	if err := route.ss.NotifyProgress(ctx, &params); err != nil {
 		p.log.Debug("toolcas: progress: " + err.Error())
 	}
+	complete := params.Total > 0 && params.Progress >= params.Total
+	route.partial.Store(params.Total > 0 && !complete)
+	if complete {
+		select {
+		case route.done <- struct{}{}:
+		default:
+		}
+	}
+	return true
 }
 
 // offload sends a result through the hook. An error result, a result with

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -143,4 +145,46 @@ func (uc *upstreamConn) alive(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	return uc.cs.Ping(ctx, nil) == nil
+}
+
+// orderedTransport passes the upstream's progress notifications on as it
+// reads them, in the order they came, so that each reaches the client
+// before the answer that follows it. (The SDK queues notifications for
+// their handler apart from answers, and a client drops progress that comes
+// after the answer.) It is not used over HTTP, whose connection the SDK
+// needs to see unwrapped; there the proxy waits briefly for the last
+// progress of a call instead (progressRoute.settle).
+type orderedTransport struct {
+	sdk.Transport
+	p *Proxy
+}
+
+func (t *orderedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &orderedConn{Connection: c, p: t.p}, nil
+}
+
+type orderedConn struct {
+	sdk.Connection
+	p *Proxy
+}
+
+func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.IsCall() || req.Method != "notifications/progress" {
+			return msg, nil
+		}
+		var params sdk.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &params) != nil || !c.p.forwardProgress(ctx, &params) {
+			return msg, nil
+		}
+	}
 }

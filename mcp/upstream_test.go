@@ -114,6 +114,14 @@ func newFake(opts *sdk.ServerOptions) *fake {
 			return &sdk.CallToolResult{Content: text("released")}, nil
 		}
 	})
+	add(&sdk.Tool{Name: "steps", Description: "reports progress, then answers at once"}, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if tok := r.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= 3; i++ {
+				r.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+			}
+		}
+		return &sdk.CallToolResult{Content: text("done")}, nil
+	})
 	f.server.AddPrompt(&sdk.Prompt{Name: "greet", Description: "a greeting", Arguments: []*sdk.PromptArgument{{Name: "who", Required: true}}},
 		func(_ context.Context, r *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
 			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "hello " + r.Params.Arguments["who"]}}}}, nil
@@ -154,3 +162,5 @@ const deadline = 20 * time.Second
 
 // quietLog is a logger for tests that provoke warnings.
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+var jsonUnmarshal = json.Unmarshal
