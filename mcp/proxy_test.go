@@ -433,6 +433,33 @@ func TestPoliciesFromFlags(t *testing.T) {
 	}
 }
 
+func TestPoliciesFromConfig(t *testing.T) {
+	// What casctl mcp proxy --config reads: a hook configuration, as
+	// hook.Load takes it (here naming a memory store, which the proxy does
+	// not use: it writes to its own).
+	h, err := hook.Load([]byte(`{"type": "toolcas.hook.Hook", "init_parameters": {
+		"store": {"type": "toolcas.hook.MemStore", "init_parameters": {}},
+		"offload_strategies": {"small": {"type": "haystack.components.tools.offload.AlwaysOffload", "init_parameters": {}},
+			"*": {"type": "haystack.components.tools.offload.NeverOffload", "init_parameters": {}}},
+		"preview_chars": 3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(nil)
+	r := newRig(t, f, mcp.WithHook(h))
+	res := r.call(t, "small", nil)
+	recs := offloaded(t, res)
+	if ps, _ := r.store.List(context.Background(), index.ListOptions{}); len(ps) != 1 || ps[0].Key != recs[0]["key"] {
+		t.Errorf("offloaded to %v, not to the proxy's store", recs)
+	}
+	if p := res.Content[0].(*sdk.TextContent).Text; !strings.HasSuffix(p, "Preview: ok:...") {
+		t.Errorf("pointer %q does not keep the configured 3-character preview", p)
+	}
+	if got, want := jsonOf(t, r.call(t, "big", nil)), jsonOf(t, direct(t, f, "big")); got != want {
+		t.Errorf("big: the configured never-offload policy was not applied")
+	}
+}
+
 func TestParseOffload(t *testing.T) {
 	for _, tc := range []struct {
 		specs []string

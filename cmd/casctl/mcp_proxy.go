@@ -53,8 +53,7 @@ store is always --store).`,
   casctl mcp proxy --offload '*=over:4000' --offload 'get_time=never' -- uvx mcp-server-fetch
   casctl mcp proxy --upstream-url http://localhost:3001/mcp --listen localhost:8931`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dash := cmd.ArgsLenAtDash()
-			if dash > 0 {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usagef("mcp proxy: %q before --: put the upstream command after --", args[0])
 			}
 			return runMCPProxy(cmd.Context(), g, o, args)
