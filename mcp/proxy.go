@@ -241,7 +241,7 @@ func NewProxy(ctx context.Context, up Upstream, st hook.Store, opts ...ProxyOpti
 	})
 	p.setReadTool(ReadToolName)
 	if _, err := p.upstream(ctx); err != nil {
-		p.log.Warn(err.Error())
+		p.log.Error(err.Error())
 	}
 	return p, nil
 }
