@@ -89,7 +89,18 @@ type progressRoute struct {
 	// partial is set while the last notification passed on reported the
 	// work incomplete.
 	partial *atomic.Bool
+	// tapped counts the notifications an HTTP tap passed on; the SDK's
+	// handler, which sees the same ones in the same order later, skips as
+	// many.
+	tapped, handled *atomic.Int64
 }
+
+// How a progress notification reached forwardProgress.
+const (
+	viaHandler = iota // the SDK's notification handler
+	viaTap            // an HTTP tap, ahead of the SDK (progressTap)
+	viaConn           // an ordered connection, instead of the SDK (orderedConn)
+)
 
 // settle waits, briefly, for the last progress notification of a call
 // whose answer has come. The SDK hands notifications to their handler on
@@ -393,7 +404,9 @@ func (p *Proxy) connect(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, p.errorf("did not start: %v", err)
 	}
-	if _, http := p.up.(*URL); !http {
+	if u, ok := p.up.(*URL); ok {
+		t = &sdk.StreamableClientTransport{Endpoint: u.Endpoint, HTTPClient: tapClient(u.Client, p), MaxRetries: 1}
+	} else {
 		t = &orderedTransport{Transport: t, p: p}
 	}
 	cs, err := p.client.Connect(ctx, t, nil)
@@ -704,7 +717,8 @@ func (p *Proxy) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		up := fmt.Sprintf("toolcas-%d", p.nextToken.Add(1))
-		route := progressRoute{ss: req.Session, token: tok, done: make(chan struct{}, 1), partial: new(atomic.Bool)}
+		route := progressRoute{ss: req.Session, token: tok, done: make(chan struct{}, 1), partial: new(atomic.Bool),
+			tapped: new(atomic.Int64), handled: new(atomic.Int64)}
 		p.mu.Lock()
 		p.progress[up] = route
 		p.mu.Unlock()
@@ -759,17 +773,25 @@ func (p *Proxy) callError(ctx, cctx context.Context, uc *upstreamConn, what stri
 // notifications an ordered connection (see orderedConn) did not already
 // pass on.
 func (p *Proxy) onProgress(ctx context.Context, r *sdk.ProgressNotificationClientRequest) {
-	p.forwardProgress(ctx, r.Params)
+	p.forwardProgress(ctx, r.Params, viaHandler)
 }
 
 // forwardProgress passes one progress notification on; it reports false
 // when no call of the proxy's is waiting for it.
-func (p *Proxy) forwardProgress(ctx context.Context, in *sdk.ProgressNotificationParams) bool {
+func (p *Proxy) forwardProgress(ctx context.Context, in *sdk.ProgressNotificationParams, via int) bool {
 	p.mu.Lock()
 	route, ok := p.progress[fmt.Sprint(in.ProgressToken)]
 	p.mu.Unlock()
 	if !ok {
 		return false
+	}
+	switch via {
+	case viaTap:
+		route.tapped.Add(1)
+	case viaHandler:
+		if route.handled.Add(1) <= route.tapped.Load() {
+			return true // the tap passed it on
+		}
 	}
 	params := *in
 	params.ProgressToken = route.token

@@ -151,9 +151,8 @@ func (uc *upstreamConn) alive(ctx context.Context) bool {
 // reads them, in the order they came, so that each reaches the client
 // before the answer that follows it. (The SDK queues notifications for
 // their handler apart from answers, and a client drops progress that comes
-// after the answer.) It is not used over HTTP, whose connection the SDK
-// needs to see unwrapped; there the proxy waits briefly for the last
-// progress of a call instead (progressRoute.settle).
+// after the answer.) Over HTTP, whose connection the SDK needs to see
+// unwrapped, a progressTap does the same on the event stream.
 type orderedTransport struct {
 	sdk.Transport
 	p *Proxy
@@ -183,8 +182,10 @@ func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		var params sdk.ProgressNotificationParams
-		if json.Unmarshal(req.Params, &params) != nil || !c.p.forwardProgress(ctx, &params) {
+		if json.Unmarshal(req.Params, &params) != nil || !c.p.forwardProgress(ctx, &params, viaConn) {
 			return msg, nil
 		}
 	}
 }
+
+var jsonUnmarshal = json.Unmarshal

@@ -331,6 +331,12 @@ test("streamable HTTP both ways: proxy --listen, upstream server-everything over
   const small = await client.callTool({ name: "echo", arguments: { message: "hi" } });
   assert.deepEqual(small.content, [{ type: "text", text: "Echo: hi" }]);
 
+  const seen = [];
+  await client.callTool({ name: "trigger-long-running-operation", arguments: { duration: 0.3, steps: 3 } }, undefined,
+    { onprogress: (p) => seen.push(p.progress) });
+  assert.ok(seen.length >= 2, `progress over HTTP: ${JSON.stringify(seen)}`);
+  assert.deepEqual(seen, [1, 2, 3].slice(0, seen.length));
+
   // The tiny image is 1.6 KiB, over 2000 characters as base64: the whole
   // result goes, and every part reads back.
   const upDirect = new Client({ name: "e2e-direct", version: "1.0.0" });
