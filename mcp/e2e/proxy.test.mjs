@@ -399,3 +399,25 @@ test("an upstream that does not start: an MCP error naming it, the read tool sti
   await client.close();
   await waitGone([pid], "proxy without upstream");
 });
+
+test("casctl mcp serve reads back, from another process, what the proxy stored", async (t) => {
+  const store = tmpdir(t);
+  const { client } = await connectStdio(t, store, ["--run", "e2e-run", "--", process.execPath, everything, "stdio"]);
+  const message = "y".repeat(20000);
+  const recs = pointerOf(await client.callTool({ name: "echo", arguments: { message } }));
+  await client.close();
+
+  const serve = new Client({ name: "e2e-serve", version: "1.0.0" });
+  const transport = new StdioClientTransport({ command: casctl, args: ["--store", store, "mcp", "serve"], stderr: "ignore" });
+  await serve.connect(transport);
+  const tools = (await serve.listTools()).tools.map((x) => x.name).sort();
+  assert.deepEqual(tools, ["read_tool_result", "search", "stats"]);
+  const found = await serve.callTool({ name: "search", arguments: { run: "e2e-run" } });
+  assert.deepEqual(found.structuredContent.parts.map((p) => p.key), [recs[0].key]);
+  const stats = await serve.callTool({ name: "stats", arguments: {} });
+  assert.equal(stats.structuredContent.Parts, 1);
+  await checkAllParts(serve, READ, recs, [{ type: "text", text: `Echo: ${message}` }]);
+  const pid = transport.pid;
+  await serve.close();
+  await waitGone([pid], "casctl mcp serve");
+});
