@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -83,6 +84,7 @@ func benchMCP(ctx context.Context, dir string, n, reps int, stderr io.Writer) ([
 	if err != nil {
 		return nil, err
 	}
+	stderr = &lockedWriter{w: stderr} // both children write to it
 	connect := func(role string, env ...string) (*sdk.ClientSession, error) {
 		cmd := exec.Command(exe)
 		cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
@@ -242,4 +244,16 @@ func mcpChild(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// lockedWriter serialises writes from several processes' stderr copiers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
