@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,7 +282,9 @@ func TestBigResultBecomesPointerAndReadsBack(t *testing.T) {
 }
 
 // readAllLines pages through a text part with the read tool and returns
-// the lines joined as they were.
+// its lines joined as they were. It goes by the numbered lines alone
+// ("N<tab>line"), not by the wording of the page's header, and stops at
+// the first page with none.
 func readAllLines(t *testing.T, r *rig, ref string) string {
 	t.Helper()
 	var lines []string
@@ -290,21 +293,20 @@ func readAllLines(t *testing.T, r *rig, ref string) string {
 		if res.IsError {
 			t.Fatalf("read %s at %d: %s", ref, offset, jsonOf(t, res))
 		}
-		page := res.Content[0].(*sdk.TextContent).Text
-		body := strings.SplitN(page, "\n", 2)
-		if len(body) < 2 {
-			break
-		}
 		n := 0
-		for _, l := range strings.Split(body[1], "\n") {
-			_, line, ok := strings.Cut(l, "\t")
-			if !ok {
-				t.Fatalf("read tool line %q has no number", l)
+		for _, l := range strings.Split(res.Content[0].(*sdk.TextContent).Text, "\n") {
+			num, line, ok := strings.Cut(l, "\t")
+			k, err := strconv.Atoi(num)
+			if !ok || err != nil {
+				continue // the page's header
+			}
+			if k != offset+n+1 {
+				t.Fatalf("read %s: line %d where %d was due", ref, k, offset+n+1)
 			}
 			lines = append(lines, line)
 			n++
 		}
-		if !strings.Contains(body[0], "more with offset=") {
+		if n == 0 {
 			break
 		}
 		offset += n
@@ -391,6 +393,14 @@ func TestEveryKindOfPartIsOffloadedAndReadsBack(t *testing.T) {
 		return c, ok
 	})(); !ok {
 		t.Errorf("image part not returned as image content by the read tool")
+	}
+}
+
+func TestPointerWithoutLinks(t *testing.T) {
+	r := newRig(t, newFake(nil), mcp.WithResourceLinks(false))
+	res := r.call(t, "big", nil)
+	if len(res.Content) != 1 || len(offloaded(t, res)) != 1 {
+		t.Errorf("WithResourceLinks(false): content %s, want the pointer's text alone", jsonOf(t, res.Content))
 	}
 }
 

@@ -111,23 +111,24 @@ function pointerOf(result) {
   return recs;
 }
 
-// readText pages through a text part with the read tool and joins its lines.
+// readText pages through a text part with the read tool and joins its
+// lines. It goes by the numbered lines alone ("N<tab>line"), not by the
+// wording of the page's header, and stops at the first page with none.
 async function readText(client, readTool, ref) {
   const lines = [];
   for (let offset = 0; ;) {
     const res = await client.callTool({ name: readTool, arguments: { ref, offset, limit: 500 } });
     assert.ok(!res.isError, `read ${ref}: ${JSON.stringify(res.content)}`);
-    const page = res.content[0].text;
-    const nl = page.indexOf("\n");
-    if (nl < 0) break;
-    const body = page.slice(nl + 1).split("\n");
-    for (const l of body) {
-      const tab = l.indexOf("\t");
-      assert.ok(tab > 0, `line without a number: ${JSON.stringify(l)}`);
-      lines.push(l.slice(tab + 1));
+    let n = 0;
+    for (const l of res.content[0].text.split("\n")) {
+      const m = /^(\d+)\t/.exec(l);
+      if (!m) continue; // the page's header
+      assert.equal(Number(m[1]), offset + n + 1, `read ${ref}: lines out of order`);
+      lines.push(l.slice(m[0].length));
+      n++;
     }
-    if (!page.slice(0, nl).includes("more with offset=")) break;
-    offset += body.length;
+    if (n === 0) break;
+    offset += n;
   }
   return lines.join("\n");
 }
