@@ -623,6 +623,30 @@ func TestProgressNoneLost(t *testing.T) {
 	}
 }
 
+func TestSlowCallBlocksNoOther(t *testing.T) {
+	f := newFake(nil)
+	r := newRig(t, f)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.client.CallTool(context.Background(), &sdk.CallToolParams{Name: "slow"})
+		done <- err
+	}()
+	select {
+	case <-f.started:
+	case <-time.After(deadline):
+		t.Fatal("slow never started")
+	}
+	for i := 0; i < 3; i++ {
+		if res := r.call(t, "big", nil); len(offloaded(t, res)) != 1 {
+			t.Errorf("big beside a slow call: not offloaded")
+		}
+	}
+	close(f.release)
+	if err := <-done; err != nil {
+		t.Errorf("slow, released: %v", err)
+	}
+}
+
 func TestMetaForwarding(t *testing.T) {
 	// An upstream on a protocol version from before per-request _meta.
 	f := newFake(&sdk.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})

@@ -24,6 +24,8 @@ type fake struct {
 	metas     []sdk.Meta
 	cancelled chan struct{} // closed when a call to "slow" is cancelled
 	release   chan struct{} // closes to let "slow" answer
+	started   chan struct{} // closed when a call to "slow" begins
+	startOnce sync.Once
 }
 
 // Content the fake's tools return, to compare with what comes back.
@@ -54,7 +56,7 @@ var objectSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"
 
 // newFake returns the fake upstream; opts narrow its server options.
 func newFake(opts *sdk.ServerOptions) *fake {
-	f := &fake{cancelled: make(chan struct{}), release: make(chan struct{})}
+	f := &fake{cancelled: make(chan struct{}), release: make(chan struct{}), started: make(chan struct{})}
 	if opts == nil {
 		opts = &sdk.ServerOptions{}
 	}
@@ -101,6 +103,7 @@ func newFake(opts *sdk.ServerOptions) *fake {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.ResourceLink{URI: "file:///a", Name: "a"}}}, nil
 	})
 	add(&sdk.Tool{Name: "slow", Description: "reports progress, answers when released"}, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		f.startOnce.Do(func() { close(f.started) })
 		if tok := r.Params.GetProgressToken(); tok != nil {
 			for i := 1; i <= 3; i++ {
 				r.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)})
