@@ -13,7 +13,7 @@ import (
 func newMCPCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve toolcas over MCP: a proxy that offloads any server's results, or the store alone",
+		Short: "Serve toolcas over MCP: an offloading proxy, or the store",
 		Long: `mcp proxy sits between an MCP client (Claude Code, Cursor, any agent) and an
 MCP server: every tool result goes through the offload hook, and a large one
 reaches the agent as a pointer it can read back with the read_tool_result

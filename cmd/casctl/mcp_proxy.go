@@ -50,8 +50,10 @@ tool; default '*=over:8000'), or --config FILE holding a hook configuration
 (what hook.Load reads; its offload_strategies and preview_chars apply, the
 store is always --store).`,
 		Example: `  casctl mcp proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
-  casctl mcp proxy --offload '*=over:4000' --offload 'get_time=never' -- uvx mcp-server-fetch
-  casctl mcp proxy --upstream-url http://localhost:3001/mcp --listen localhost:8931`,
+  casctl mcp proxy --offload '*=over:4000' --offload 'get_time=never' \
+    -- uvx mcp-server-fetch
+  casctl mcp proxy --upstream-url http://localhost:3001/mcp \
+    --listen localhost:8931`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usagef("mcp proxy: %q before --: put the upstream command after --", args[0])
@@ -120,9 +122,11 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 	}
 	ctx, stop := untilSignal(ctx)
 	defer stop()
-	st, err := g.open(ctx, true)
+	// The proxy is what an agent's configuration starts: its first start
+	// makes the store, as demo does.
+	st, _, err := g.create(ctx)
 	if err != nil {
-		return fmt.Errorf("mcp proxy: %w", err)
+		return fail("mcp proxy", err)
 	}
 	defer st.Close()
 	p, err := mcp.NewProxy(ctx, up, st, opts...)

@@ -21,7 +21,7 @@ func newMCPServeCommand(g *globals) *cobra.Command {
 	var o mcpServeOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the store over MCP: read back, search, stats, toolcas:// resources",
+		Short: "Serve the store over MCP: read back, search, stats, resources",
 		Long: `serve is an MCP server over the store alone, on stdio (or, with --listen,
 streamable HTTP). Its tools: read_tool_result (read a part back by key, path
 or digest, paging and grepping text), search (what casctl ls lists) and stats.
@@ -41,9 +41,9 @@ Every part is the resource toolcas://RUN/KEY. With --run it sees one run only.`,
 func runMCPServe(ctx context.Context, g *globals, o mcpServeOptions) error {
 	ctx, stop := untilSignal(ctx)
 	defer stop()
-	st, err := g.open(ctx, false)
+	st, err := g.open(ctx)
 	if err != nil {
-		return fmt.Errorf("mcp serve: %w", err)
+		return fail("mcp serve", err)
 	}
 	defer st.Close()
 	var opts []mcp.ServeOption
