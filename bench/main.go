@@ -6,6 +6,7 @@
 //	go run ./bench -json      # results as JSON on stdout
 //	go run ./bench -trace bench/traces/mini-swe-agent-deepseek.jsonl.gz \
 //	    -synthetic=false -out bench/results/real-trace   # a real trace
+//	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
@@ -48,6 +49,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if role := os.Getenv(childEnv); role != "" {
+		if strings.HasPrefix(role, "mcp-") {
+			os.Exit(mcpChild(role))
+		}
 		os.Exit(child(ctx, role, os.Getenv(configEnv), os.Stdout, os.Stderr))
 	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -114,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.rounds, "rounds", 0, "with -trace: rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
 	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
+	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
+	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
+	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -123,6 +130,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	o.command = strings.Join(append([]string{"go run ./bench"}, args...), " ")
+	if *mcpBench {
+		if *mcpCalls < 1 || *mcpRounds < 1 {
+			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
+		}
+		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
 	if o.runs == 0 {
 		o.runs = map[bool]int{true: 2, false: 10}[o.quick]
 	}
