@@ -17,6 +17,11 @@ var (
 	// key that names something outside the store, or outside what the caller
 	// may see.
 	ErrRefused = errors.New("refused")
+
+	// ErrLocked is wrapped by Store.Write when the store stayed locked (by
+	// its garbage collector, say) past the caller's deadline or the store's
+	// own, rather than wait for ever.
+	ErrLocked = errors.New("store locked")
 )
 
 // Item is one part to store under its key.

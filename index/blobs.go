@@ -100,7 +100,7 @@ func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
 }
 
 // DeleteUnreferenced deletes the rows of those blobs that no part uses and
-// that were last referenced before cutoff, and returns the blobs whose rows
+// that were last referenced no later than cutoff, and returns the blobs whose rows
 // it deleted: only those may gc unlink. Blobs without a row are returned as
 // they are, since no part can use them.
 func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff time.Time) ([]cas.Blob, error) {
@@ -118,7 +118,8 @@ func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff
 			if err != nil {
 				return err
 			}
-			if last >= cutoff.UnixNano() {
+			// A time in the future (a clock set back) counts as now.
+			if min(last, x.now().UnixNano()) > cutoff.UnixNano() {
 				continue
 			}
 			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = ?)`, id, id)

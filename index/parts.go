@@ -123,6 +123,10 @@ const (
 	maxTextLen = 64 << 10
 )
 
+// CheckPart returns the error Record would give for p, so that a writer can
+// refuse a part before it stores its blob. p.Blob's digest is not checked.
+func CheckPart(p NewPart) error { return checkPart(p) }
+
 func checkPart(p NewPart) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %q: %s", ErrInvalidPart, clip(p.Key), fmt.Sprintf(format, args...))

@@ -17,3 +17,11 @@ func withoutGCLock() Option {
 		return nil
 	}
 }
+
+// withoutIntent makes gc skip gc.intent, to show the starvation it prevents.
+func withoutIntent() Option {
+	return func(c *config) error {
+		c.noIntent = true
+		return nil
+	}
+}

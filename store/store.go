@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
@@ -42,12 +40,16 @@ type Store struct {
 	blobs *cas.Store
 	index *index.Index
 	lock  string
-	now   func() time.Time
+	// intent is gc.intent, lockTimeout the writers' default deadline.
+	intent      string
+	lockTimeout time.Duration
+	now         func() time.Time
 
 	// Test seams: inject fails named points of gc; noLock turns gc.lock off
-	// to show what it prevents.
-	inject func(point string) error
-	noLock bool
+	// and noIntent gc's use of gc.intent, to show what they prevent.
+	inject   func(point string) error
+	noLock   bool
+	noIntent bool
 }
 
 var _ hook.Store = (*Store)(nil)
@@ -61,6 +63,8 @@ type config struct {
 	now        func() time.Time
 	inject     func(point string) error
 	noLock     bool
+	noIntent   bool
+	lockWait   time.Duration
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -95,9 +99,22 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithLockTimeout sets how long a write waits for gc to release the store
+// before it fails with ErrLocked (default DefaultLockTimeout), unless the
+// caller's context ends sooner; zero means the context alone decides.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("store: negative lock timeout %v", d)
+		}
+		c.lockWait = d
+		return nil
+	}
+}
+
 // Open opens the store at dir.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
-	c := config{durability: cas.SyncFull, now: time.Now}
+	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -116,8 +133,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		blobs.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: filepath.Join(blobs.Dir(), LockFile), now: c.now,
-		inject: c.inject, noLock: c.noLock}
+	lock, intent := lockPaths(blobs.Dir())
+	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent}
 	return s, nil
 }
 
@@ -146,34 +164,6 @@ func (s *Store) Name() string { return "CASStore" }
 
 // AcceptsBinary reports true: blobs hold any bytes.
 func (s *Store) AcceptsBinary() bool { return true }
-
-// sharedLock takes the writers' side of gc.lock: many writers at once, none
-// while gc sweeps. It is held from the first blob written to the row
-// committed.
-func (s *Store) sharedLock(ctx context.Context) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
-	l := flock.New(s.lock)
-	if _, err := l.TryRLockContext(ctx, 5*time.Millisecond); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
-	}
-	return func() { l.Unlock(); l.Close() }, nil
-}
-
-// exclusiveLock takes gc's side of gc.lock.
-func (s *Store) exclusiveLock(ctx context.Context) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
-	l := flock.New(s.lock)
-	if _, err := l.TryLockContext(ctx, 10*time.Millisecond); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
-	}
-	return func() { l.Unlock(); l.Close() }, nil
-}
 
 func kindOf(k hook.Kind) index.Kind {
 	switch k {
@@ -212,6 +202,11 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 			data = it.Part.Data
 		}
 		nps[i] = newPart(it.Key, it.Part, data)
+		nps[i].Blob.Ext = it.Key.Ext
+		// What the index would refuse is refused before any blob is written.
+		if err := index.CheckPart(nps[i]); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
 		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
 	}
 	unlock, err := s.sharedLock(ctx)
@@ -234,6 +229,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	}
 	recs, err := s.index.Record(ctx, nps)
 	if err != nil {
+		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	out := make([]hook.Stored, len(items))
@@ -279,12 +275,20 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err := probe.CheckMIME(); err != nil {
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
+	// The content arrives at the producer's pace, into a temp file the
+	// store keeps locked: gc may run meanwhile. The shared lock is taken
+	// only once every byte is durable.
+	staged, err := s.blobs.Stage(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	defer staged.Discard()
 	unlock, err := s.sharedLock(ctx)
 	if err != nil {
 		return PutResult{}, err
 	}
 	defer unlock()
-	res, err := s.blobs.PutWith(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	res, err := staged.Commit(ctx)
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
@@ -297,6 +301,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	}
 	recs, err := s.index.Record(ctx, []index.NewPart{np})
 	if err != nil {
+		s.expire([]cas.PutResult{res})
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
 	return PutResult{
@@ -429,6 +434,19 @@ func (m mark) Unwrap() []error { return []error{m.err, m.also} }
 // that its size on disk shows the data rather than recent writes.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.index.Checkpoint(ctx)
+}
+
+// expire marks the blobs a failed write created, whose rows were never
+// committed, as old enough for the next gc whatever its grace period. A
+// blob another writer found at the same time is safe: that writer holds
+// the shared lock until its row is committed, and gc removes no blob a row
+// uses.
+func (s *Store) expire(puts []cas.PutResult) {
+	for _, p := range puts {
+		if !p.Existed {
+			s.blobs.Expire(p.Blob)
+		}
+	}
 }
 
 // fault returns the error a test injects at a named point, if any.
