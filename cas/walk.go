@@ -45,6 +45,9 @@ type Entry struct {
 	ModTime time.Time
 	// Problem says, for EntryStray, what is wrong with the name.
 	Problem string
+	// Vanished reports a name listed and then removed before it could be
+	// examined: an EntryStray whose Problem says so.
+	Vanished bool
 }
 
 // Walk calls fn for every name under blobs/, shard by shard. Temp files are
@@ -119,6 +122,7 @@ func (s *Store) entry(rel string, de fs.DirEntry) (Entry, error) {
 	fi, err := de.Info()
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Kind = EntryStray
+		e.Vanished = true
 		e.Problem = "vanished during the walk"
 		return e, nil
 	}

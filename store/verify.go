@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
 )
 
 // Problem is one thing verify found wrong.
@@ -101,6 +102,10 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
 			continue
 		case cas.EntryStray:
+			if e.Vanished {
+				// gc or a writer's rename took it since the listing.
+				continue
+			}
 			p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
 			if _, ok := used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
 				seen[e.Blob] = true
@@ -111,10 +116,15 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			}
 			continue
 		}
+		err := s.blobs.Verify(ctx, e.Blob)
+		if errors.Is(err, cas.ErrNotFound) {
+			// Removed since the walk listed it: if a row still uses it,
+			// the re-check below under the lock says so.
+			continue
+		}
 		seen[e.Blob] = true
 		res.Checked++
 		res.CheckedBytes += e.Size
-		err := s.blobs.Verify(ctx, e.Blob)
 		if o.Progress != nil {
 			o.Progress(res.CheckedBytes, total)
 		}
@@ -152,6 +162,13 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
+	if len(lost) > 0 || len(res.Orphans) > 0 {
+		// gc may have collected, and writers stored, blobs since the walk:
+		// look again while gc cannot sweep.
+		if lost, err = s.recheck(ctx, seen, &res); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
+	}
 	byBlob := map[cas.Blob]int{}
 	for _, p := range lost {
 		i, ok := byBlob[p.Blob]
@@ -170,6 +187,51 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	}
 	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0
 	return res, nil
+}
+
+// recheck looks again, under gc.lock shared, at what verify's first look
+// found missing or unused. While the lock is held gc cannot be between its
+// row deletions and its unlinks, and a writer commits a row only once its
+// blob is durable: a row whose blob is missing now is damage, whereas one
+// the walk missed may have been written, or collected, meanwhile. It
+// returns the parts whose blobs are missing, and drops from res.Orphans the
+// blobs a row uses now. On a store this process cannot lock (read-only),
+// it reads the rows again without the lock.
+func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *VerifyResult) ([]index.Part, error) {
+	unlock, err := s.sharedLock(ctx)
+	switch {
+	case errors.Is(err, ErrLocked):
+		return nil, fmt.Errorf("could not look again at blobs that seemed missing or unused: %w", err)
+	case err != nil:
+		unlock = func() {}
+	}
+	defer unlock()
+	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool {
+		if seen[b] {
+			return true
+		}
+		_, err := s.blobs.Stat(ctx, b)
+		return !errors.Is(err, cas.ErrNotFound)
+	})
+	if err != nil || len(res.Orphans) == 0 {
+		return lost, err
+	}
+	refs, err := s.index.ReferencedBlobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := make(map[cas.Blob]bool, len(refs))
+	for _, r := range refs {
+		used[r.Blob] = true
+	}
+	kept := res.Orphans[:0]
+	for _, o := range res.Orphans {
+		if o.Blob.Digest.IsZero() || !used[o.Blob] {
+			kept = append(kept, o)
+		}
+	}
+	res.Orphans = kept
+	return lost, nil
 }
 
 // keys lists the keys using a blob, for reports; an error listing them
