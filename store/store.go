@@ -52,7 +52,7 @@ type Store struct {
 	noIntent bool
 }
 
-var _ hook.Store = (*Store)(nil)
+var _ hook.StreamStore = (*Store)(nil)
 
 // An Option configures Open.
 type Option func(*config) error
@@ -455,4 +455,22 @@ func (s *Store) fault(point string) error {
 		return nil
 	}
 	return s.inject(point)
+}
+
+// OpenRead returns the part a reference names, without its bytes, and a
+// reader of them that checks them against their digest at the end. It
+// implements hook.StreamStore.
+func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, io.ReadCloser, error) {
+	p, err := s.Resolve(ctx, run, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.blobs.Open(ctx, p.Blob)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read %s: %w", p.Key, err)
+	}
+	return &hook.Content{
+		Key: p.Key, Path: s.blobs.Path(p.Blob), Run: p.Run, Digest: p.Blob.Digest, Version: p.Version,
+		Kind: hook.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Size: r.Size(),
+	}, r, nil
 }

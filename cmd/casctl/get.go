@@ -2,14 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"regexp"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -29,7 +29,9 @@ against their digest: a corrupt blob is an error and nothing is written.
 REF is a key (run/step_tool_call.ext), a blob path, blake3:<hex>, or a
 unique prefix of at least 8 hex digits. A key gives its newest version.
 
-With --offset, --limit or --grep, get prints numbered lines of a text part.`,
+With --offset, --limit or --grep, get prints numbered lines of a text part,
+streaming: a --grep pattern is matched against the first 256 KiB of each
+line, and Ctrl-C stops it at once.`,
 		Example: `  casctl get demo-1/3_read_file_call-1-3-0.txt
   casctl get 3fa9c1d2 --grep 'func New' --limit 20
   casctl get blake3:3fa9…c1 > shot.png`,
@@ -52,7 +54,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	var re *regexp.Regexp
 	if o.grep != "" {
 		var err error
-		if re, err = regexp.Compile(o.grep); err != nil {
+		if re, err = hook.CompilePattern(o.grep); err != nil {
 			return usagef("get: --grep %q: %v", o.grep, err)
 		}
 	}
@@ -76,19 +78,29 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	if p.Kind != index.KindText {
 		return fmt.Errorf("get: %s is %s, not text: --offset, --limit and --grep apply to text parts", p.Key, describeKind(p))
 	}
-	var buf bytes.Buffer
-	if _, err := s.Copy(ctx, &buf, p); err != nil {
+	// Check the whole blob first, then stream its lines: memory stays
+	// bounded whatever the size of the blob or of its lines.
+	if err := s.Blobs().Verify(ctx, p.Blob); err != nil {
+		return fmt.Errorf("get: %s: %w", p.Key, cleanErr(err))
+	}
+	r, err := s.Blobs().Open(ctx, p.Blob)
+	if err != nil {
 		return fmt.Errorf("get: %w", cleanErr(err))
 	}
+	defer r.Close()
 	w := bufio.NewWriter(g.stdout)
 	defer w.Flush()
+	lr := hook.NewLineReader(ctx, r, hook.MatchWindow)
 	skipped, printed := 0, 0
-	for n, line := range strings.SplitAfter(buf.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		if re != nil && !re.MatchString(strings.TrimSuffix(line, "\n")) {
-			continue
+	for lr.Next() {
+		if re != nil {
+			ok, err := hook.MatchLine(ctx, re, lr.Head())
+			if err != nil {
+				break
+			}
+			if !ok {
+				continue
+			}
 		}
 		if skipped < o.offset {
 			skipped++
@@ -97,11 +109,22 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		if o.limit > 0 && printed == o.limit {
 			break
 		}
-		fmt.Fprintf(w, "%d\t%s", n+1, line)
-		if !strings.HasSuffix(line, "\n") {
-			w.WriteByte('\n')
+		fmt.Fprintf(w, "%d\t", lr.Num())
+		w.Write(lr.Head())
+		if _, err := io.Copy(w, lr.Rest()); err != nil {
+			break
 		}
+		w.WriteByte('\n')
 		printed++
+	}
+	if err := lr.Err(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("get: interrupted after %d lines: %w", printed, ctx.Err())
+		}
+		return fmt.Errorf("get: %w", cleanErr(err))
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("get: interrupted after %d lines: %w", printed, ctx.Err())
 	}
 	return nil
 }

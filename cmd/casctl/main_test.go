@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -23,7 +24,14 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"casctl": func() {
-			os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+			// As main does: Ctrl-C cancels the command's context.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			stop()
+			if f := os.Getenv("CASCTL_TEST_PEAK_RSS"); f != "" {
+				os.WriteFile(f, []byte(strconv.FormatInt(peakRSSKiB(), 10)), 0o644)
+			}
+			os.Exit(code)
 		},
 	})
 }
