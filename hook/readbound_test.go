@@ -189,3 +189,33 @@ func clipText(s string) string {
 	}
 	return s
 }
+
+// TestPointerBounded: a result of 10,000 small parts gets a pointer listing
+// the first parts and summing up the rest, far smaller than the content it
+// replaces; every part is still stored and readable by key.
+func TestPointerBounded(t *testing.T) {
+	s := hook.NewMemStore()
+	parts := make([]hook.Part, 10_000)
+	var content int
+	for i := range parts {
+		parts[i] = hook.Text(fmt.Sprintf("part %05d: %s", i, strings.Repeat("x", 6)))
+		content += len(parts[i].Text)
+	}
+	out := offload(t, mustHook(t, s), hook.Step{Run: "r", Number: 1}, result("t", "c", parts...))
+	ptr := out[0].Parts[0].Text
+	t.Logf("pointer of %d bytes for %d parts, %d bytes of content", len(ptr), len(parts), content)
+	if len(ptr) >= content || len(ptr) > 16<<10 {
+		t.Errorf("pointer of %d bytes for %d bytes of content", len(ptr), content)
+	}
+	if strings.Count(ptr, "\n") != hook.MaxPointerParts+1 || !strings.Contains(ptr, "21-10000. 9980 more parts (9980 text;") {
+		t.Errorf("pointer does not list %d parts then sum up the rest:\n%s", hook.MaxPointerParts, ptr[max(0, len(ptr)-400):])
+	}
+	refs := hook.References(out[0])
+	if len(refs) != len(parts) {
+		t.Fatalf("%d references for %d parts", len(refs), len(parts))
+	}
+	rt, _ := hook.NewReadTool(s)
+	if got := read(t, rt, "r", hook.ReadArgs{Ref: refs[9999].Key}); !strings.Contains(got, "part 09999") {
+		t.Errorf("last part: %q", got)
+	}
+}
