@@ -239,6 +239,11 @@ func (s *Store) makeShards() error {
 	any := false
 	for i := 0; i < 256; i++ {
 		c, err := s.mkdir(shardName(i))
+		if errors.Is(err, errNotDir) {
+			// Something stands where a shard directory should be: the store
+			// still opens, verify reports it, and writes to that shard fail.
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -268,10 +273,12 @@ func (s *Store) mkdir(name string) (bool, error) {
 		if serr == nil && fi.IsDir() {
 			return false, nil
 		}
-		return false, fmt.Errorf("cas: %s exists and is not a directory", filepath.Join(s.dir, name))
+		return false, fmt.Errorf("cas: %s exists and %w", filepath.Join(s.dir, name), errNotDir)
 	}
 	return false, fmt.Errorf("cas: create %s: %w", filepath.Join(s.dir, name), err)
 }
+
+var errNotDir = errors.New("is not a directory")
 
 // remakeShard recreates a blob's shard directory after something removed it
 // since Open, syncing blobs/ so that the new directory is durable.

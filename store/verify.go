@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
@@ -29,6 +30,9 @@ type VerifyOptions struct {
 	// Progress, when set, is called as blobs are checked, with bytes done
 	// and bytes in all.
 	Progress func(done, total int64)
+	// Grace is gc's grace period, DefaultGrace when zero: orphans younger
+	// than it are counted in RecentOrphans.
+	Grace time.Duration
 }
 
 // VerifyResult is what Verify found.
@@ -52,6 +56,11 @@ type VerifyResult struct {
 	Temp []Problem
 	// IndexProblems lists what SQLite's integrity check reported.
 	IndexProblems []string
+	// RecentOrphans counts the orphans younger than the grace period. They
+	// are suspicious: rows lost (the index's -wal file deleted after a
+	// crash, say) leave exactly such blobs, and gc deletes them once the
+	// grace period is over. Writes under way make a few, briefly.
+	RecentOrphans int
 }
 
 // Verify re-hashes every blob file and checks it against its name and the
@@ -91,6 +100,7 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
 	seen := make(map[cas.Blob]bool, len(entries))
+	mtimes := map[cas.Blob]time.Time{}
 	var whole []cas.Blob
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -104,6 +114,10 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 		case cas.EntryStray:
 			if e.Vanished {
 				// gc or a writer's rename took it since the listing.
+				continue
+			}
+			if e.BadShard {
+				res.Corrupt = append(res.Corrupt, Problem{Path: path, Reason: e.Problem})
 				continue
 			}
 			p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
@@ -138,6 +152,7 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			whole = append(whole, e.Blob)
 		case err == nil:
 			res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
+			mtimes[e.Blob] = e.ModTime
 		default:
 			reason := err.Error()
 			var ce *cas.CorruptError
@@ -180,6 +195,16 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 		res.Missing[i].Keys = append(res.Missing[i].Keys, p.Key)
 	}
 	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
+	grace := o.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	cutoff := s.now().Add(-grace)
+	for _, o := range res.Orphans {
+		if t, ok := mtimes[o.Blob]; ok && t.After(cutoff) {
+			res.RecentOrphans++
+		}
+	}
 	if len(whole) > 0 {
 		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)
@@ -211,7 +236,7 @@ func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *Verify
 			return true
 		}
 		_, err := s.blobs.Stat(ctx, b)
-		return !errors.Is(err, cas.ErrNotFound)
+		return err == nil || errors.Is(err, cas.ErrCorrupt)
 	})
 	if err != nil || len(res.Orphans) == 0 {
 		return lost, err

@@ -111,6 +111,10 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 		for _, p := range res.IndexProblems {
 			fmt.Fprintf(g.stdout, "INDEX\t%s\n", p)
 		}
+		if res.RecentOrphans > 0 {
+			fmt.Fprintf(g.stderr, "warning: %d orphans are younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost (was index.db-wal deleted?); copy the store before running gc, which deletes them once they are older\n",
+				res.RecentOrphans, store.DefaultGrace)
+		}
 		if res.OK {
 			fmt.Fprintf(g.stdout, "ok: %d orphans and %d temp files (gc removes them)\n", len(res.Orphans), len(res.Temp))
 		}
