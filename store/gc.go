@@ -181,7 +181,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	gone, err := s.index.DeleteUnreferenced(ctx, candidates, cutoff)
+	gone, err := s.index.DeleteUnreferencedAt(ctx, candidates, cutoff, now)
 	if err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: %w", err)
 	}
