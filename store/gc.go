@@ -60,6 +60,9 @@ type GCResult struct {
 // deletes anything. It refuses to run while rows point at missing blobs.
 // Rows are deleted and committed before their files are unlinked.
 func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
+	if err := s.writable("gc"); err != nil {
+		return GCResult{}, err
+	}
 	if o.Grace < 0 {
 		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
 	}

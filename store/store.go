@@ -50,6 +50,7 @@ type Store struct {
 	inject   func(point string) error
 	noLock   bool
 	noIntent bool
+	readOnly bool
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -65,6 +66,7 @@ type config struct {
 	noLock     bool
 	noIntent   bool
 	lockWait   time.Duration
+	readOnly   bool
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -112,6 +114,21 @@ func WithLockTimeout(d time.Duration) Option {
 	}
 }
 
+// ReadOnly opens the store for reading only: it creates and changes
+// nothing, so that a store on a read-only mount or without write
+// permission can be listed, read, summed up and verified (verify then
+// records nothing). Writes, prune and gc fail with ErrReadOnly.
+func ReadOnly() Option {
+	return func(c *config) error {
+		c.readOnly = true
+		return nil
+	}
+}
+
+// ErrReadOnly is returned by every method that writes, on a store opened
+// with ReadOnly.
+var ErrReadOnly = errors.New("store opened read-only")
+
 // Open opens the store at dir.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout}
@@ -124,18 +141,26 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if c.create {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
+	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	if c.readOnly {
+		if c.create {
+			return nil, errors.New("store: ReadOnly and WithCreate both given")
+		}
+		casOpts = append(casOpts, cas.ReadOnly())
+		ixOpts = append(ixOpts, index.ReadOnly())
+	}
 	blobs, err := cas.Open(ctx, dir, casOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), index.WithDurability(c.durability), index.WithClock(c.now))
+	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
 	if err != nil {
 		blobs.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
-		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent}
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly}
 	return s, nil
 }
 
@@ -191,6 +216,9 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 // batch), then every row in one transaction. A key that exists gets a new
 // version. It implements hook.Store.
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
+	if err := s.writable("write"); err != nil {
+		return nil, err
+	}
 	nps := make([]index.NewPart, len(items))
 	casItems := make([]cas.Item, len(items))
 	for i, it := range items {
@@ -266,6 +294,9 @@ type PutResult struct {
 // size. The part is text when no MIME type, or a text/* one, is given and
 // the bytes are UTF-8; otherwise an image (image/*) or a file.
 func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult, error) {
+	if err := s.writable("put"); err != nil {
+		return PutResult{}, err
+	}
 	probe := hook.NewContentProbe(sp.MIME, sp.Filename)
 	k := sp.Key
 	k.Ext = ".txt" // checked now; the real one is chosen from the content
@@ -375,6 +406,9 @@ func (s *Store) Stats(ctx context.Context, run string) (index.Stats, error) {
 
 // Prune removes index rows; gc then frees the blobs no row uses.
 func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneResult, error) {
+	if err := s.writable("prune"); err != nil {
+		return index.PruneResult{}, err
+	}
 	return s.index.Prune(ctx, o)
 }
 
@@ -435,6 +469,17 @@ func (m mark) Unwrap() []error { return []error{m.err, m.also} }
 func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.index.Checkpoint(ctx)
 }
+
+// writable refuses what op would do to a store opened read-only.
+func (s *Store) writable(op string) error {
+	if s.readOnly {
+		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.dir)
+	}
+	return nil
+}
+
+// ReadOnly reports whether the store was opened read-only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
 
 // expire marks the blobs a failed write created, whose rows were never
 // committed, as old enough for the next gc whatever its grace period. A

@@ -66,7 +66,7 @@ type VerifyResult struct {
 // Verify re-hashes every blob file and checks it against its name and the
 // index: corrupt, truncated or misnamed blobs, blobs missing from disk,
 // orphans, stray temp files, and the index's own integrity. Blobs found
-// whole are marked verified in the index.
+// whole are marked verified in the index, unless the store is read-only.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
 	var res VerifyResult
 	problems, err := s.index.IntegrityCheck(ctx)
@@ -205,7 +205,7 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			res.RecentOrphans++
 		}
 	}
-	if len(whole) > 0 {
+	if len(whole) > 0 && !s.readOnly {
 		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)
 		}

@@ -58,7 +58,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 			return usagef("get: --grep %q: %v", o.grep, err)
 		}
 	}
-	s, err := g.open(ctx, false)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}

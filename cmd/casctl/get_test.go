@@ -196,3 +196,42 @@ func TestVerifyWarnsRecentOrphans(t *testing.T) {
 		t.Errorf("verify: exit %d, stdout %q, stderr %q; want ok with a warning about recent orphans", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestReadOnlyCommands runs every reading command on a store this process
+// cannot write (a read-only bind mount as root, no write permission
+// otherwise): each works; gc and prune fail saying they need write access.
+func TestReadOnlyCommands(t *testing.T) {
+	dir := putParts(t, strings.NewReader("first line\nsecond line\n"))
+	view := dir
+	if os.Geteuid() == 0 {
+		view = t.TempDir()
+		if out, err := exec.Command("mount", "--bind", dir, view).CombinedOutput(); err != nil {
+			t.Skipf("root, and no bind mount here: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", "-l", view).Run() })
+		if out, err := exec.Command("mount", "-o", "remount,bind,ro", view).CombinedOutput(); err != nil {
+			t.Skipf("cannot remount read-only: %v: %s", err, out)
+		}
+	} else {
+		for _, p := range []string{dir, dir + "/index.db"} {
+			os.Chmod(p, 0o555)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755); os.Chmod(dir+"/index.db", 0o644) })
+	}
+	for _, args := range [][]string{
+		{"ls"}, {"get", "big/0_t_c.txt"}, {"get", "big/0_t_c.txt", "--grep", "second"}, {"show", "big/0_t_c.txt"},
+		{"stats"}, {"verify"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append([]string{"--store", view}, args...), strings.NewReader(""), &stdout, &stderr); code != exitOK {
+			t.Errorf("%v on a read-only store: exit %d: %s", args, code, stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"gc"}, {"prune", "--run", "big"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"--store", view}, args...), strings.NewReader(""), &stdout, &stderr)
+		if code != exitFailure || !strings.Contains(stderr.String(), "writes to the store") || !strings.Contains(stderr.String(), "work on a read-only store") {
+			t.Errorf("%v on a read-only store: exit %d, %q; want a failure saying it needs write access", args, code, stderr.String())
+		}
+	}
+}

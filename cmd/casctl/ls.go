@@ -78,7 +78,7 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 	if o.limit < 0 {
 		return usagef("ls: --limit %d is negative", o.limit)
 	}
-	s, err := g.open(ctx, false)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fmt.Errorf("ls: %w", err)
 	}

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -33,10 +35,12 @@ func usagef(format string, args ...any) error {
 
 // globals are the flags and streams every command shares.
 type globals struct {
-	store  string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	store string
+	// readOnly is set while openRead opens the store.
+	readOnly bool
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 // storeDir returns the store directory: --store, else $CASCTL_STORE, else
@@ -61,11 +65,55 @@ func (g *globals) open(ctx context.Context, create bool, opts ...store.Option) (
 	if create {
 		opts = append(opts, store.WithCreate())
 	}
+	if !g.readOnly {
+		if err := writeAccess(dir); err != nil {
+			return nil, err
+		}
+	}
 	s, err := store.Open(ctx, dir, opts...)
 	if err != nil {
 		return nil, cleanErr(err)
 	}
 	return s, nil
+}
+
+// openRead opens the store read-only, for a command that only reads it, so
+// that it works on a read-only mount or without write permission. An index
+// that needs migrating first is opened for writing, when it can be.
+func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
+	g.readOnly = true
+	s, err := g.open(ctx, false, store.ReadOnly())
+	g.readOnly = false
+	if errors.Is(err, index.ErrOlderSchema) {
+		return g.open(ctx, false)
+	}
+	return s, err
+}
+
+// openWritable opens the store for writing when it can be written, and
+// read-only when not: verify records what it found whole only when it can.
+func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
+	if writeAccess(g.storeDir()) == nil {
+		return g.open(ctx, false)
+	}
+	return g.openRead(ctx)
+}
+
+// readOnlyCommands are the commands that work on a store they cannot write.
+const readOnlyCommands = "ls, get, show, stats and verify"
+
+// writeAccess says clearly when a command that writes cannot write to the
+// store's directory (a read-only mount, no permission).
+func writeAccess(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil // Open says what is wrong, or creates it.
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		abs, _ := filepath.Abs(dir)
+		return fmt.Errorf("this command writes to the store, and %s is not writable here (%v); %s work on a read-only store",
+			abs, err, readOnlyCommands)
+	}
+	return nil
 }
 
 // cleanErr drops the package prefixes that library errors carry, which say
@@ -94,6 +142,8 @@ func newRootCommand(g *globals) *cobra.Command {
 results of LLM agents' tool calls, with a SQLite index of every key.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
+ls, get, show, stats and verify only read it, and work on a read-only
+store; init, put, prune, gc and demo need write access.
 Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,

@@ -45,7 +45,7 @@ type showJSON struct {
 }
 
 func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
-	s, err := g.open(ctx, false)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fmt.Errorf("show: %w", err)
 	}

@@ -52,7 +52,7 @@ type statsJSON struct {
 }
 
 func runStats(ctx context.Context, g *globals, o statsOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}

@@ -69,7 +69,7 @@ func problems(ps []store.Problem) []problemJSON {
 var errVerifyFailed = errors.New("the store is damaged")
 
 func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.openWritable(ctx)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
