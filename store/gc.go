@@ -63,6 +63,8 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if err := s.writable("gc"); err != nil {
 		return GCResult{}, err
 	}
+	s.release()
+	defer makeReserve(s.dir, s.reserve)
 	if o.Grace < 0 {
 		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
 	}

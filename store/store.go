@@ -51,6 +51,7 @@ type Store struct {
 	noLock   bool
 	noIntent bool
 	readOnly bool
+	reserve  int64
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -65,8 +66,10 @@ type config struct {
 	inject     func(point string) error
 	noLock     bool
 	noIntent   bool
-	lockWait   time.Duration
-	readOnly   bool
+	lockWait    time.Duration
+	readOnly    bool
+	reserve     int64
+	maintenance bool
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -131,7 +134,7 @@ var ErrReadOnly = errors.New("store opened read-only")
 
 // Open opens the store at dir.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
-	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout}
+	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: DefaultReserve}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -154,13 +157,20 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
+	if err != nil && c.maintenance && !c.readOnly && releaseReserve(blobs.Dir()) {
+		// A full disk: the reserve's space lets the index open.
+		ix, err = index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
+	}
 	if err != nil {
 		blobs.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
-		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly}
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve}
+	if !c.readOnly && !c.maintenance {
+		makeReserve(s.dir, s.reserve)
+	}
 	return s, nil
 }
 
@@ -255,7 +265,13 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	for i := range nps {
 		nps[i].Blob = puts[i].Blob
 	}
-	recs, err := s.index.Record(ctx, nps)
+	// A test's stand-in for a row commit that failed (on a full disk, say):
+	// the transaction is rolled back, nothing of it committed.
+	err = s.fault("write:record")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, nps)
+	}
 	if err != nil {
 		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", err)
@@ -330,7 +346,11 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 		Kind: kindOf(part.Kind), MIME: part.MIME, Filename: part.Filename, Bytes: res.Size, Chars: probe.Chars(),
 		Blob: res.Blob,
 	}
-	recs, err := s.index.Record(ctx, []index.NewPart{np})
+	err = s.fault("write:record")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, []index.NewPart{np})
+	}
 	if err != nil {
 		s.expire([]cas.PutResult{res})
 		return PutResult{}, fmt.Errorf("store: %w", err)
@@ -409,6 +429,9 @@ func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneRes
 	if err := s.writable("prune"); err != nil {
 		return index.PruneResult{}, err
 	}
+	// Deleting rows takes room in the index's log: the reserve gives it.
+	s.release()
+	defer makeReserve(s.dir, s.reserve)
 	return s.index.Prune(ctx, o)
 }
 
@@ -468,6 +491,14 @@ func (m mark) Unwrap() []error { return []error{m.err, m.also} }
 // that its size on disk shows the data rather than recent writes.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.index.Checkpoint(ctx)
+}
+
+// release deletes the reserve file when the disk is nearly full, so that
+// gc and prune have room to work.
+func (s *Store) release() {
+	if free, ok := freeBytes(s.dir); !ok || free < 2*max(s.reserve, DefaultReserve) {
+		releaseReserve(s.dir)
+	}
 }
 
 // writable refuses what op would do to a store opened read-only.

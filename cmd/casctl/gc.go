@@ -52,7 +52,7 @@ type gcJSON struct {
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.open(ctx, false, store.Maintenance())
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}

@@ -235,3 +235,45 @@ func TestReadOnlyCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestFullDiskPruneGC fills a small tmpfs to its last byte: casctl prune
+// and gc still work (releasing the store's reserve), and free the space.
+// It needs root to mount the tmpfs.
+func TestFullDiskPruneGC(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	ctx := context.Background()
+	dir := mnt + "/store"
+	s, err := store.Open(ctx, dir, store.WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte("junk "), 50_000)
+	for i := 0; ; i++ {
+		copy(junk, strconv.Itoa(i)+" ")
+		if _, err := s.Put(ctx, store.StreamPart{Key: hook.Key{Run: "junk", Step: i, Tool: "t", CallID: "c", Part: -1}}, bytes.NewReader(junk)); err != nil {
+			break
+		}
+	}
+	s.Close()
+	f, _ := os.Create(mnt + "/filler")
+	for {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for _, args := range [][]string{{"prune", "--run", "junk"}, {"gc", "--grace", "0s"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(ctx, append([]string{"--store", dir}, args...), strings.NewReader(""), &stdout, &stderr); code != exitOK {
+			t.Fatalf("%v on a full disk: exit %d: %s", args, code, stderr.String())
+		}
+		t.Logf("%v on a full disk: %s", args, strings.TrimSpace(stdout.String()))
+	}
+}

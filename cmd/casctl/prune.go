@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
 )
 
 type pruneOptions struct {
@@ -63,7 +64,7 @@ type pruneJSON struct {
 }
 
 func runPrune(ctx context.Context, g *globals, o pruneOptions) error {
-	s, err := g.open(ctx, false)
+	s, err := g.open(ctx, false, store.Maintenance())
 	if err != nil {
 		return fmt.Errorf("prune: %w", err)
 	}
