@@ -60,12 +60,12 @@ var _ hook.StreamStore = (*Store)(nil)
 type Option func(*config) error
 
 type config struct {
-	durability cas.Durability
-	create     bool
-	now        func() time.Time
-	inject     func(point string) error
-	noLock     bool
-	noIntent   bool
+	durability  cas.Durability
+	create      bool
+	now         func() time.Time
+	inject      func(point string) error
+	noLock      bool
+	noIntent    bool
 	lockWait    time.Duration
 	readOnly    bool
 	reserve     int64
