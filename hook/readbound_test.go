@@ -219,3 +219,16 @@ func TestPointerBounded(t *testing.T) {
 		t.Errorf("last part: %q", got)
 	}
 }
+
+// TestReadToolTimeLimitPartial: a search that runs out of time after the
+// page is found returns the page, saying how far the search went.
+func TestReadToolTimeLimitPartial(t *testing.T) {
+	text := "b first\n" + strings.Repeat(strings.Repeat("a", 200<<10)+"\n", 60)
+	rt, key := storeText(t, text, hook.ReadToolTimeout(100*time.Millisecond))
+	got := read(t, rt, "r", hook.ReadArgs{Ref: key, Pattern: "^b|a{400}b"})
+	head, body, _ := strings.Cut(got, "\n")
+	t.Log(head)
+	if !strings.Contains(head, "stopped at its 100ms time limit") || body != "1\tb first" {
+		t.Errorf("a search out of time after its page: %q", clipText(got))
+	}
+}

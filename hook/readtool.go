@@ -382,8 +382,12 @@ func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs
 			return "", err
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "[%s: lines %d-%d of the %d %s searched before the %v time limit; more with offset=%d]\n",
-			key, a.Offset+1, a.Offset+printed, matched, map[bool]string{true: "matching", false: "lines"}[re != nil], t.timeout, a.Offset+printed)
+		what := "lines"
+		if re != nil {
+			what = "matches"
+		}
+		fmt.Fprintf(&b, "[%s: %s %d-%d; the search stopped at its %v time limit after %d lines (%d matching); more may follow with offset=%d]\n",
+			key, what, a.Offset+1, a.Offset+printed, t.timeout, total, matched, a.Offset+printed)
 		b.WriteString(body.String())
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	}

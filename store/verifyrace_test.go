@@ -10,8 +10,6 @@ import (
 	"time"
 )
 
-var verifyRuns = 0
-
 var verifyFor = flag.Duration("verify.for", 0, "how long TestVerifyDuringPruneAndGC runs (default 6s, 3s with -short)")
 
 // TestVerifyDuringPruneAndGC runs verify again and again while writer

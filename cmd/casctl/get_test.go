@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/store"
@@ -275,5 +277,28 @@ func TestFullDiskPruneGC(t *testing.T) {
 			t.Fatalf("%v on a full disk: exit %d: %s", args, code, stderr.String())
 		}
 		t.Logf("%v on a full disk: %s", args, strings.TrimSpace(stdout.String()))
+	}
+}
+
+// TestGCLockTimeout: while another process holds the store's lock, casctl
+// gc --lock-timeout gives up at its deadline, exit 1, naming that
+// process's pid.
+func TestGCLockTimeout(t *testing.T) {
+	dir := putParts(t, strings.NewReader("x"))
+	// This test's process holds gc.intent, as a running gc does; casctl
+	// runs in a process of its own.
+	l := flock.New(dir + "/" + store.IntentFile)
+	if err := l.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	cmd := casctl(t, "--store", dir, "gc", "--lock-timeout", "300ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	want := "pid " + strconv.Itoa(os.Getpid())
+	t.Logf("casctl gc: %s", strings.TrimSpace(stderr.String()))
+	if cmd.ProcessState.ExitCode() != exitFailure || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "gave up after") {
+		t.Errorf("gc against a held lock: %v, %q; want exit 1 naming %s", err, stderr.String(), want)
 	}
 }
