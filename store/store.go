@@ -3,7 +3,9 @@
 // verify, prune, stats. Every write stores the blob durably first and
 // commits the index row after, holding a shared lock that gc takes
 // exclusively while it sweeps, so that no committed row ever points at a
-// missing blob.
+// missing blob. A streamed put reads its content into a locked temp file
+// before it takes the lock; every wait for the lock has a deadline; and gc
+// announces itself (gc.intent) so that writers let it in.
 package store
 
 import (
