@@ -71,9 +71,10 @@ type Staged struct {
 	blob Blob
 	size int64
 	data []byte // small content; nil when it is in tmp
-	tmp  string
-	f    file
-	done bool
+	tmp    string
+	f      file
+	synced bool
+	done   bool
 }
 
 // Stage reads r to its end without making a blob of it yet: the slow part of
@@ -128,6 +129,12 @@ func (st *Staged) Commit(ctx context.Context) (PutResult, error) {
 		s.discard(st.tmp, st.f)
 		res.Existed = true
 		return res, nil
+	}
+	if !st.synced && s.durability == SyncFull {
+		if err := st.f.Sync(); err != nil {
+			s.discard(st.tmp, st.f)
+			return res, s.writeError(b, err)
+		}
 	}
 	if err := s.rename(st.tmp, st.f, b); err != nil {
 		return res, err
@@ -236,13 +243,18 @@ func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFo
 		return nil, err
 	}
 	b := Blob{Digest: d, Ext: ext}
-	if s.durability == SyncFull {
+	st := &Staged{s: s, blob: b, size: size, tmp: tmp, f: f}
+	// Made durable now, so that Commit, under the store's lock, only
+	// renames; unless the blob looks stored already, when Commit will most
+	// likely find a dedup hit and the sync would be wasted.
+	if fi, err := s.fs.Lstat(b.RelPath()); s.durability == SyncFull && (err != nil || !fi.Mode().IsRegular() || fi.Size() != size) {
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
 			return nil, s.writeError(b, err)
 		}
+		st.synced = true
 	}
-	return &Staged{s: s, blob: b, size: size, tmp: tmp, f: f}, nil
+	return st, nil
 }
 
 // createTemp creates a temp file in a shard directory, recreating the
