@@ -67,10 +67,10 @@ func (s *Store) PutWith(ctx context.Context, r io.Reader, extFor func() (string,
 // took to arrive. Commit makes it the blob; Discard drops it. A Staged is
 // for one goroutine.
 type Staged struct {
-	s    *Store
-	blob Blob
-	size int64
-	data []byte // small content; nil when it is in tmp
+	s      *Store
+	blob   Blob
+	size   int64
+	data   []byte // small content; nil when it is in tmp
 	tmp    string
 	f      file
 	synced bool

@@ -81,6 +81,9 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	// Check the whole blob first, then stream its lines: memory stays
 	// bounded whatever the size of the blob or of its lines.
 	if err := s.Blobs().Verify(ctx, p.Blob); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("get: interrupted while checking %s: %w", p.Key, ctx.Err())
+		}
 		return fmt.Errorf("get: %s: %w", p.Key, cleanErr(err))
 	}
 	r, err := s.Blobs().Open(ctx, p.Blob)
