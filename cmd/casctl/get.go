@@ -115,6 +115,9 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		fmt.Fprintf(w, "%d\t", lr.Num())
 		w.Write(lr.Head())
 		if _, err := io.Copy(w, lr.Rest()); err != nil {
+			if lr.Err() == nil {
+				return fmt.Errorf("get: write: %w", err)
+			}
 			break
 		}
 		w.WriteByte('\n')
