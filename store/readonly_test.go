@@ -132,6 +132,16 @@ func TestReadOnlyStore(t *testing.T) {
 			if err != nil || !res.OK || res.Checked != want {
 				t.Errorf("verify: %+v, %v", res, err)
 			}
+			// A hook configured with a read-only store, as in a sandbox.
+			cfg, _ := json.Marshal(map[string]any{"type": hook.TypeHook, "init_parameters": map[string]any{
+				"store":              map[string]any{"type": TypeStore, "init_parameters": map[string]any{"dir": view, "read_only": true}},
+				"offload_strategies": map[string]any{},
+			}})
+			if h, err := hook.Load(cfg); err != nil {
+				t.Errorf("hook.Load of a read-only store: %v", err)
+			} else if b, _ := json.Marshal(h); !strings.Contains(string(b), `"read_only":true`) {
+				t.Errorf("saved configuration lost read_only: %s", b)
+			}
 			_, werr := ro.Write(ctx, []hook.Item{item("r", 3, "no")})
 			_, gerr := ro.GC(ctx, GCOptions{})
 			_, perr := ro.Prune(ctx, index.PruneOptions{Run: "r"})

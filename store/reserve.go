@@ -85,7 +85,7 @@ func makeReserve(dir string, size int64) {
 // allocate gives f size bytes of real blocks: fallocate where the file
 // system has it, written bytes elsewhere.
 func allocate(f *os.File, size int64) error {
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err == nil {
+	if err := fallocate(f, size); err == nil {
 		return f.Sync()
 	}
 	buf := make([]byte, 64<<10)
