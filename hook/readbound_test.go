@@ -232,3 +232,15 @@ func TestReadToolTimeLimitPartial(t *testing.T) {
 		t.Errorf("a search out of time after its page: %q", clipText(got))
 	}
 }
+
+// TestReadToolByteOffsetMidCharacter: a byte_offset inside a character
+// starts at the next whole one; one past the line's end is an error.
+func TestReadToolByteOffsetMidCharacter(t *testing.T) {
+	rt, key := storeText(t, "é€x\nnext\n")
+	if got := read(t, rt, "r", hook.ReadArgs{Ref: key, ByteOffset: 1}); !strings.HasSuffix(got, "1\t€x\n2\tnext") {
+		t.Errorf("byte_offset 1 in \"é€x\": %q", got)
+	}
+	if _, err := rt.Read(context.Background(), "r", hook.ReadArgs{Ref: key, ByteOffset: 99}); err == nil || !strings.Contains(err.Error(), "past the end of line 1") {
+		t.Errorf("byte_offset past the end: %v", err)
+	}
+}

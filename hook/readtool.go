@@ -316,6 +316,12 @@ func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs
 				if printed == 0 {
 					start = a.ByteOffset
 				}
+				if head := lr.Head(); lr.Whole() {
+					// Begin on a character, as a cut line's marker does.
+					for start < int64(len(head)) && !utf8.RuneStart(head[start]) {
+						start++
+					}
+				}
 				room := budget - body.Len() - len(num) - 1
 				switch {
 				case lr.Whole() && start > int64(len(lr.Head())):
