@@ -82,9 +82,10 @@ func loadDirStore(params json.RawMessage) (Store, error) {
 	return NewDirStore(p.Root, opts...)
 }
 
-// StoreConfig returns the DirStore's configuration.
+// StoreConfig returns the DirStore's configuration, with its root as it was
+// given: a relative root stays relative.
 func (d *DirStore) StoreConfig() (string, any) {
-	return TypeDirStore, map[string]any{"root": d.root, "durable": d.durable}
+	return TypeDirStore, map[string]any{"root": d.dir, "durable": d.durable}
 }
 
 // StoreConfig returns the MemStore's configuration (its contents are not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"mime"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,10 +18,16 @@ import (
 // directory, as Haystack's FileSystemToolResultStore does: the same file
 // names, the same checks that nothing resolves outside the root, and, like
 // it, writing a key again overwrites the file, so an old pointer then shows
-// the new content. It is for users who want plain files, and the baseline
-// the benchmarks measure toolcas against.
+// the new content. Having no index, it cannot tell two calls whose keys
+// render alike apart either: the later overwrites the earlier, as in
+// Haystack. It is for users who want plain files, and the baseline the
+// benchmarks measure toolcas against.
+//
+// Like Haystack's store, it creates its root on the first write; building
+// or loading one creates nothing.
 type DirStore struct {
 	root    string
+	dir     string // root as given, for configuration
 	durable bool
 }
 
@@ -34,16 +41,19 @@ type DirOption func(*DirStore)
 // syncing.
 func Durable() DirOption { return func(d *DirStore) { d.durable = true } }
 
-// NewDirStore returns a store writing under root, which is created if needed.
+// NewDirStore returns a store writing under root. Nothing is created until
+// the first write, which creates root if it does not exist. A relative root
+// is resolved against the working directory now, and kept as given in the
+// store's configuration.
 func NewDirStore(root string, opts ...DirOption) (*DirStore, error) {
+	if root == "" {
+		return nil, errors.New("dirstore: empty root")
+	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("dirstore: %w", err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return nil, fmt.Errorf("dirstore: create %s: %w", abs, err)
-	}
-	d := &DirStore{root: abs}
+	d := &DirStore{root: abs, dir: root}
 	for _, o := range opts {
 		o(d)
 	}
@@ -94,6 +104,13 @@ func (d *DirStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 		plans[i] = plan{rel, bytesOf(it.Part)}
 	}
 	root, err := os.OpenRoot(d.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The first write creates the root.
+		if err := os.MkdirAll(d.root, 0o755); err != nil {
+			return nil, fmt.Errorf("dirstore: create %s: %w", d.root, err)
+		}
+		root, err = os.OpenRoot(d.root)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dirstore: %w", err)
 	}
@@ -164,10 +181,14 @@ func (d *DirStore) Read(ctx context.Context, run, ref string) (*Content, error) 
 		return nil, err
 	}
 	slash := filepath.ToSlash(rel)
-	if run != "" && !strings.HasPrefix(slash, run+"/") {
+	if run != "" && !strings.HasPrefix(slash, EscapeRun(run)+"/") {
 		return nil, fmt.Errorf("dirstore: %s: %w in run %s", clip(ref), ErrNotFound, run)
 	}
 	root, err := os.OpenRoot(d.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Nothing was written yet.
+		return nil, fmt.Errorf("dirstore: %s: %w", clip(ref), ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dirstore: %w", err)
 	}
@@ -185,6 +206,9 @@ func (d *DirStore) Read(ctx context.Context, run, ref string) (*Content, error) 
 	c := &Content{Key: slash, Path: filepath.Join(d.root, rel), Digest: cas.Sum(data), Version: 1, Data: data}
 	if i := strings.IndexByte(slash, '/'); i > 0 {
 		c.Run = slash[:i]
+		if r, err := url.PathUnescape(c.Run); err == nil {
+			c.Run = r
+		}
 	}
 	ext := filepath.Ext(rel)
 	c.MIME = mime.TypeByExtension(ext)

@@ -74,7 +74,8 @@ func FuzzOffload(f *testing.F) {
 			run = hook.DefaultRun
 		}
 		for i, ref := range refs {
-			if len(ref.Key) > 200 || strings.ContainsAny(ref.Key, "\n\r") || !utf8.ValidString(ref.Key) || !strings.HasPrefix(ref.Key, run+"/") {
+			if len(ref.Key) > 1024 || strings.ContainsAny(ref.Key, "\n\r") || !utf8.ValidString(ref.Key) ||
+				!strings.HasPrefix(ref.Key, hook.EscapeRun(run)+"/") || strings.Count(ref.Key, "/") != 1 {
 				t.Fatalf("key %q", ref.Key)
 			}
 			c, err := s.Read(context.Background(), run, ref.Path)

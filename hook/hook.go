@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"mime"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/toolcas/toolcas/policy"
@@ -93,6 +94,9 @@ type Step struct {
 	Run string
 	// Number is the step's number in the run.
 	Number int
+	// State is the run's live state, which the framework adapter fills and
+	// policies see (policy.Subject.State); nil when there is none.
+	State policy.State
 }
 
 // Offload returns the step's block of tool results with every result its
@@ -100,6 +104,30 @@ type Step struct {
 // nothing is rewritten and the results stay as they were in the caller's
 // hands.
 func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Result, error) {
+	return h.offload(ctx, step, results, func(store Store, _ int, r Result) bool {
+		return h.shouldOffload(store, step, r)
+	})
+}
+
+// OffloadPicked offloads the results at the positions picked of a step's
+// block, whatever the strategies say: for a caller that has decided already,
+// such as a compactor under context pressure. Every other rule still holds:
+// errors, pointers, the read tool's results, empty results, and binary
+// content for a text-only store stay as they are. Keys are as Offload makes
+// them, the position in the block standing in for a missing call id.
+func (h *Hook) OffloadPicked(ctx context.Context, step Step, results []Result, picked ...int) ([]Result, error) {
+	for _, i := range picked {
+		if i < 0 || i >= len(results) {
+			return nil, fmt.Errorf("hook: picked result %d of a block of %d", i, len(results))
+		}
+	}
+	return h.offload(ctx, step, results, func(store Store, i int, r Result) bool {
+		return slices.Contains(picked, i) && h.eligible(store, r)
+	})
+}
+
+// offload rewrites the results pick selects.
+func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick func(store Store, i int, r Result) bool) ([]Result, error) {
 	if step.Run == "" {
 		step.Run = DefaultRun
 	}
@@ -124,7 +152,7 @@ func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Resu
 		items []Item
 	)
 	for i, r := range results {
-		if !h.shouldOffload(store, step, r) {
+		if !pick(store, i, r) {
 			continue
 		}
 		if store == nil {
@@ -195,6 +223,16 @@ func (h *Hook) shouldOffload(store Store, step Step, r Result) bool {
 	if !ok {
 		return false
 	}
+	return h.eligible(store, r) && pol.ShouldOffload(subject(step, r))
+}
+
+// eligible applies every rule but the policy: a result that is an error, a
+// pointer, the read tool's, empty, or binary for a store that takes text
+// only stays in context.
+func (h *Hook) eligible(store Store, r Result) bool {
+	if r.Tool == h.readTool || r.Error || IsPointer(r) {
+		return false
+	}
 	empty := true
 	binary := false
 	for _, p := range r.Parts {
@@ -221,7 +259,7 @@ func (h *Hook) shouldOffload(store Store, step Step, r Result) bool {
 		h.log.Warn(fmt.Sprintf("Tool '%s' produced a result that cannot be offloaded: %v; leaving the result in context.", r.Tool, err), "tool", r.Tool)
 		return false
 	}
-	return pol.ShouldOffload(subject(step, r))
+	return true
 }
 
 // Limits on a result's origin, as the index keeps them: longer names are
@@ -278,7 +316,9 @@ func subject(step Step, r Result) *policy.Subject {
 		}
 		parts[i] = pp
 	}
-	return policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
+	s := policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
+	s.State = step.State
+	return s
 }
 
 // payload is the result as Haystack's policies see it: every part's text or

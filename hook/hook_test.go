@@ -215,6 +215,38 @@ func TestH4Keys(t *testing.T) {
 			t.Errorf("result %d keys = %v, want %v", i, keys, want[i])
 		}
 	}
+	// Keys read as Haystack writes them; calls rendering alike in one block
+	// get "~2" rather than sharing a key.
+	out = offload(t, h, hook.Step{Run: "user:42/chat:7", Number: 2},
+		result("search", "call_00_yjs8KtEk", hook.Text("e")),
+		result("a_b", "c", hook.Text("f")),
+		result("a", "b_c", hook.Text("g")),
+		result("search", "call7", hook.Text("h")),
+		result("search", "", hook.Text("i")),
+		result("search", "", hook.Text("j")),
+		result("search", "", hook.Text("k")),
+		result("search", "", hook.Text("l")),
+		result("search", "1", hook.Text("m")),
+	)
+	wantKeys := []string{
+		"user:42%2Fchat:7/2_search_call_00_yjs8KtEk.txt",
+		"user:42%2Fchat:7/2_a_b_c.txt",
+		"user:42%2Fchat:7/2_a_b_c~2.txt",
+		"user:42%2Fchat:7/2_search_call7.txt",
+		"user:42%2Fchat:7/2_search_call4.txt",
+		"user:42%2Fchat:7/2_search_call5.txt",
+		"user:42%2Fchat:7/2_search_call6.txt",
+		"user:42%2Fchat:7/2_search_call7~2.txt",
+		"user:42%2Fchat:7/2_search_1.txt",
+	}
+	for i, r := range out {
+		if k := hook.References(r)[0].Key; k != wantKeys[i] {
+			t.Errorf("result %d key = %q, want %q", i, k, wantKeys[i])
+		}
+		if c, err := s.Read(context.Background(), "user:42/chat:7", hook.References(r)[0].Key); err != nil || string(c.Data) != string(rune('e'+i)) {
+			t.Errorf("result %d reads back %v, %v", i, c, err)
+		}
+	}
 	// Without a run, keys go under "default".
 	out = offload(t, h, hook.Step{Number: 0}, result("search", "x", hook.Text("d")))
 	if k := hook.References(out[0])[0].Key; k != "default/0_search_x.txt" {
@@ -607,16 +639,30 @@ func TestH21IsPointer(t *testing.T) {
 	if !hook.IsPointer(out[0]) || hook.IsPointer(plain[0]) {
 		t.Error("IsPointer does not tell pointers from results")
 	}
-	for _, meta := range []map[string]any{nil, {hook.MetaKey: nil}, {hook.MetaKey: []any{}}, {hook.MetaKey: false}, {"other": true}} {
+	for _, meta := range []map[string]any{nil, {}, {"other": true}, {"tool_result_offloaded_not": true}} {
 		if hook.IsPointer(hook.Result{Meta: meta}) {
 			t.Errorf("IsPointer(%v) = true", meta)
+		}
+	}
+	// The key's presence marks a pointer whatever its value, and the hook
+	// then leaves the result alone (H10).
+	h = mustHook(t, hook.NewMemStore())
+	for _, v := range []any{nil, []any{}, false, "", 0, map[string]any{}, "yes", []hook.Reference{}} {
+		meta := map[string]any{hook.MetaKey: v}
+		if !hook.IsPointer(hook.Result{Meta: meta}) {
+			t.Errorf("IsPointer(%#v) = false", meta)
+		}
+		in := result("t", "c", hook.Text(strings.Repeat("x", 100)))
+		in.Meta = meta
+		if out := offload(t, h, step, in); out[0].Parts[0].Text != in.Parts[0].Text {
+			t.Errorf("result with %s = %#v offloaded again", hook.MetaKey, v)
 		}
 	}
 }
 
 func TestHookRefusesBadSteps(t *testing.T) {
 	h := mustHook(t, hook.NewMemStore())
-	for _, st := range []hook.Step{{Run: "../etc"}, {Run: "a/b"}, {Run: strings.Repeat("r", 41)}, {Run: "r", Number: -1}} {
+	for _, st := range []hook.Step{{Run: "a\x00b"}, {Run: "\xff"}, {Run: strings.Repeat("r", hook.MaxRunLen+1)}, {Run: "r", Number: -1}} {
 		if _, err := h.Offload(context.Background(), st, []hook.Result{result("t", "c", hook.Text("x"))}); err == nil {
 			t.Errorf("Offload(step %+v) accepted", st)
 		}

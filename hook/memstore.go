@@ -11,7 +11,8 @@ import (
 
 // MemStore keeps offloaded parts in memory: for tests, and for agents whose
 // results need not outlive the process. Identical bytes are held once;
-// writing a key again adds a version. Paths look like
+// writing a key again adds a version; a key another call of the run already
+// uses gets a "~2" suffix, as a toolcas store's does. Paths look like
 // mem://blobs/<shard>/<digest hex><ext>.
 type MemStore struct {
 	textOnly bool
@@ -24,6 +25,7 @@ type MemStore struct {
 
 type memPart struct {
 	key     string
+	owner   Key // the call that wrote it
 	run     string
 	version int
 	blob    cas.Blob
@@ -87,10 +89,13 @@ func (m *MemStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 		if !dedup {
 			m.blobs[b] = append([]byte(nil), data...)
 		}
-		key := it.Key.String()
+		key, err := m.freeKey(it.Key)
+		if err != nil {
+			return nil, err
+		}
 		p := it.Part
 		p.Text, p.Data = "", nil
-		mp := memPart{key: key, run: it.Key.Run, version: len(m.byKey[key]) + 1, blob: b, part: p}
+		mp := memPart{key: key, owner: it.Key, run: it.Key.Run, version: len(m.byKey[key]) + 1, blob: b, part: p}
 		sameAs := ""
 		for _, q := range m.parts {
 			if q.run == mp.run && q.blob == b && q.key != key {
@@ -103,6 +108,19 @@ func (m *MemStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 		out[i] = Stored{Key: key, Path: memPath(b), Digest: b.Digest, Version: mp.version, SameAs: sameAs, Dedup: dedup}
 	}
 	return out, nil
+}
+
+// freeKey returns the first of k's renderings, k, k~2, k~3, …, that no part
+// uses or that k's own call uses.
+func (m *MemStore) freeKey(k Key) (string, error) {
+	for n := 1; n <= 1000; n++ {
+		key := k.Render(n)
+		idx := m.byKey[key]
+		if len(idx) == 0 || m.parts[idx[0]].owner.SameCall(k) {
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("memstore: %w: key %s: 1000 other calls of the run use it", ErrRefused, k)
 }
 
 // Read returns the part a reference names: a key (its newest version), a

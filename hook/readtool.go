@@ -244,7 +244,8 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		}
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %w", a.Ref, err)
+		// Every store's error names the reference already.
+		return Result{}, fmt.Errorf("read: %w", err)
 	}
 	r := Result{Tool: t.name}
 	if text == nil {

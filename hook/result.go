@@ -86,28 +86,15 @@ type Reference struct {
 }
 
 // IsPointer reports whether a result is a pointer left by offloading, so
-// that a compactor pruning old tool results can keep it: the pointer is
-// small and is the only way back to the stored content.
+// that it is never offloaded again and a compactor pruning old tool results
+// keeps it: the pointer is small and is the only way back to the stored
+// content. The presence of MetaKey marks a pointer, whatever its value (nil,
+// false and an empty list included), as Haystack's pruning compactor
+// decides: a framework that rewrote the value must not make the pointer
+// prunable.
 func IsPointer(r Result) bool {
-	v, ok := r.Meta[MetaKey]
-	if !ok {
-		return false
-	}
-	switch v := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return v
-	case string:
-		return v != ""
-	case []Reference:
-		return len(v) > 0
-	case []string:
-		return len(v) > 0
-	case []any:
-		return len(v) > 0
-	}
-	return true
+	_, ok := r.Meta[MetaKey]
+	return ok
 }
 
 // References returns the references a pointer's metadata records.

@@ -211,7 +211,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 // on a connection once): parsing SQL was a fifth of the cost of recording
 // a part.
 type statements struct {
-	upsertBlob, nextVersion, sameAs, insertPart *sql.Stmt
+	upsertBlob, keyOwner, sameAs, insertPart *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -220,7 +220,7 @@ func (x *Index) prepare(ctx context.Context) error {
 		q   string
 	}{
 		{&x.stmts.upsertBlob, upsertBlobSQL},
-		{&x.stmts.nextVersion, nextVersionSQL},
+		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
 		{&x.stmts.insertPart, insertPartSQL},
 	} {
@@ -340,7 +340,7 @@ func (x *Index) Path() string { return x.path }
 
 // Close closes the database.
 func (x *Index) Close() error {
-	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.nextVersion, x.stmts.sameAs, x.stmts.insertPart} {
+	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart} {
 		if st != nil {
 			st.Close()
 		}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -25,7 +27,10 @@ const (
 // NewPart is a part to record: its logical key and columns, and the blob its
 // bytes were stored in.
 type NewPart struct {
-	// Key is the rendered logical key; Run must be its first element.
+	// Key is the rendered logical key, with the run (escaped) as its first
+	// element and the blob's extension last. When the run already uses it
+	// for a different (step, tool, call id, part), Record records the part
+	// under the key with "~2" (or "~3", …) before the extension instead.
 	Key      string
 	Run      string
 	Step     int
@@ -42,7 +47,10 @@ type NewPart struct {
 
 // Recorded says what Record did with one part.
 type Recorded struct {
-	ID      int64
+	ID int64
+	// Key is the key recorded: NewPart.Key, or it with a "~N" suffix when
+	// NewPart.Key was taken by another call.
+	Key     string
 	Version int
 	// SameAs is the oldest other key of the same run whose part has the same
 	// blob, or "" when there is none.
@@ -119,13 +127,36 @@ func parts(rows []partRow) ([]Part, error) {
 
 // Limits on what a row may hold; longer values are refused, not cut.
 const (
-	maxKeyLen  = 1024
+	maxKeyLen = 1024
+	maxRunLen = 256
+	// maxSuffix bounds the search for a free key: more calls than this
+	// rendering alike in one run means something is wrong with the caller.
+	maxSuffix  = 1000
 	maxTextLen = 64 << 10
 )
 
 // CheckPart returns the error Record would give for p, so that a writer can
 // refuse a part before it stores its blob. p.Blob's digest is not checked.
 func CheckPart(p NewPart) error { return checkPart(p) }
+
+// keyInRun reports whether a key's first element is the run, percent-escaped
+// as keys escape it, or, for a long run, shortened to a prefix of it, '~'
+// and a hash.
+func keyInRun(key, run string) bool {
+	first, _, ok := strings.Cut(key, "/")
+	if !ok || first == "" {
+		return false
+	}
+	if r, err := url.PathUnescape(first); err == nil && r == run {
+		return true
+	}
+	i := strings.LastIndexByte(first, '~')
+	if i < 0 {
+		return false
+	}
+	r, err := url.PathUnescape(first[:i])
+	return err == nil && strings.HasPrefix(run, r)
+}
 
 func checkPart(p NewPart) error {
 	bad := func(format string, args ...any) error {
@@ -136,7 +167,9 @@ func checkPart(p NewPart) error {
 		return bad("key must have 1 to %d bytes", maxKeyLen)
 	case !utf8.ValidString(p.Key) || strings.ContainsAny(p.Key, "\x00\n\r"):
 		return bad("key must be one line of UTF-8")
-	case p.Run == "" || !strings.HasPrefix(p.Key, p.Run+"/"):
+	case p.Run == "" || len(p.Run) > maxRunLen || !utf8.ValidString(p.Run) || strings.IndexByte(p.Run, 0) >= 0:
+		return bad("run %q must be 1 to %d bytes of UTF-8 without NUL", clip(p.Run), maxRunLen)
+	case !keyInRun(p.Key, p.Run):
 		return bad("key does not start with its run %q", clip(p.Run))
 	case p.Step < 0:
 		return bad("negative step %d", p.Step)
@@ -161,13 +194,19 @@ const (
 		RETURNING id`
 	insertPartSQL = `INSERT INTO parts (key, run, step, tool, call_id, part, version, kind, mime, filename,
 		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	nextVersionSQL = `SELECT coalesce(max(version), 0) + 1 FROM parts WHERE key = ?`
-	sameAsSQL      = `SELECT key FROM parts WHERE blob_id = ? AND run = ? AND key <> ? ORDER BY id LIMIT 1`
+	// keyOwnerSQL returns the newest version of a key and the call that owns
+	// it: every version of a key belongs to one (run, step, tool, call id, part).
+	keyOwnerSQL = `SELECT version, run, step, tool, call_id, part FROM parts WHERE key = ? ORDER BY version DESC LIMIT 1`
+	sameAsSQL   = `SELECT key FROM parts WHERE blob_id = ? AND run = ? AND key <> ? ORDER BY id LIMIT 1`
 )
 
 // Record records parts and their blobs in one transaction: all or none. A
-// key that exists gets a new version; the key then resolves to the newest.
-// Each blob's last-referenced time is refreshed.
+// key that the same (step, tool, call id, part) wrote before gets a new
+// version; the key then resolves to the newest. A key that a different
+// call wrote is not reused: the part gets the first of key~2, key~3, … that
+// is free or its own, decided inside the write transaction so that
+// concurrent writers in many processes agree. Each blob's last-referenced
+// time is refreshed.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
@@ -179,7 +218,7 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 		out = make([]Recorded, len(ps))
 		now := x.now().UnixNano()
 		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
-		nextVersion := tx.StmtContext(ctx, x.stmts.nextVersion)
+		keyOwner := tx.StmtContext(ctx, x.stmts.keyOwner)
 		sameAsKey := tx.StmtContext(ctx, x.stmts.sameAs)
 		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
 		for i, p := range ps {
@@ -187,12 +226,13 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now).Scan(&blobID); err != nil {
 				return fmt.Errorf("blob %s: %w", p.Blob, err)
 			}
-			var version int
-			if err := nextVersion.QueryRowContext(ctx, p.Key).Scan(&version); err != nil {
-				return fmt.Errorf("version of %s: %w", p.Key, err)
+			key, version, err := freeKey(ctx, keyOwner, p)
+			if err != nil {
+				return err
 			}
+			p.Key = key
 			var sameAs sql.NullString
-			err := sameAsKey.QueryRowContext(ctx, blobID, p.Run, p.Key).Scan(&sameAs)
+			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, p.Key).Scan(&sameAs)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("same content as %s: %w", p.Key, err)
 			}
@@ -202,7 +242,7 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 				return fmt.Errorf("insert %s: %w", p.Key, err)
 			}
 			id, _ := res.LastInsertId()
-			out[i] = Recorded{ID: id, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
+			out[i] = Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
 		}
 		return nil
 	})
@@ -210,6 +250,43 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 		return nil, fmt.Errorf("index: record: %w", err)
 	}
 	return out, nil
+}
+
+// freeKey finds the key a part is recorded under, and its version: the
+// first of p.Key, p.Key~2, p.Key~3, … that no row uses or that the part's
+// own call uses.
+func freeKey(ctx context.Context, keyOwner *sql.Stmt, p NewPart) (string, int, error) {
+	for n := 1; n <= maxSuffix; n++ {
+		key := suffixed(p.Key, p.Blob.Ext, n)
+		var (
+			version, step, part int
+			run, tool, callID   string
+		)
+		err := keyOwner.QueryRowContext(ctx, key).Scan(&version, &run, &step, &tool, &callID, &part)
+		if errors.Is(err, sql.ErrNoRows) {
+			return key, 1, nil
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("owner of %s: %w", clip(key), err)
+		}
+		if run == p.Run && step == p.Step && tool == p.Tool && callID == p.CallID && part == p.Part {
+			return key, version + 1, nil
+		}
+	}
+	return "", 0, fmt.Errorf("%w %q: %d other calls of the run use this key", ErrInvalidPart, clip(p.Key), maxSuffix)
+}
+
+// suffixed returns key with "~n" before its extension ext, or key itself
+// for n < 2.
+func suffixed(key, ext string, n int) string {
+	if n < 2 {
+		return key
+	}
+	base, ok := strings.CutSuffix(key, ext)
+	if !ok {
+		base, ext = key, ""
+	}
+	return base + "~" + strconv.Itoa(n) + ext
 }
 
 // write runs f in a write transaction, retrying the whole transaction while

@@ -42,7 +42,7 @@ func TestQueryPlans(t *testing.T) {
 		{"path lookup in a run", resolveSQL(RefPath, true), []any{d[:], ".txt", "r1"}},
 		{"gc anti-join", unreferencedSQL, nil},
 		{"same content as", sameAsSQL, []any{1, "r1", "k"}},
-		{"next version", nextVersionSQL, []any{"k"}},
+		{"key owner", keyOwnerSQL, []any{"k"}},
 	} {
 		plan := explain(t, x, tc.q, tc.args...)
 		t.Logf("%s:\n%s", tc.name, plan)

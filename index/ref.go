@@ -51,6 +51,12 @@ func (r Ref) String() string { return r.text }
 // refused. The error says what was wrong.
 func ParseRef(s, root string) (Ref, error) {
 	r := Ref{text: s}
+	// Hex digits are case-insensitive: people copy them from anywhere.
+	if low := strings.ToLower(s); low != s {
+		if cas.IsHexPrefix(low) || strings.HasPrefix(low, cas.DigestPrefix) && cas.IsHexPrefix(low[len(cas.DigestPrefix):]) {
+			s = low
+		}
+	}
 	bad := func(format string, args ...any) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w %q: %s", ErrInvalidRef, clip(s), fmt.Sprintf(format, args...))
 	}

@@ -49,8 +49,9 @@ type overCharsParams struct {
 	Threshold *int `json:"threshold"`
 }
 
-// Marshal saves a policy as {"type", "init_parameters"}. Func policies and
-// policies of other types cannot be saved.
+// Marshal saves a policy as {"type", "init_parameters"}: a built-in one, or
+// a Configurable one whose type is registered. Func policies and other types
+// cannot be saved.
 func Marshal(p Policy) ([]byte, error) {
 	var t Typed
 	switch v := p.(type) {
@@ -64,13 +65,21 @@ func Marshal(p Policy) ([]byte, error) {
 		n := int(v)
 		b, _ := json.Marshal(overCharsParams{Threshold: &n})
 		t.Type, t.InitParameters = TypeOverChars, b
+	case Configurable:
+		ct, err := marshalCustom(v)
+		if err != nil {
+			return nil, err
+		}
+		t = ct
 	default:
-		return nil, fmt.Errorf("policy: a %T cannot be saved as configuration", p)
+		return nil, fmt.Errorf("policy: a %T cannot be saved as configuration: implement policy.Configurable and register its type", p)
 	}
 	return json.Marshal(t)
 }
 
-// Unmarshal loads a policy saved by Marshal, or by Haystack.
+// Unmarshal loads a policy saved by Marshal, or by Haystack: a built-in
+// type, or one registered with Register. Any other type is an error that
+// wraps ErrUnknownType and names it.
 func Unmarshal(data []byte) (Policy, error) {
 	var t Typed
 	if err := strictDecode(data, &t); err != nil {
@@ -103,10 +112,10 @@ func Unmarshal(data []byte) (Policy, error) {
 		}
 		return OverChars(*p.Threshold), nil
 	}
-	if strings.HasSuffix(t.Type, ".CallableOffloadPolicy") {
+	if strings.HasSuffix(t.Type, ".CallableOffloadPolicy") && loader(t.Type) == nil {
 		return nil, fmt.Errorf("policy: %s wraps a Python function, which cannot run here; give the tool a Go policy", t.Type)
 	}
-	return nil, fmt.Errorf("policy: unknown policy type %q", t.Type)
+	return unmarshalCustom(t.Type, params)
 }
 
 // strictDecode decodes one JSON value, refusing unknown fields and trailing

@@ -28,11 +28,16 @@ type Part struct {
 	Size int
 }
 
-// Subject is one tool result as a policy sees it.
+// Subject is one tool result as a policy sees it, with the run's live
+// state: what Haystack passes a policy as tool_name, result and state.
 type Subject struct {
 	Tool string
 	Run  string
+	// Step is the number of the step that produced the result.
 	Step int
+	// State is the run's live state as the framework adapter exposes it,
+	// or nil when it exposes none.
+	State State
 	// Parts describes each part in order.
 	Parts []Part
 	// Size is the length of the result as one string, counted as Haystack
@@ -88,7 +93,9 @@ func TextSize(text string) int {
 func BinarySize(n int) int { return base64.StdEncoding.EncodedLen(n) }
 
 // A Policy decides whether a tool result is offloaded. Implementations must
-// be safe for concurrent use.
+// be safe for concurrent use. A custom policy that should be saved in
+// configuration also implements Configurable and is registered with
+// Register.
 type Policy interface {
 	ShouldOffload(s *Subject) bool
 }

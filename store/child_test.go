@@ -67,6 +67,8 @@ func runChild(role, args string) int {
 	case "racer":
 		ms, _ := strconv.Atoi(a[2])
 		err = raceWriter(a[0], a[1], time.Now().Add(time.Duration(ms)*time.Millisecond), a[3] == "nolock")
+	case "collider":
+		err = collider(a[0], a[1], a[2])
 	default:
 		run, ok := lockRoles[role]
 		if !ok {

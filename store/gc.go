@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,8 +134,17 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		}
 	}
 	if len(missing) > 0 {
+		// Blobs Repair quarantined are known damage: their rows wait for
+		// the same content to be written again.
+		quarantined, err := s.Quarantined(ctx)
+		if err != nil {
+			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		}
+		missing = slices.DeleteFunc(missing, func(b cas.Blob) bool { return quarantined[b] })
+	}
+	if len(missing) > 0 {
 		sort.Slice(missing, func(i, j int) bool { return missing[i].FileName() < missing[j].FileName() })
-		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; run casctl verify",
+		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; casctl repair drops their rows",
 			ErrMissingBlobs, len(missing), s.blobs.Path(missing[0]))
 	}
 	if err := s.fault("gc:unreferenced"); err != nil {

@@ -146,8 +146,8 @@ func TestGCRefusesWhenBlobsAreMissing(t *testing.T) {
 	st := mustWrite(t, s, item("a", 1, "will vanish"), item("a", 2, "garbage"))
 	os.Remove(st[0].Path)
 	_, err := s.GC(ctx, GCOptions{})
-	if !errors.Is(err, ErrMissingBlobs) || !strings.Contains(err.Error(), "casctl verify") {
-		t.Fatalf("gc = %v, want a refusal naming casctl verify", err)
+	if !errors.Is(err, ErrMissingBlobs) || !strings.Contains(err.Error(), "casctl repair") {
+		t.Fatalf("gc = %v, want a refusal naming casctl repair", err)
 	}
 	if _, err := os.Stat(st[1].Path); err != nil {
 		t.Error("gc deleted something after refusing")

@@ -117,3 +117,26 @@ func TestH19VersionsNotOverwrites(t *testing.T) {
 		t.Errorf("%d versions listed, want 2", len(ps))
 	}
 }
+
+// TestReadToolErrorsSayItOnce checks the read-back tool's errors for what
+// an agent gets wrong: each names the reference once, with no package
+// prefixes between it and the reason.
+func TestReadToolErrorsSayItOnce(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	mustWrite(t, s, item("run-7", 1, "hello"))
+	rt, err := hook.NewReadTool(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{"run-7/9_t_c.txt", "read: run-7/9_t_c.txt: not found in run run-7"},
+		{"other/1_t_c.txt", "read: other/1_t_c.txt: not found in run run-7"},
+		{"nonsense", `read: invalid reference "nonsense": want a key (run/step_tool_call.ext), a blob path, blake3:<hex> or at least 8 hex digits of one`},
+	} {
+		got := rt.Call(ctx, "run-7", "c", []byte(`{"ref": "`+tc.ref+`"}`))
+		if !got.Error || got.Parts[0].Text != tc.want {
+			t.Errorf("read %s = %q, want %q", tc.ref, got.Parts[0].Text, tc.want)
+		}
+	}
+}

@@ -89,16 +89,38 @@ func TestHostileInput(t *testing.T) {
 			}
 		}
 	}
-	// Runs: refused, with the reason.
-	for _, run := range hostileNames {
-		switch run {
-		case "", "a_b_c", "call0", "0":
-			continue // the default run, and names that are fine for runs
+	// Runs: any UTF-8 up to 256 bytes without NUL is accepted and escaped in
+	// the key, which stays one line in one directory, and the run's reader
+	// sees its part while another run's does not; anything else is refused
+	// with the reason.
+	for i, run := range hostileNames {
+		if run == "" {
+			continue // the default run
 		}
 		tried++
-		_, err := h.Offload(ctx, hook.Step{Run: run}, []hook.Result{{Tool: "t", Parts: []hook.Part{hook.Text("x")}}})
-		if err == nil || !strings.Contains(err.Error(), "run name") {
-			t.Errorf("run %q: %v, want a refusal naming the run", run, err)
+		text := "run " + string(rune('A'+i))
+		out, err := h.Offload(ctx, hook.Step{Run: run}, []hook.Result{{Tool: "t", Parts: []hook.Part{hook.Text(text)}}})
+		valid := len(run) <= hook.MaxRunLen && utf8.ValidString(run) && !strings.ContainsRune(run, 0)
+		if !valid {
+			if err == nil || !strings.Contains(err.Error(), "run name") {
+				t.Errorf("run %q: %v, want a refusal naming the run", run, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("run %q: %v", run, err)
+			continue
+		}
+		key := hook.References(out[0])[0].Key
+		if strings.ContainsAny(key, "\n\r\x00'\"\\`") || strings.Count(key, "/") != 1 || strings.HasPrefix(key, "./") || strings.HasPrefix(key, "../") ||
+			!strings.HasPrefix(key, hook.EscapeRun(run)+"/") || strings.ContainsRune(key, '\u2028') {
+			t.Errorf("run %q: key %q", run, key)
+		}
+		if r, err := rt.Read(ctx, run, hook.ReadArgs{Ref: key}); err != nil || !strings.Contains(r.Parts[0].Text, text) {
+			t.Errorf("run %q reading its own %q: %v", run, key, err)
+		}
+		if _, err := s.Read(ctx, "hostile", key); err == nil {
+			t.Errorf("run hostile read run %q's %q", run, key)
 		}
 	}
 	// Payloads: invalid base64, a MIME type with a path, hostile file names.

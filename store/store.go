@@ -9,12 +9,18 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/gabriel-vasile/mimetype"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
@@ -225,8 +231,10 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 }
 
 // Write stores a step's parts: every blob durably (one barrier for the
-// batch), then every row in one transaction. A key that exists gets a new
-// version. It implements hook.Store.
+// batch), then every row in one transaction. A key that the same call wrote
+// before gets a new version; a key that another call of the run wrote is
+// not reused, the part gets key~2 (see index.Record). It implements
+// hook.Store.
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
 	if err := s.writable("write"); err != nil {
 		return nil, err
@@ -281,7 +289,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	out := make([]hook.Stored, len(items))
 	for i := range items {
 		out[i] = hook.Stored{
-			Key: nps[i].Key, Path: s.blobs.Path(puts[i].Blob), Digest: puts[i].Blob.Digest,
+			Key: recs[i].Key, Path: s.blobs.Path(puts[i].Blob), Digest: puts[i].Blob.Digest,
 			Version: recs[i].Version, SameAs: recs[i].SameAs, Dedup: puts[i].Existed,
 		}
 	}
@@ -311,9 +319,19 @@ type PutResult struct {
 // Put stores one part read from r, streaming, in bounded memory whatever its
 // size. The part is text when no MIME type, or a text/* one, is given and
 // the bytes are UTF-8; otherwise an image (image/*) or a file.
+//
+// Without a MIME type, Put sniffs the first bytes: content with a known
+// signature that is not text, such as a PNG or a PDF, gets the type it
+// shows, so a PNG is an image.
 func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult, error) {
 	if err := s.writable("put"); err != nil {
 		return PutResult{}, err
+	}
+	if sp.MIME == "" {
+		br := bufio.NewReaderSize(r, sniffLen)
+		head, _ := br.Peek(sniffLen) // a short read sniffs what there is; Put sees any error again
+		sp.MIME = SniffMIME(head)
+		r = br
 	}
 	probe := hook.NewContentProbe(sp.MIME, sp.Filename)
 	k := sp.Key
@@ -358,26 +376,81 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
 	return PutResult{
-		Stored: hook.Stored{Key: np.Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
+		Stored: hook.Stored{Key: recs[0].Key, Path: s.blobs.Path(res.Blob), Digest: res.Blob.Digest,
 			Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: res.Existed},
 		Info: probe.Info(res.Size), Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: np.Chars,
 	}, nil
+}
+
+// sniffLen is how many first bytes SniffMIME looks at.
+const sniffLen = 3072
+
+// SniffMIME returns the MIME type the first bytes of some content show when
+// they show one that is not text, else "": text stays text, and content of
+// no known type stays a file with no type.
+func SniffMIME(head []byte) string {
+	if len(head) == 0 {
+		return ""
+	}
+	m := mimetype.Detect(head)
+	for t := m; t != nil; t = t.Parent() {
+		if t.Is("text/plain") {
+			return ""
+		}
+	}
+	if m.Is("application/octet-stream") {
+		return ""
+	}
+	mt, _, _ := strings.Cut(m.String(), ";")
+	return mt
 }
 
 // Resolve returns the part a reference names, scoped to run when it is set.
 func (s *Store) Resolve(ctx context.Context, run, ref string) (index.Part, error) {
 	r, err := index.ParseRef(ref, s.dir)
 	if err != nil {
-		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrRefused}
+		// The index's message names the reference and what is wrong with
+		// it; a package prefix would add nothing for whoever reads it.
+		return index.Part{}, mark{err, hook.ErrRefused}
 	}
 	p, err := s.index.Resolve(ctx, r, run)
 	if errors.Is(err, index.ErrNotFound) {
-		return index.Part{}, mark{fmt.Errorf("store: %w", err), hook.ErrNotFound}
+		return index.Part{}, mark{err, hook.ErrNotFound}
 	}
 	if err != nil {
 		return index.Part{}, fmt.Errorf("store: %w", err)
 	}
 	return p, nil
+}
+
+// ErrNoVersion is returned by ResolveVersion when the key exists but has
+// no such version.
+var ErrNoVersion = errors.New("no such version")
+
+// ResolveVersion returns version n (from 1) of a key, scoped to run when it
+// is set. A key with no part is ErrNotFound (matching hook.ErrNotFound); a
+// version it does not have is ErrNoVersion, saying which it has.
+func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (index.Part, error) {
+	vs, err := s.index.Versions(ctx, key)
+	if err != nil {
+		return index.Part{}, fmt.Errorf("store: %w", err)
+	}
+	if run != "" {
+		vs = slices.DeleteFunc(vs, func(p index.Part) bool { return p.Run != run })
+	}
+	if len(vs) == 0 {
+		return index.Part{}, mark{fmt.Errorf("%s: %w", key, index.ErrNotFound), hook.ErrNotFound}
+	}
+	for _, p := range vs {
+		if p.Version == n {
+			return p, nil
+		}
+	}
+	have := make([]string, len(vs))
+	for i, p := range vs {
+		have[len(vs)-1-i] = strconv.Itoa(p.Version)
+	}
+	return index.Part{}, fmt.Errorf("%s@%d: %w: it has versions %s", key, n, ErrNoVersion, strings.Join(have, ", "))
 }
 
 // Read returns the part a reference names, its bytes checked against its
@@ -458,6 +531,12 @@ func (s *Store) Show(ctx context.Context, ref string) (Detail, error) {
 	if err != nil {
 		return Detail{}, err
 	}
+	return s.ShowPart(ctx, p)
+}
+
+// ShowPart returns everything known about a part already resolved.
+func (s *Store) ShowPart(ctx context.Context, p index.Part) (Detail, error) {
+	var err error
 	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
 	if d.Blob, err = s.index.Blob(ctx, p.Blob); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)

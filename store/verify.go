@@ -54,6 +54,10 @@ type VerifyResult struct {
 	Orphans []Problem
 	// Temp lists temp files (gc removes them once past the grace period).
 	Temp []Problem
+	// Quarantined lists blobs that rows use and that Repair moved aside as
+	// corrupt: their keys read nothing until the same content is written
+	// again. They are known damage, already handled, and not a failure.
+	Quarantined []Problem
 	// IndexProblems lists what SQLite's integrity check reported.
 	IndexProblems []string
 	// RecentOrphans counts the orphans younger than the grace period. They
@@ -68,6 +72,12 @@ type VerifyResult struct {
 // orphans, stray temp files, and the index's own integrity. Blobs found
 // whole are marked verified in the index, unless the store is read-only.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
+	return s.verify(ctx, o, false)
+}
+
+// verify is Verify; held says the caller holds gc.lock exclusively, so
+// that a second look needs no lock of its own.
+func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
 	problems, err := s.index.IntegrityCheck(ctx)
 	if err != nil {
@@ -180,21 +190,37 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	if len(lost) > 0 || len(res.Orphans) > 0 {
 		// gc may have collected, and writers stored, blobs since the walk:
 		// look again while gc cannot sweep.
-		if lost, err = s.recheck(ctx, seen, &res); err != nil {
+		if lost, err = s.recheck(ctx, seen, &res, held); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)
 		}
 	}
-	byBlob := map[cas.Blob]int{}
-	for _, p := range lost {
-		i, ok := byBlob[p.Blob]
-		if !ok {
-			i = len(res.Missing)
-			byBlob[p.Blob] = i
-			res.Missing = append(res.Missing, Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"})
+	quarantined := map[cas.Blob]bool{}
+	if len(lost) > 0 {
+		if quarantined, err = s.Quarantined(ctx); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
 		}
-		res.Missing[i].Keys = append(res.Missing[i].Keys, p.Key)
+	}
+	byBlob := map[cas.Blob]*Problem{}
+	for _, p := range lost {
+		pr, ok := byBlob[p.Blob]
+		if !ok {
+			pr = &Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"}
+			if quarantined[p.Blob] {
+				pr.Reason = "quarantined as corrupt; writing the same content again heals it"
+			}
+			byBlob[p.Blob] = pr
+		}
+		pr.Keys = append(pr.Keys, p.Key)
+	}
+	for b, pr := range byBlob {
+		if quarantined[b] {
+			res.Quarantined = append(res.Quarantined, *pr)
+		} else {
+			res.Missing = append(res.Missing, *pr)
+		}
 	}
 	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
+	sort.Slice(res.Quarantined, func(i, j int) bool { return res.Quarantined[i].Path < res.Quarantined[j].Path })
 	grace := o.Grace
 	if grace <= 0 {
 		grace = DefaultGrace
@@ -222,8 +248,11 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 // returns the parts whose blobs are missing, and drops from res.Orphans the
 // blobs a row uses now. On a store this process cannot lock (read-only),
 // it reads the rows again without the lock.
-func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *VerifyResult) ([]index.Part, error) {
-	unlock, err := s.sharedLock(ctx)
+func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *VerifyResult, held bool) ([]index.Part, error) {
+	unlock, err := func() {}, error(nil)
+	if !held {
+		unlock, err = s.sharedLock(ctx)
+	}
 	switch {
 	case errors.Is(err, ErrLocked):
 		return nil, fmt.Errorf("could not look again at blobs that seemed missing or unused: %w", err)

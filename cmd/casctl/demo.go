@@ -61,50 +61,86 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 		return usagef("demo: --runs %d --steps %d: want 1..1000 runs of 1..100000 steps", o.runs, o.steps)
 	}
 	start := time.Now()
-	tr, err := trace.New(trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, RunPrefix: "demo",
-		Tools: []string{"read_file", "grep", "list_dir", "run_tests", "screenshot"}})
+	s, created, err := g.create(ctx)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	s, err := g.open(ctx, true)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fail("demo", err)
 	}
 	defer s.Close()
+	if created {
+		fmt.Fprintf(g.stderr, "created store at %s\n", s.Dir())
+	}
+	before, err := s.Stats(ctx, "")
+	if err != nil {
+		return fail("demo", err)
+	}
+	// A store that holds data keeps it: the demo's runs get names of
+	// their own.
+	prefix := "demo"
+	for n := 2; ; n++ {
+		taken, err := s.Index().Runs(ctx, prefix+"-", 1)
+		if err != nil {
+			return fail("demo", err)
+		}
+		if len(taken) == 0 {
+			break
+		}
+		prefix = fmt.Sprintf("demo%d", n)
+	}
+	tr, err := trace.New(trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, RunPrefix: prefix,
+		Tools: []string{"read_file", "grep", "list_dir", "run_tests", "screenshot"}})
+	if err != nil {
+		return fail("demo", err)
+	}
 	h, err := hook.New(s, demoStrategies())
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return fail("demo", err)
 	}
 	fmt.Fprintf(g.stdout, "toolcas demo: %d runs of %d steps of a scripted coding agent over %s (%d files)\n",
 		o.runs, o.steps, tr.Root(), tr.Files())
-	fmt.Fprintf(g.stdout, "store: %s\n\n", s.Dir())
+	fmt.Fprintf(g.stdout, "store: %s\n", s.Dir())
+	if before.Parts > 0 {
+		fmt.Fprintf(g.stdout, "it already holds %d parts of %d runs; this demo adds runs %s-1 to %s-%d\n",
+			before.Parts, before.Runs, prefix, prefix, o.runs)
+	}
+	fmt.Fprintln(g.stdout)
 	bar := progress(g.stderr, false, int64(o.runs*o.steps), "demo", false)
 	var (
 		results, offloaded, shown int
 		shownTool                 = map[string]bool{}
 		shownSame                 bool
-		lastKey                   string
+		textKey, imageKey         string
+		runs                      []string
 	)
 	for {
 		step, ok, err := tr.Next()
 		if err != nil {
-			return fmt.Errorf("demo: %w", err)
+			return fail("demo", err)
 		}
 		if !ok {
 			break
 		}
+		if len(runs) == 0 || runs[len(runs)-1] != step.Run {
+			runs = append(runs, step.Run)
+		}
 		out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
 		if err != nil {
-			return fmt.Errorf("demo: %w", cleanErr(err))
+			return fail("demo", err)
 		}
-		for _, r := range out {
+		for i, r := range out {
 			results++
 			if !hook.IsPointer(r) {
 				continue
 			}
 			offloaded++
 			refs := hook.References(r)
-			lastKey = refs[0].Key
+			if len(refs) > 0 && len(step.Results[i].Parts) > 0 {
+				switch {
+				case step.Results[i].Parts[0].Kind == hook.KindImage && imageKey == "":
+					imageKey = refs[0].Key
+				case step.Results[i].Parts[0].Kind == hook.KindText && (textKey == "" || r.Tool == "read_file" && !strings.Contains(textKey, "_read_file_")):
+					textKey = refs[0].Key
+				}
+			}
 			text := r.Parts[0].Text
 			same := strings.Contains(text, "same content as")
 			if (!shownTool[r.Tool] || (same && !shownSame)) && shown < 8 {
@@ -126,34 +162,44 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	}
 	fmt.Fprintf(g.stdout, "%d tool results, %d offloaded, in %.1fs\n\n", results, offloaded, time.Since(start).Seconds())
 	if err := s.Checkpoint(ctx); err != nil {
-		return fmt.Errorf("demo: %w", cleanErr(err))
+		return fail("demo", err)
 	}
-	st, err := s.Stats(ctx, "")
+	after, err := s.Stats(ctx, "")
 	if err != nil {
-		return fmt.Errorf("demo: %w", cleanErr(err))
+		return fail("demo", err)
 	}
-	printStats(g.stdout, st)
-	storeFlag := ""
+	if before.Parts > 0 {
+		logical := after.LogicalBytes - before.LogicalBytes
+		stored := after.StoredBytes - before.StoredBytes
+		fmt.Fprintf(g.stdout, "this demo: %d parts, %s of results, %s of them new to the store (%d new blobs)\n\n",
+			after.Parts-before.Parts, size(logical), size(max(stored, 0)), max(after.Blobs-before.Blobs, 0))
+		fmt.Fprintln(g.stdout, "the whole store:")
+	}
+	printStats(g.stdout, after)
+	c := "casctl"
 	if g.store != "" {
-		storeFlag = " --store " + g.store
+		c += " --store " + shellQuote(g.store)
 	}
-	fmt.Fprintf(g.stdout, `
-Explore further (go install ./cmd/casctl puts casctl on your PATH; go run ./cmd/casctl works too):
-  casctl%[1]s ls --run demo-1 --limit 10
-  casctl%[1]s show %[2]s
-  casctl%[1]s get %[2]s --limit 20
-  casctl%[1]s stats --run demo-2
-  casctl%[1]s verify
-  casctl%[1]s prune --keep-runs 1 && casctl%[1]s gc --grace 0s
-`, storeFlag, lastKey)
+	fmt.Fprintln(g.stdout, "\nExplore further (go install ./cmd/casctl, or use go run ./cmd/casctl):")
+	fmt.Fprintf(g.stdout, "  %s ls --run %s --limit 10\n", c, runs[0])
+	if textKey != "" {
+		fmt.Fprintf(g.stdout, "  %s show %s\n", c, textKey)
+		fmt.Fprintf(g.stdout, "  %s get %s --limit 20\n", c, textKey)
+	}
+	if imageKey != "" {
+		fmt.Fprintf(g.stdout, "  %s get %s --output shot.png\n", c, imageKey)
+	}
+	fmt.Fprintf(g.stdout, "  %s stats --run %s\n", c, runs[len(runs)-1])
+	fmt.Fprintf(g.stdout, "  %s verify\n", c)
+	fmt.Fprintf(g.stdout, "  %s prune --run %s && %s gc --grace 0s\n", c, runs[0], c)
 	return nil
 }
 
 // oneLine shortens a pointer for the terminal: line breaks shown as ⏎, cut
-// at max code points.
+// at max code points unless max is 0.
 func oneLine(s string, max int) string {
 	s = strings.ReplaceAll(s, "\n", "⏎")
-	if utf8.RuneCountInString(s) <= max {
+	if max <= 0 || utf8.RuneCountInString(s) <= max {
 		return s
 	}
 	r := []rune(s)

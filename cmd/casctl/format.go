@@ -61,11 +61,25 @@ func parseDuration(s string) (time.Duration, error) {
 // durationFlag is a flag.Value taking parseDuration's syntax.
 type durationFlag struct{ d *time.Duration }
 
+// String is the flag's default in help: nothing for zero, which says no
+// more than the flag's absence.
 func (f durationFlag) String() string {
-	if f.d == nil {
+	if f.d == nil || *f.d == 0 {
 		return ""
 	}
-	return f.d.String()
+	return fmtDuration(*f.d)
+}
+
+// fmtDuration prints a duration without its zero units: 1h, 1h30m, 36h.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 func (f durationFlag) Set(s string) error {
 	d, err := parseDuration(s)
@@ -99,4 +113,27 @@ func ago(t time.Time) string {
 		return "never"
 	}
 	return humanize.Time(t)
+}
+
+// age is how long ago t was, in the largest unit that fits: 40s, 5m, 3h,
+// 12d; a table's column stays narrow.
+func age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d/time.Second), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// count says n things: "1 key", "3 keys".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,7 +27,8 @@ func newGCCommand(g *globals) *cobra.Command {
 writer that died) once they are older than the grace period, and temp files
 as old. It holds the store's lock while it sweeps, so writers are never
 caught between their blob and their row; it deletes nothing if anything
-fails while it lists, and refuses to run while rows point at missing blobs.`,
+fails while it lists, and refuses to run while rows point at missing blobs
+(casctl repair drops those rows).`,
 		Example: `  casctl gc --dry-run
   casctl gc --grace 0s
   casctl gc --grace 7d --json`,
@@ -52,9 +54,9 @@ type gcJSON struct {
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
-	s, err := g.open(ctx, false, store.Maintenance())
+	s, err := g.open(ctx, store.Maintenance())
 	if err != nil {
-		return fmt.Errorf("gc: %w", err)
+		return fail("gc", err)
 	}
 	defer s.Close()
 	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
@@ -66,8 +68,11 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 		}
 	}
 	res, err := s.GC(ctx, opts)
+	if errors.Is(err, store.ErrMissingBlobs) {
+		return fail("gc", fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Dir())))
+	}
 	if err != nil {
-		return fmt.Errorf("gc: %w", cleanErr(err))
+		return fail("gc", err)
 	}
 	if o.json {
 		return writeJSON(g.stdout, gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, res.DryRun})
@@ -76,7 +81,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	if res.DryRun {
 		verb = "would remove"
 	}
-	fmt.Fprintf(g.stdout, "%s %d blobs (%s) and %d temp files; kept %d unused blobs younger than %v\n",
-		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, o.grace)
+	fmt.Fprintf(g.stdout, "%s %d blobs (%s) and %d temp files; kept %d unused blobs younger than %s\n",
+		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, fmtDuration(o.grace))
 	return nil
 }

@@ -11,6 +11,9 @@ func newInitCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "init",
 		Short: "Create the store (idempotent) and print its absolute path",
+		Long: `init creates the store in a directory that does not exist or is empty, and
+prints its absolute path; on a store it only prints the path. A directory
+that holds other files is refused.`,
 		Example: `  casctl init
   casctl --store /var/lib/agent/tool_results init`,
 		Args: noArgs,
@@ -21,9 +24,9 @@ func newInitCommand(g *globals) *cobra.Command {
 }
 
 func runInit(ctx context.Context, g *globals) error {
-	s, err := g.open(ctx, true)
+	s, _, err := g.create(ctx)
 	if err != nil {
-		return fmt.Errorf("init: %w", err)
+		return fail("init", err)
 	}
 	defer s.Close()
 	fmt.Fprintln(g.stdout, s.Dir())

@@ -39,6 +39,7 @@ func newLsCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.limit, "limit", 0, "at most this many (0: all)")
 	f.BoolVar(&o.versions, "versions", false, "every version of each key, not only the newest")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	completeRunsAndTools(g, cmd)
 	return cmd
 }
 
@@ -80,16 +81,20 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 	}
 	s, err := g.openRead(ctx)
 	if err != nil {
-		return fmt.Errorf("ls: %w", err)
+		return fail("ls", err)
 	}
 	defer s.Close()
+	if err := checkNames(ctx, s, o.run, o.tool); err != nil {
+		// Not an error for a listing: it is empty, and says why.
+		fmt.Fprintf(g.stderr, "casctl: ls: %v\n", err)
+	}
 	lo := index.ListOptions{Run: o.run, Tool: o.tool, Limit: o.limit, AllVersions: o.versions}
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}
 	ps, err := s.List(ctx, lo)
 	if err != nil {
-		return fmt.Errorf("ls: %w", cleanErr(err))
+		return fail("ls", err)
 	}
 	if o.json {
 		out := make([]partJSON, 0, len(ps))
@@ -99,9 +104,11 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 		return writeJSON(g.stdout, out)
 	}
 	w := table(g.stdout)
-	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tCREATED")
+	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tAGE")
+	now := time.Now()
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Short(), ago(p.CreatedAt))
+		// Eight hex digits: the shortest prefix get and show take.
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Hex()[:8], age(now, p.CreatedAt))
 	}
 	return w.Flush()
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,6 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
@@ -24,6 +28,15 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"casctl": func() {
+			// CASCTL_TEST_TERMINAL=stdin,stdout plays a person at a
+			// terminal on those streams (TestTerminal uses a real one).
+			if v := os.Getenv("CASCTL_TEST_TERMINAL"); v != "" {
+				fake := map[any]bool{}
+				for _, name := range strings.Split(v, ",") {
+					fake[map[string]any{"stdin": os.Stdin, "stdout": os.Stdout}[name]] = true
+				}
+				isTerminal = func(f any) bool { return fake[f] }
+			}
 			// As main does: Ctrl-C cancels the command's context.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -49,12 +62,15 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": cmdExitCode,
-			"jsonkeys": cmdJSONKeys,
-			"jsonget":  cmdJSONGet,
-			"flipbyte": cmdFlipByte,
-			"truncate": cmdTruncate,
-			"collide":  cmdCollide,
+			"exitcode":  cmdExitCode,
+			"jsonkeys":  cmdJSONKeys,
+			"jsonget":   cmdJSONGet,
+			"flipbyte":  cmdFlipByte,
+			"truncate":  cmdTruncate,
+			"collide":   cmdCollide,
+			"sharekeys": cmdShareKeys,
+			"mkpng":     cmdMkPNG,
+			"suggested": cmdSuggested,
 		},
 	})
 }
@@ -201,5 +217,63 @@ func cmdCollide(ts *testscript.TestScript, neg bool, args []string) {
 	fmt.Fprintln(ts.Stdout(), d1.Hex()[:12])
 	if len(args) > 1 {
 		ts.Setenv(args[1], d1.Hex()[:12])
+	}
+}
+
+// sharekeys DIR RUN N FILE: store FILE's content under N keys of RUN, step
+// 0 to N-1, in the store at DIR; prints the blob's path.
+func cmdShareKeys(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 4 {
+		ts.Fatalf("usage: sharekeys DIR RUN N FILE")
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer s.Close()
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	text := ts.ReadFile(args[3])
+	items := make([]hook.Item, n)
+	for i := range items {
+		items[i] = hook.Item{Key: hook.Key{Run: args[1], Step: i, Tool: "t", CallID: "c", Part: -1, Ext: ".txt"}, Part: hook.Text(text)}
+	}
+	st, err := s.Write(ctx, items)
+	ts.Check(err)
+	fmt.Fprintln(ts.Stdout(), st[0].Path)
+}
+
+// mkpng FILE: write a small real PNG image.
+func cmdMkPNG(ts *testscript.TestScript, neg bool, args []string) {
+	img := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	img.Set(1, 1, color.RGBA{R: 200, A: 255})
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	ts.Check(png.Encode(f, img))
+	ts.Check(f.Close())
+}
+
+// suggested FILE: run every casctl command that FILE (a demo's output)
+// suggests after "Explore further", and fail if any fails.
+func cmdSuggested(ts *testscript.TestScript, neg bool, args []string) {
+	_, after, ok := strings.Cut(ts.ReadFile(args[0]), "Explore further")
+	if !ok {
+		ts.Fatalf("%s suggests nothing", args[0])
+	}
+	n := 0
+	for _, line := range strings.Split(after, "\n") {
+		if !strings.HasPrefix(line, "  casctl ") {
+			continue
+		}
+		for _, c := range strings.Split(strings.TrimSpace(line), " && ") {
+			f := strings.Fields(c)
+			fmt.Fprintf(ts.Stdout(), "$ %s\n", c)
+			if err := ts.Exec(f[0], f[1:]...); err != nil {
+				ts.Fatalf("suggested %q: %v", c, err)
+			}
+			n++
+		}
+	}
+	if n < 5 {
+		ts.Fatalf("only %d suggestions", n)
 	}
 }

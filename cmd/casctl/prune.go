@@ -54,6 +54,7 @@ func newPruneCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.keepRuns, "keep-runs", 0, "keep the N runs with the newest parts, remove the rest")
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, remove nothing")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	completeRunsAndTools(g, cmd)
 	return cmd
 }
 
@@ -64,18 +65,21 @@ type pruneJSON struct {
 }
 
 func runPrune(ctx context.Context, g *globals, o pruneOptions) error {
-	s, err := g.open(ctx, false, store.Maintenance())
+	s, err := g.open(ctx, store.Maintenance())
 	if err != nil {
-		return fmt.Errorf("prune: %w", err)
+		return fail("prune", err)
 	}
 	defer s.Close()
+	if err := checkNames(ctx, s, o.run, ""); err != nil {
+		return fail("prune", err)
+	}
 	po := index.PruneOptions{Run: o.run, KeepRuns: o.keepRuns, DryRun: o.dryRun}
 	if o.run == "" && o.keepRuns == 0 {
 		po.Before = time.Now().Add(-o.olderThan)
 	}
 	res, err := s.Prune(ctx, po)
 	if err != nil {
-		return fmt.Errorf("prune: %w", cleanErr(err))
+		return fail("prune", err)
 	}
 	if o.json {
 		runs := res.Runs

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/store"
 )
@@ -15,7 +19,7 @@ import (
 type putOptions struct {
 	tool, call, run, mime, filename string
 	step, part                      int
-	json                            bool
+	json, init                      bool
 }
 
 func newPutCommand(g *globals) *cobra.Command {
@@ -23,14 +27,17 @@ func newPutCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "put --tool T [FILE|-]",
 		Short: "Offload one part from FILE or stdin and print its pointer",
-		Long: `put stores one part, streaming, as the hook would, and prints the exact
-pointer the hook would leave in the conversation.
+		Long: `put stores one part, streaming, as the hook would, and prints the pointer
+the hook would leave in the conversation (line breaks in its preview shown
+as ⏎).
 
-The part is text when no MIME type, or a text/* one, is given and the bytes
-are UTF-8; otherwise an image (image/*) or a file.`,
+The part is text when its bytes are UTF-8 and no MIME type, or a text/*
+one, is given. Without --mime, put sniffs the content: a PNG is an image, a
+PDF a file. put needs a store (casctl init, or --init) and some content:
+it refuses an empty input and a terminal as stdin.`,
 		Example: `  go test ./... 2>&1 | casctl put --tool run_tests --run run-7 --step 3
-  casctl put --tool screenshot --mime image/png shot.png
-  casctl put --tool fetch --mime application/pdf --filename q3.pdf --json report.pdf`,
+  casctl put --tool screenshot shot.png
+  casctl put --tool fetch --filename q3.pdf --json report.pdf`,
 		Args: maxArgs(1, "at most one FILE (or - for stdin)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := "-"
@@ -45,11 +52,13 @@ are UTF-8; otherwise an image (image/*) or a file.`,
 	f.StringVar(&o.call, "call", "", "call id (default: call0)")
 	f.StringVar(&o.run, "run", hook.DefaultRun, "run the result belongs to")
 	f.IntVar(&o.step, "step", 0, "step number in the run")
-	f.IntVar(&o.part, "part", -1, "position of the part in a result of several parts (-1: the only part)")
-	f.StringVar(&o.mime, "mime", "", "MIME type of the content")
+	f.IntVar(&o.part, "part", -1, "position of the part in a result of several (-1: the only part)")
+	f.StringVar(&o.mime, "mime", "", "MIME type of the content (default: sniffed)")
 	f.StringVar(&o.filename, "filename", "", "file name the tool gave the content")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of the pointer")
+	f.BoolVar(&o.init, "init", false, "create the store if there is none")
 	cmd.MarkFlagRequired("tool")
+	completeRunsAndTools(g, cmd)
 	return cmd
 }
 
@@ -63,6 +72,7 @@ type putJSON struct {
 	Chars   int64   `json:"chars"`
 	Dedup   bool    `json:"dedup"`
 	SameAs  *string `json:"same_as"`
+	Note    string  `json:"note"`
 	Version int     `json:"version"`
 }
 
@@ -77,32 +87,75 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 		return usagef("put: --run: %v", cleanErr(err))
 	}
 	var r io.Reader = g.stdin
-	if in != "-" {
+	what := "stdin"
+	if in == "-" {
+		if isTerminal(g.stdin) {
+			return usagef("put: stdin is a terminal; pipe the result in (… | casctl put --tool %s) or name a FILE", o.tool)
+		}
+	} else {
 		f, err := os.Open(in)
 		if err != nil {
-			return fmt.Errorf("put: %w", err)
+			return fail("put", err)
 		}
 		defer f.Close()
-		r = f
+		r, what = f, in
 	}
-	s, err := g.open(ctx, true)
+	br := bufio.NewReader(r)
+	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
+		return fail("put", errors.New("nothing to store: "+what+" is empty"))
+	}
+	var s *store.Store
+	var err error
+	if o.init {
+		s, _, err = g.create(ctx)
+	} else if !store.Exists(g.storeDir()) {
+		err = errNoStore(g.storeDir(), "create one with casctl init (or put --init)")
+	} else {
+		s, err = g.open(ctx)
+	}
 	if err != nil {
-		return fmt.Errorf("put: %w", err)
+		return fail("put", err)
 	}
 	defer s.Close()
 	k := hook.Key{Run: o.run, Step: o.step, Tool: o.tool, CallID: o.call, Part: o.part}
-	res, err := s.Put(ctx, store.StreamPart{Key: k, MIME: o.mime, Filename: o.filename}, r)
+	res, err := s.Put(ctx, store.StreamPart{Key: k, MIME: o.mime, Filename: o.filename}, br)
 	if err != nil {
-		return fmt.Errorf("put: %w", cleanErr(err))
+		return fail("put", err)
 	}
 	if o.json {
 		out := putJSON{Key: res.Key, Path: res.Path, Digest: res.Digest.String(), Kind: string(res.Kind), MIME: res.MIME,
-			Size: res.Size, Chars: res.Chars, Dedup: res.Dedup, Version: res.Version}
+			Size: res.Size, Chars: res.Chars, Version: res.Version}
+		out.Dedup = res.Dedup
 		if res.SameAs != "" {
 			out.SameAs = &res.SameAs
+		} else if res.Dedup {
+			out.Note = dedupNote(ctx, s, res)
 		}
 		return writeJSON(g.stdout, out)
 	}
-	fmt.Fprintln(g.stdout, hook.Pointer([]hook.PartInfo{res.Info}, []hook.Stored{res.Stored}, hook.DefaultPreviewChars))
-	return nil
+	p := hook.Pointer([]hook.PartInfo{res.Info}, []hook.Stored{res.Stored}, hook.DefaultPreviewChars)
+	_, err = io.WriteString(g.stdout, oneLine(p, 0)+"\n")
+	return err
+}
+
+// dedupNote says why a write that stored nothing new names no same_as,
+// which names only other keys of the same run.
+func dedupNote(ctx context.Context, s *store.Store, res store.PutResult) string {
+	ps, err := s.Index().Sharing(ctx, cas.Blob{Digest: res.Digest, Ext: filepath.Ext(res.Path)})
+	if err != nil {
+		return "the content was already stored: nothing new was written"
+	}
+	other := ""
+	for _, p := range ps {
+		if p.Key == res.Key && p.Version != res.Version {
+			return "an earlier version of this key holds the same content: nothing new was written"
+		}
+		if p.Key != res.Key && other == "" {
+			other = p.Key
+		}
+	}
+	if other != "" {
+		return fmt.Sprintf("the content was already stored for %s, in another run (same_as names keys of the same run only)", other)
+	}
+	return "the blob was on disk with no part using it (left by a prune, gc had not removed it yet): nothing new was written"
 }

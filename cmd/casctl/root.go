@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
@@ -55,15 +60,12 @@ func (g *globals) storeDir() string {
 	return store.DefaultDir
 }
 
-// open opens the store; only init, put and demo create one.
-func (g *globals) open(ctx context.Context, create bool, opts ...store.Option) (*store.Store, error) {
+// open opens an existing store; a directory without one is an error that
+// says how to make one.
+func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store, error) {
 	dir := g.storeDir()
-	if !create && !store.Exists(dir) {
-		abs, _ := filepath.Abs(dir)
-		return nil, fmt.Errorf("no store at %s (create one with casctl init, or name one with --store or $CASCTL_STORE)", abs)
-	}
-	if create {
-		opts = append(opts, store.WithCreate())
+	if !store.Exists(dir) {
+		return nil, errNoStore(dir, "create one with casctl init, or name one with --store or $CASCTL_STORE")
 	}
 	if !g.readOnly {
 		if err := writeAccess(dir); err != nil {
@@ -82,10 +84,10 @@ func (g *globals) open(ctx context.Context, create bool, opts ...store.Option) (
 // that needs migrating first is opened for writing, when it can be.
 func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
 	g.readOnly = true
-	s, err := g.open(ctx, false, store.ReadOnly())
+	s, err := g.open(ctx, store.ReadOnly())
 	g.readOnly = false
 	if errors.Is(err, index.ErrOlderSchema) {
-		return g.open(ctx, false)
+		return g.open(ctx)
 	}
 	return s, err
 }
@@ -94,7 +96,7 @@ func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
 // read-only when not: verify records what it found whole only when it can.
 func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
 	if writeAccess(g.storeDir()) == nil {
-		return g.open(ctx, false)
+		return g.open(ctx)
 	}
 	return g.openRead(ctx)
 }
@@ -116,23 +118,67 @@ func writeAccess(dir string) error {
 	return nil
 }
 
-// cleanErr drops the package prefixes that library errors carry, which say
-// nothing to someone at a terminal.
-func cleanErr(err error) error {
-	msg := err.Error()
-	for _, p := range []string{"store: ", "cas: ", "index: ", "hook: "} {
-		msg = strings.ReplaceAll(msg, p, "")
+// create opens the store at the store directory, creating it where the
+// directory is missing or empty. A directory that holds other files is
+// refused: a mistyped --store must not turn a project into a store. It
+// reports whether it created the store.
+func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Store, bool, error) {
+	dir := g.storeDir()
+	created := false
+	if !store.Exists(dir) {
+		if err := checkEmptyDir(dir); err != nil {
+			return nil, false, err
+		}
+		opts = append(opts, store.WithCreate())
+		created = true
 	}
-	return &cleanError{msg: msg, err: err}
+	if err := writeAccess(dir); err != nil {
+		return nil, false, err
+	}
+	s, err := store.Open(ctx, dir, opts...)
+	if err != nil {
+		return nil, false, cleanErr(err)
+	}
+	return s, created, nil
 }
 
-type cleanError struct {
-	msg string
-	err error
+// checkEmptyDir accepts a directory that does not exist or is empty.
+func checkEmptyDir(dir string) error {
+	abs, _ := filepath.Abs(dir)
+	des, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", abs, err)
+	case len(des) > 0:
+		return fmt.Errorf("%s holds %d files but no store; a store needs a new or empty directory (name another with --store)", abs, len(des))
+	}
+	return nil
 }
 
-func (e *cleanError) Error() string { return e.msg }
-func (e *cleanError) Unwrap() error { return e.err }
+func errNoStore(dir, hint string) error {
+	abs, _ := filepath.Abs(dir)
+	return fmt.Errorf("no store at %s; %s", abs, hint)
+}
+
+// fail turns a library error into what casctl prints after "casctl: ":
+// the command's name once, then the error without the package prefixes
+// that say nothing to someone at a terminal.
+func fail(verb string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	ce := cleanErr(err).(*cleanError)
+	if !strings.HasPrefix(ce.msg, verb+": ") {
+		ce.msg = verb + ": " + ce.msg
+	}
+	return ce
+}
 
 func newRootCommand(g *globals) *cobra.Command {
 	root := &cobra.Command{
@@ -143,16 +189,21 @@ results of LLM agents' tool calls, with a SQLite index of every key.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
 ls, get, show, stats and verify only read it, and work on a read-only
-store; init, put, prune, gc and demo need write access.
+store; init, put, prune, gc, repair and demo need write access.
 Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetIn(g.stdin)
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
+	root.SetVersionTemplate("casctl {{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $CASCTL_STORE, else ./tool_results)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.RegisterFlagCompletionFunc("store", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newInitCommand(g),
 		newPutCommand(g),
@@ -163,9 +214,94 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newGCCommand(g),
 		newPruneCommand(g),
 		newVerifyCommand(g),
+		newRepairCommand(g),
 		newDemoCommand(g),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return usagef("completion needs a shell: bash, zsh, fish or powershell")
+				}
+				return usagef("completion: no shell %q; casctl completes bash, zsh, fish and powershell", args[0])
+			}
+			for _, sh := range c.Commands() {
+				sh.Long = wrap(sh.Long, 80)
+			}
+		}
+	}
+	// Flag descriptions wrap to fit 80 columns.
+	root.SetUsageTemplate(strings.NewReplacer(
+		".LocalFlags.FlagUsages", "(.LocalFlags.FlagUsagesWrapped 78)",
+		".InheritedFlags.FlagUsages", "(.InheritedFlags.FlagUsagesWrapped 78)",
+	).Replace(root.UsageTemplate()))
 	return root
+}
+
+// version is the module's version and the VCS revision it was built from,
+// as the Go toolchain recorded them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	return versionOf(bi)
+}
+
+// versionOf renders build information: version, revision, its time, local
+// changes, Go version.
+func versionOf(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	settings := map[string]string{}
+	for _, kv := range bi.Settings {
+		settings[kv.Key] = kv.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += ", revision " + rev
+		if t := settings["vcs.time"]; t != "" {
+			v += " of " + t
+		}
+		if settings["vcs.modified"] == "true" {
+			v += " with local changes"
+		}
+	}
+	return v + ", " + bi.GoVersion
+}
+
+var flagValueRE = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?--([\w-]+)" flag: (.*)$`)
+
+// flagError rewrites pflag's parse errors, which quote Go's parser, into
+// what the flag wants.
+func flagError(cmd *cobra.Command, err error) error {
+	m := flagValueRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return usageError{err}
+	}
+	value, name, why := m[1], m[2], m[3]
+	f := cmd.Flags().Lookup(name)
+	if f == nil {
+		return usageError{err}
+	}
+	switch f.Value.Type() {
+	case "duration":
+		// durationFlag's errors quote the value and say what it wants.
+		return usagef("--%s: %s", name, why)
+	case "int", "int64", "int32":
+		why = "want a whole number"
+	case "uint64", "uint", "uint32":
+		why = "want a whole number from 0"
+	case "bool":
+		why = "want true or false"
+	}
+	return usagef("--%s %q: %s", name, value, why)
 }
 
 // run executes casctl and returns its exit code.
@@ -176,6 +312,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
+	}
+	var q quietError
+	if errors.As(err, &q) {
+		if q.msg != "" {
+			fmt.Fprintf(stderr, "casctl: %s\n", q.msg)
+		}
+		return exitFailure
 	}
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
@@ -188,6 +331,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintf(stderr, "casctl: %v\n", err)
 	return exitFailure
 }
+
+// quietError exits 1 with msg, or nothing, on stderr: for outcomes that are
+// answers rather than failures, as grep's exit 1 for no match.
+type quietError struct{ msg string }
+
+func (e quietError) Error() string { return e.msg }
 
 // isCobraUsage recognises the usage errors cobra makes itself.
 func isCobraUsage(err error) bool {
@@ -203,7 +352,7 @@ func isCobraUsage(err error) bool {
 // Argument checks that fail as usage errors.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args[0])
+		return usagef("%s takes no arguments, got %q", cmd.Name(), args[0])
 	}
 	return nil
 }
@@ -211,7 +360,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usagef("%s takes %s", cmd.CommandPath(), what)
+			return usagef("%s takes %s", cmd.Name(), what)
 		}
 		return nil
 	}
@@ -220,7 +369,7 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 func maxArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) > n {
-			return usagef("%s takes %s", cmd.CommandPath(), what)
+			return usagef("%s takes %s", cmd.Name(), what)
 		}
 		return nil
 	}
@@ -239,4 +388,65 @@ func refArg(ref string) string {
 		}
 	}
 	return ref
+}
+
+// isTerminal reports whether a stream is a terminal. Tests replace it to
+// play a person at a terminal.
+var isTerminal = func(v any) bool {
+	f, ok := v.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// cleanErr drops the package prefixes that library errors carry, which say
+// nothing to someone at a terminal.
+func cleanErr(err error) error {
+	if ce, ok := err.(*cleanError); ok {
+		return ce
+	}
+	msg := packagePrefixRE.ReplaceAllString(err.Error(), "$1")
+	return &cleanError{msg: msg, err: err}
+}
+
+// packagePrefixRE matches a library package's prefix where one error
+// wraps another: at the start, or after another prefix.
+var packagePrefixRE = regexp.MustCompile(`(^|: )(?:(?:store|cas|index|hook): )+`)
+
+type cleanError struct {
+	msg string
+	err error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.err }
+
+// wrap breaks the lines of s that are wider than width at spaces, keeping
+// their indentation.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if utf8.RuneCountInString(line) <= width {
+			b.WriteString(line)
+			continue
+		}
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		col := 0
+		for j, word := range strings.Fields(line) {
+			n := utf8.RuneCountInString(word)
+			switch {
+			case j == 0:
+				b.WriteString(indent + word)
+				col = len(indent) + n
+			case col+1+n > width:
+				b.WriteString("\n" + indent + word)
+				col = len(indent) + n
+			default:
+				b.WriteString(" " + word)
+				col += 1 + n
+			}
+		}
+	}
+	return b.String()
 }

@@ -17,10 +17,11 @@ func newShowCommand(g *globals) *cobra.Command {
 	var o showOptions
 	cmd := &cobra.Command{
 		Use:   "show REF",
-		Short: "Print everything known about a part, and every other key sharing its blob",
+		Short: "Print everything about a part, and every key sharing its blob",
 		Example: `  casctl show demo-2/7_run_tests_call-2-7-0.txt
   casctl show 3fa9c1d2 --json`,
-		Args: exactArgs(1, "one REF"),
+		Args:              exactArgs(1, "one REF"),
+		ValidArgsFunction: completeRefs(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runShow(cmd.Context(), g, o, args[0])
 		},
@@ -47,17 +48,21 @@ type showJSON struct {
 func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	s, err := g.openRead(ctx)
 	if err != nil {
-		return fmt.Errorf("show: %w", err)
+		return fail("show", err)
 	}
 	defer s.Close()
-	d, err := s.Show(ctx, refArg(ref))
+	p, err := resolve(ctx, s, ref)
 	if err != nil {
-		return fmt.Errorf("show: %w", cleanErr(err))
+		return fail("show", err)
+	}
+	d, err := s.ShowPart(ctx, p)
+	if err != nil {
+		return fail("show", err)
 	}
 	if o.json {
 		return writeJSON(g.stdout, showOf(s, d))
 	}
-	p := d.Part
+	p = d.Part
 	w := table(g.stdout)
 	row := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
 	row("key", p.Key)

@@ -29,6 +29,7 @@ func newStatsCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.run, "run", "", "only this run")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	completeRunsAndTools(g, cmd)
 	return cmd
 }
 
@@ -54,12 +55,15 @@ type statsJSON struct {
 func runStats(ctx context.Context, g *globals, o statsOptions) error {
 	s, err := g.openRead(ctx)
 	if err != nil {
-		return fmt.Errorf("stats: %w", err)
+		return fail("stats", err)
 	}
 	defer s.Close()
+	if err := checkNames(ctx, s, o.run, ""); err != nil {
+		return fail("stats", err)
+	}
 	st, err := s.Stats(ctx, o.run)
 	if err != nil {
-		return fmt.Errorf("stats: %w", cleanErr(err))
+		return fail("stats", err)
 	}
 	if o.json {
 		out := statsJSON{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +12,7 @@ import (
 	"github.com/toolcas/toolcas/store"
 )
 
-type verifyOptions struct{ json bool }
+type verifyOptions struct{ json, verbose bool }
 
 func newVerifyCommand(g *globals) *cobra.Command {
 	var o verifyOptions
@@ -21,7 +22,8 @@ func newVerifyCommand(g *globals) *cobra.Command {
 		Long: `verify re-hashes every blob file and reports corrupt, truncated or misnamed
 blobs, blobs the index uses that are missing, orphan blobs and stray temp
 files, and checks the index database itself. It exits 1 when anything is
-corrupt or missing; orphans and temp files are reported (gc removes them).`,
+corrupt or missing, and says the command that repairs it; orphans and temp
+files are counted (gc removes them), and listed with --verbose.`,
 		Example: `  casctl verify
   casctl verify --json | jq .ok`,
 		Args: noArgs,
@@ -29,7 +31,8 @@ corrupt or missing; orphans and temp files are reported (gc removes them).`,
 			return runVerify(cmd.Context(), g, o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON, every problem and key")
+	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "list orphans, temp files and every key")
 	return cmd
 }
 
@@ -45,6 +48,7 @@ type verifyJSON struct {
 	Checked       int           `json:"checked"`
 	Corrupt       []problemJSON `json:"corrupt"`
 	Missing       []problemJSON `json:"missing"`
+	Quarantined   []problemJSON `json:"quarantined"`
 	Orphans       []problemJSON `json:"orphans"`
 	Temp          []problemJSON `json:"temp"`
 	IndexProblems []string      `json:"index_problems"`
@@ -68,10 +72,22 @@ func problems(ps []store.Problem) []problemJSON {
 
 var errVerifyFailed = errors.New("the store is damaged")
 
+// listMost is how many items a list for people shows; --json and --verbose
+// show them all.
+const listMost = 10
+
+// capped joins at most listMost items, then says how many more there are.
+func capped(items []string, all bool) string {
+	if all || len(items) <= listMost {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s … and %d more", strings.Join(items[:listMost], ", "), len(items)-listMost)
+}
+
 func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 	s, err := g.openWritable(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return fail("verify", err)
 	}
 	defer s.Close()
 	opts := store.VerifyOptions{}
@@ -83,11 +99,12 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 	}
 	res, err := s.Verify(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("verify: %w", cleanErr(err))
+		return fail("verify", err)
 	}
 	if o.json {
 		out := verifyJSON{OK: res.OK, Checked: res.Checked, Corrupt: problems(res.Corrupt), Missing: problems(res.Missing),
-			Orphans: problems(res.Orphans), Temp: problems(res.Temp), IndexProblems: res.IndexProblems}
+			Quarantined: problems(res.Quarantined), Orphans: problems(res.Orphans), Temp: problems(res.Temp),
+			IndexProblems: res.IndexProblems}
 		if out.IndexProblems == nil {
 			out.IndexProblems = []string{}
 		}
@@ -95,32 +112,78 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(g.stdout, "checked %d blobs (%s)\n", res.Checked, size(res.CheckedBytes))
-		for _, sec := range []struct {
-			name string
-			ps   []store.Problem
-		}{{"CORRUPT", res.Corrupt}, {"MISSING", res.Missing}, {"orphan", res.Orphans}, {"temp", res.Temp}} {
-			for _, p := range sec.ps {
-				line := fmt.Sprintf("%s\t%s: %s", sec.name, p.Path, p.Reason)
-				if len(p.Keys) > 0 {
-					line += " (used by " + strings.Join(p.Keys, ", ") + ")"
-				}
-				fmt.Fprintln(g.stdout, line)
-			}
-		}
-		for _, p := range res.IndexProblems {
-			fmt.Fprintf(g.stdout, "INDEX\t%s\n", p)
-		}
 		if res.RecentOrphans > 0 {
 			fmt.Fprintf(g.stderr, "warning: %d orphans are younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost (was index.db-wal deleted?); copy the store before running gc, which deletes them once they are older\n",
 				res.RecentOrphans, store.DefaultGrace)
 		}
-		if res.OK {
-			fmt.Fprintf(g.stdout, "ok: %d orphans and %d temp files (gc removes them)\n", len(res.Orphans), len(res.Temp))
-		}
+		printVerify(g.stdout, s, res, o.verbose)
 	}
 	if !res.OK {
 		return fmt.Errorf("verify: %w: %d corrupt, %d missing, %d index problems", errVerifyFailed, len(res.Corrupt), len(res.Missing), len(res.IndexProblems))
 	}
 	return nil
+}
+
+// printVerify prints what verify found for people: each damaged blob on a
+// line, its keys capped, and what to do next.
+func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bool) {
+	fmt.Fprintf(w, "checked %d blobs (%s)\n", res.Checked, size(res.CheckedBytes))
+	type section struct {
+		name string
+		ps   []store.Problem
+	}
+	sections := []section{{"CORRUPT", res.Corrupt}, {"MISSING", res.Missing}, {"quarantined", res.Quarantined}}
+	if verbose {
+		sections = append(sections, section{"orphan", res.Orphans}, section{"temp", res.Temp})
+	}
+	for _, sec := range sections {
+		for _, p := range sec.ps {
+			line := fmt.Sprintf("%s\t%s: %s", sec.name, p.Path, p.Reason)
+			if len(p.Keys) > 0 {
+				line += fmt.Sprintf(" (%s: %s)", count(len(p.Keys), "key"), capped(p.Keys, verbose))
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, p := range res.IndexProblems {
+		fmt.Fprintf(w, "INDEX\t%s\n", p)
+	}
+	leftovers := fmt.Sprintf("%s and %s (casctl gc removes them", count(len(res.Orphans), "orphan"), count(len(res.Temp), "temp file"))
+	if !verbose && len(res.Orphans)+len(res.Temp) > 0 {
+		leftovers += "; verify --verbose lists them"
+	}
+	leftovers += ")"
+	if len(res.Quarantined) > 0 {
+		fmt.Fprintf(w, "%s quarantined: their keys read nothing until the same content is written again\n", count(len(res.Quarantined), "blob"))
+	}
+	if res.OK {
+		fmt.Fprintf(w, "ok: %s\n", leftovers)
+		return
+	}
+	fmt.Fprintln(w, leftovers)
+	if len(res.IndexProblems) > 0 {
+		fmt.Fprintln(w, "the index database is damaged: restore "+s.Index().Path()+" from a copy; casctl repair cannot mend it")
+		return
+	}
+	var todo []string
+	if n := len(res.Missing); n > 0 {
+		todo = append(todo, fmt.Sprintf("drop the rows of %s", count(n, "missing blob")))
+	}
+	if n := len(res.Corrupt); n > 0 {
+		todo = append(todo, fmt.Sprintf("move %s to quarantine", count(n, "corrupt blob")))
+	}
+	fmt.Fprintf(w, "to %s, run:\n  %s\n", strings.Join(todo, " and "), repairCommand(s))
+}
+
+// repairCommand is the command that repairs the store at hand.
+func repairCommand(s *store.Store) string {
+	return "casctl --store " + shellQuote(s.Dir()) + " repair"
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs quoting.
+func shellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }

@@ -1,0 +1,115 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// Runs returns the names of the runs that have parts and start with prefix,
+// sorted, at most limit of them (0: all). Shells complete run names with it.
+func (x *Index) Runs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	return x.names(ctx, "run", prefix, limit)
+}
+
+// Tools returns the names of the tools that have parts and start with
+// prefix, sorted, at most limit of them (0: all).
+func (x *Index) Tools(ctx context.Context, prefix string, limit int) ([]string, error) {
+	return x.names(ctx, "tool", prefix, limit)
+}
+
+// Keys returns the distinct keys starting with prefix, sorted, at most limit
+// of them (0: all).
+func (x *Index) Keys(ctx context.Context, prefix string, limit int) ([]string, error) {
+	return x.names(ctx, "key", prefix, limit)
+}
+
+// names lists the distinct values of a column of parts that start with
+// prefix. The column name is one of the three above, never user input.
+func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]string, error) {
+	q := `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
+	args := []any{len(prefix), prefix}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	var out []string
+	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &out, q, args...) }); err != nil {
+		return nil, fmt.Errorf("index: list %ss: %w", column, err)
+	}
+	return out, nil
+}
+
+// HasRun reports whether any part belongs to run.
+func (x *Index) HasRun(ctx context.Context, run string) (bool, error) {
+	return x.has(ctx, "run", run)
+}
+
+// HasTool reports whether any part was made by tool.
+func (x *Index) HasTool(ctx context.Context, tool string) (bool, error) {
+	return x.has(ctx, "tool", tool)
+}
+
+func (x *Index) has(ctx context.Context, column, value string) (bool, error) {
+	var one int
+	err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, `SELECT 1 FROM parts WHERE `+column+` = ? LIMIT 1`, value).Scan(&one)
+	})
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("index: look up %s %q: %w", column, clip(value), err)
+	}
+	return true, nil
+}
+
+// DeletePartsOf deletes every part, of any run and version, stored in one
+// of blobs, and the blobs' rows, in one transaction. It returns the parts
+// deleted. Repair uses it for blobs whose files are lost.
+func (x *Index) DeletePartsOf(ctx context.Context, blobs []cas.Blob) ([]Part, error) {
+	var gone []Part
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		gone = gone[:0]
+		for _, b := range blobs {
+			rows, err := tx.QueryContext(ctx, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
+				WHERE b.digest = ? AND b.ext = ? ORDER BY p.id`, b.Digest[:], b.Ext)
+			if err != nil {
+				return err
+			}
+			var prs []partRow
+			for rows.Next() {
+				var r partRow
+				if err := rows.Scan(&r.ID, &r.Key, &r.Run, &r.Step, &r.Tool, &r.CallID, &r.Part, &r.Version, &r.Kind,
+					&r.MIME, &r.Filename, &r.Chars, &r.Bytes, &r.Digest, &r.Ext, &r.CreatedAt); err != nil {
+					rows.Close()
+					return err
+				}
+				prs = append(prs, r)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			ps, err := parts(prs)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE blob_id IN (SELECT id FROM blobs WHERE digest = ? AND ext = ?)`,
+				b.Digest[:], b.Ext); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext); err != nil {
+				return err
+			}
+			gone = append(gone, ps...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: delete parts of lost blobs: %w", err)
+	}
+	return gone, nil
+}

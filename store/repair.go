@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// QuarantineDir is the directory under the store root where Repair moves
+// corrupt blob files. Nothing in the store reads it again; it is kept for
+// whoever wants to look at what went wrong, and may be deleted at will.
+const QuarantineDir = "quarantine"
+
+// RepairOptions configure Repair.
+type RepairOptions struct {
+	// DryRun reports what Repair would do and changes nothing.
+	DryRun bool
+}
+
+// Repaired is one blob Repair acted on.
+type Repaired struct {
+	// Blob is the blob's name.
+	Blob cas.Blob
+	// Path is where the blob's file was (or should have been).
+	Path string
+	// To is where a quarantined file went; empty for a lost blob and on a
+	// dry run.
+	To string
+	// Keys are the keys whose parts use the blob.
+	Keys []string
+	// Reason is what verify found wrong.
+	Reason string
+}
+
+// RepairResult says what Repair did, or would do on a dry run.
+type RepairResult struct {
+	DryRun bool
+	// Lost lists the blobs missing from disk whose parts' rows Repair
+	// dropped: those keys no longer resolve.
+	Lost []Repaired
+	// Quarantined lists the corrupt blob files Repair moved under
+	// QuarantineDir. Their rows stay: writing the same content again, under
+	// any key, stores the blob afresh and heals every key that uses it.
+	Quarantined []Repaired
+	// IndexProblems lists damage to the index database itself, which Repair
+	// cannot mend.
+	IndexProblems []string
+}
+
+// ErrIndexDamaged is returned by Repair when SQLite's integrity check fails:
+// the index must be restored from a copy before anything else is trusted.
+var ErrIndexDamaged = errors.New("the index database is damaged")
+
+// Repair brings a damaged store back to a state gc accepts, fetching
+// nothing it cannot: it drops the rows of parts whose blobs are missing
+// from disk (their content is gone; the result names their keys), and moves
+// corrupt blob files aside under QuarantineDir, keeping their rows so that a
+// later write of the same content heals them. It holds gc.lock exclusively,
+// so no writer is between its blob and its row meanwhile. Orphans and temp
+// files are left to gc.
+func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, error) {
+	res := RepairResult{DryRun: o.DryRun}
+	if err := s.writable("repair"); err != nil {
+		return res, err
+	}
+	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	v, err := s.verify(ctx, VerifyOptions{}, true)
+	if err != nil {
+		return res, fmt.Errorf("store: repair: %w", err)
+	}
+	res.IndexProblems = v.IndexProblems
+	if len(v.IndexProblems) > 0 {
+		return res, fmt.Errorf("store: repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
+	}
+	for _, p := range v.Corrupt {
+		r := Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason}
+		if !o.DryRun {
+			to, err := s.quarantine(p.Path)
+			if err != nil {
+				return res, fmt.Errorf("store: repair: %w", err)
+			}
+			r.To = to
+		}
+		res.Quarantined = append(res.Quarantined, r)
+	}
+	var lost []cas.Blob
+	for _, p := range v.Missing {
+		res.Lost = append(res.Lost, Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason})
+		lost = append(lost, p.Blob)
+	}
+	if o.DryRun || len(lost) == 0 {
+		return res, nil
+	}
+	gone, err := s.index.DeletePartsOf(ctx, lost)
+	if err != nil {
+		return res, fmt.Errorf("store: repair: %w", err)
+	}
+	// Report the keys as they were when the rows went.
+	byBlob := map[cas.Blob][]string{}
+	for _, p := range gone {
+		byBlob[p.Blob] = append(byBlob[p.Blob], p.Key)
+	}
+	for i := range res.Lost {
+		res.Lost[i].Keys = byBlob[res.Lost[i].Blob]
+	}
+	return res, nil
+}
+
+// quarantine moves the file (or whatever stands) at path, inside the blob
+// directories, to QuarantineDir under a name of its own, durably, and
+// returns where it went.
+func (s *Store) quarantine(path string) (string, error) {
+	rel, err := filepath.Rel(s.dir, path)
+	if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), cas.BlobsDir+"/") {
+		return "", fmt.Errorf("quarantine %s: not under %s", path, filepath.Join(s.dir, cas.BlobsDir))
+	}
+	qdir := filepath.Join(s.dir, QuarantineDir)
+	if err := os.MkdirAll(qdir, 0o755); err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", path, err)
+	}
+	base := filepath.Base(path)
+	to := filepath.Join(qdir, base)
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		to = filepath.Join(qdir, base+"."+strconv.Itoa(n))
+	}
+	if err := os.Rename(path, to); err != nil {
+		return "", fmt.Errorf("quarantine %s: %w", path, err)
+	}
+	for _, d := range []string{qdir, filepath.Dir(path)} {
+		if err := syncDir(d); err != nil {
+			return to, fmt.Errorf("quarantine %s: sync %s: %w", path, d, err)
+		}
+	}
+	return to, nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// Quarantined returns the blobs that have a file under QuarantineDir, moved
+// there by Repair. A directory that does not exist holds none.
+func (s *Store) Quarantined(ctx context.Context) (map[cas.Blob]bool, error) {
+	des, err := os.ReadDir(filepath.Join(s.dir, QuarantineDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[cas.Blob]bool{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", filepath.Join(s.dir, QuarantineDir), err)
+	}
+	out := make(map[cas.Blob]bool, len(des))
+	for _, de := range des {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		name := de.Name()
+		b, err := cas.ParseBlobName(name)
+		if err != nil {
+			// A second file of the same name has a numeric suffix.
+			if i := strings.LastIndexByte(name, '.'); i > 0 {
+				if _, nerr := strconv.Atoi(name[i+1:]); nerr == nil {
+					b, err = cas.ParseBlobName(name[:i])
+				}
+			}
+		}
+		if err == nil {
+			out[b] = true
+		}
+	}
+	return out, nil
+}
