@@ -303,7 +303,7 @@ func TestLockStoppedGC(t *testing.T) {
 	}
 }
 
-// TestLockBusyWritersLetGCIn: three writer processes writing back to back
+// TestLockBusyWritersLetGCIn: five writer processes writing back to back
 // keep gc.lock shared without a gap (without gc.intent gc waits for ever,
 // see the next test); gc still gets in, five times in a row, because
 // writers take no new share while gc waits.
@@ -331,11 +331,13 @@ func TestLockBusyWritersStarveGCWithoutIntent(t *testing.T) {
 	t.Logf("without gc.intent, as expected: %v (after %d tries that got in)", err, len(waits))
 }
 
-// busyWritersAgainstGC starts three busy writer processes and runs gc five
+// busyWritersAgainstGC starts five busy writer processes and runs gc five
 // times with the given lock timeout, returning how long each try took, or
 // the first failure.
 func busyWritersAgainstGC(t *testing.T, noIntent bool, timeout time.Duration) ([]time.Duration, error) {
-	const writersN = 3
+	// Without gc.intent, gc's chance is a moment with no writer between two
+	// writes: five writers make it rare enough that gc starves.
+	const writersN = 5
 	ctx := context.Background()
 	s := MustOpen(t)
 	if noIntent {
