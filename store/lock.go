@@ -53,12 +53,18 @@ func (s *Store) sharedLock(ctx context.Context) (func(), error) {
 	start := time.Now()
 	ctx, cancel := withLockDeadline(ctx, s.lockTimeout)
 	defer cancel()
-	intent := flock.New(s.intent)
+	var opts []flock.Option
+	if s.readOnly {
+		// Verify's second look, on a store opened read-only: lock the files
+		// if they are there, create nothing.
+		opts = append(opts, flock.SetFlag(os.O_RDONLY))
+	}
+	intent := flock.New(s.intent, opts...)
 	if _, err := intent.TryRLockContext(ctx, sharedPoll); err != nil {
 		intent.Close()
 		return nil, lockedError(s.intent, "gc", err, time.Since(start))
 	}
-	l := flock.New(s.lock)
+	l := flock.New(s.lock, opts...)
 	_, err := l.TryRLockContext(ctx, sharedPoll)
 	intent.Unlock()
 	intent.Close()

@@ -153,3 +153,44 @@ func TestReadOnlyStore(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyCreatesNothing: a store opened read-only where it could
+// write creates no file of its own (lock files, reserve, shard
+// directories), whatever it reads.
+func TestReadOnlyCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate())
+	st := mustWrite(t, s, item("r", 1, "one"), item("r", 2, "two"))
+	s.Close()
+	for _, name := range []string{LockFile, IntentFile, ReserveFile, "blobs/ff"} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	os.Remove(filepath.Join(dir, "blobs", "ff"))
+	before := snapshot(t, dir, "")
+	ro := MustOpenDir(t, dir, ReadOnly())
+	if _, err := ro.List(ctx, index.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(st[0].Path) // so that verify looks again, under the lock if it can
+	if res, err := ro.Verify(ctx, VerifyOptions{}); err != nil || len(res.Missing) != 1 {
+		t.Errorf("verify: %+v, %v", res, err)
+	}
+	ro.Close()
+	var created []string
+	after := map[string]bool{}
+	for _, p := range snapshot(t, dir, "") {
+		after[p] = true
+	}
+	for _, p := range before {
+		delete(after, p)
+	}
+	for p := range after {
+		if !strings.HasSuffix(p, "-shm") && !strings.HasSuffix(p, "-wal") {
+			created = append(created, p)
+		}
+	}
+	if len(created) > 0 {
+		t.Errorf("a read-only store created %v", created)
+	}
+}

@@ -65,7 +65,7 @@ func makeReserve(dir string, size int64) {
 	if free, ok := freeBytes(dir); !ok || free < 2*size {
 		return
 	}
-	tmp := path + ".tmp"
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return
