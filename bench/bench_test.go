@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -14,9 +15,33 @@ func TestMain(m *testing.M) {
 	// The bench runs each store in a child process: this test binary, in
 	// the child's role.
 	if role := os.Getenv(childEnv); role != "" {
+		if strings.HasPrefix(role, "mcp-") {
+			os.Exit(mcpChild(role))
+		}
 		os.Exit(child(context.Background(), role, os.Getenv(configEnv), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// TestMCPBench runs a small MCP benchmark: the proxy offloads the big
+// result and not the small one (benchMCP checks every call), and the
+// report has a row per tool and round.
+func TestMCPBench(t *testing.T) {
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"-mcp", "-mcp-calls", "5", "-mcp-rounds", "2", "-out", out, "-dir", t.TempDir()}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "MCP.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| small  | 1 ", "| small  | all ", "| big    | 2 ", "Goal: at most 1 ms added at p50"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("MCP.md lacks %q:\n%s", want, b)
+		}
+	}
 }
 
 // TestQuickReportAddsUp runs the bench as `go run ./bench -quick -json`
@@ -84,7 +109,7 @@ func TestQuickReportAddsUp(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"-runs", "-1"}, {"-steps", "-3"}, {"extra"}, {"-bogus"}} {
+	for _, args := range [][]string{{"-runs", "-1"}, {"-steps", "-3"}, {"extra"}, {"-bogus"}, {"-mcp", "-mcp-calls", "0"}} {
 		err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
 		var ue usageError
 		if err == nil || !asUsage(err, &ue) {

@@ -4,6 +4,7 @@
 //	go run ./bench            # the full report, in bench/results/
 //	go run ./bench -quick     # a small run, under 30 s
 //	go run ./bench -json      # results as JSON on stdout
+//	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
@@ -43,6 +44,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if role := os.Getenv(childEnv); role != "" {
+		if strings.HasPrefix(role, "mcp-") {
+			os.Exit(mcpChild(role))
+		}
 		os.Exit(child(ctx, role, os.Getenv(configEnv), os.Stdout, os.Stderr))
 	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -97,6 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "trace seed")
 	fs.Float64Var(&o.zipf, "zipf", 1.1, "Zipf exponent of repetition (over 1; higher repeats more)")
 	fs.BoolVar(&o.targets, "targets", true, "measure DESIGN.md's speed targets")
+	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
+	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
+	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -104,6 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	o.command = strings.Join(append([]string{"go run ./bench"}, args...), " ")
+	if *mcpBench {
+		if *mcpCalls < 1 || *mcpRounds < 1 {
+			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
+		}
+		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
 	if o.runs == 0 {
 		o.runs = map[bool]int{true: 2, false: 10}[o.quick]
 	}

@@ -216,6 +216,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newVerifyCommand(g),
 		newRepairCommand(g),
 		newDemoCommand(g),
+		newMCPCommand(g),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

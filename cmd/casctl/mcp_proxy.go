@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/mcp"
+)
+
+type mcpProxyOptions struct {
+	offload     []string
+	config      string
+	run         string
+	listen      string
+	upstreamURL string
+	timeout     time.Duration
+	noLinks     bool
+	quiet       bool
+}
+
+func newMCPProxyCommand(g *globals) *cobra.Command {
+	var o mcpProxyOptions
+	cmd := &cobra.Command{
+		Use:   "proxy [flags] -- UPSTREAM-COMMAND [ARGS...]",
+		Short: "Serve an MCP server's tools with their large results offloaded",
+		Long: `proxy is an MCP server on stdio (or, with --listen, streamable HTTP) in front
+of one upstream MCP server: the command after --, run as a child over stdio,
+or --upstream-url, reached over streamable HTTP.
+
+The client sees the upstream's tools, prompts and resources. Every tool result
+goes through the offload hook: one over the policy's threshold is stored and
+the client gets a pointer instead, with a resource link per part. The
+read_tool_result tool (renamed if the upstream has one) and resources/read of
+toolcas://RUN/KEY read offloaded parts back. Each client session is a run,
+--run NAME or one named from the date and a random suffix; the step is the
+session's count of tool calls.
+
+Policies: --offload TOOL=over:N|always|never, repeated ('*' for every other
+tool; default '*=over:8000'), or --config FILE holding a hook configuration
+(what hook.Load reads; its offload_strategies and preview_chars apply, the
+store is always --store).`,
+		Example: `  casctl mcp proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
+  casctl mcp proxy --offload '*=over:4000' --offload 'get_time=never' \
+    -- uvx mcp-server-fetch
+  casctl mcp proxy --upstream-url http://localhost:3001/mcp \
+    --listen localhost:8931`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return usagef("mcp proxy: %q before --: put the upstream command after --", args[0])
+			}
+			return runMCPProxy(cmd.Context(), g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.offload, "offload", nil, "offload policy TOOL=over:N|always|never (repeatable; '*' for every other tool)")
+	f.StringVar(&o.config, "config", "", "hook configuration file giving the policies (instead of --offload)")
+	f.StringVar(&o.run, "run", "", "run name for every session (default: date and random suffix per session)")
+	f.StringVar(&o.listen, "listen", "", "serve streamable HTTP on this address (host:port) instead of stdio")
+	f.StringVar(&o.upstreamURL, "upstream-url", "", "reach the upstream over streamable HTTP at this URL instead of running a command")
+	f.DurationVar(&o.timeout, "timeout", 0, "cancel an upstream call not answered within this long (0: no limit)")
+	f.BoolVar(&o.noLinks, "no-links", false, "pointers carry no resource links, only text")
+	f.BoolVar(&o.quiet, "quiet", false, "log only errors to stderr")
+	return cmd
+}
+
+func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []string) error {
+	var up mcp.Upstream
+	switch {
+	case o.upstreamURL != "" && len(args) > 0:
+		return usagef("mcp proxy: give --upstream-url or an upstream command after --, not both")
+	case o.upstreamURL != "":
+		up = &mcp.URL{Endpoint: o.upstreamURL}
+	case len(args) > 0:
+		up = &mcp.Command{Path: args[0], Args: args[1:], Stderr: g.stderr}
+	default:
+		return usagef("mcp proxy: no upstream: give its command after -- (casctl mcp proxy -- npx -y SERVER) or --upstream-url URL")
+	}
+	if o.config != "" && len(o.offload) > 0 {
+		return usagef("mcp proxy: give --offload or --config, not both")
+	}
+	if o.timeout < 0 {
+		return usagef("mcp proxy: --timeout %s is negative", o.timeout)
+	}
+	level := slog.LevelInfo
+	if o.quiet {
+		level = slog.LevelError
+	}
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+	opts := []mcp.ProxyOption{mcp.WithLogger(log), mcp.WithCallTimeout(o.timeout), mcp.WithResourceLinks(!o.noLinks)}
+	if o.run != "" {
+		if err := hook.CheckRun(o.run); err != nil {
+			return usagef("mcp proxy: --run: %v", err)
+		}
+		opts = append(opts, mcp.WithRun(o.run))
+	}
+	if o.config != "" {
+		data, err := os.ReadFile(o.config)
+		if err != nil {
+			return fmt.Errorf("mcp proxy: --config: %w", err)
+		}
+		h, err := hook.Load(data)
+		if err != nil {
+			return fmt.Errorf("mcp proxy: --config %s: %w", o.config, cleanErr(err))
+		}
+		opts = append(opts, mcp.WithHook(h))
+	} else {
+		s, err := mcp.ParseOffload(o.offload)
+		if err != nil {
+			return usagef("mcp proxy: --offload: %v", err)
+		}
+		opts = append(opts, mcp.WithStrategies(s))
+	}
+	ctx, stop := untilSignal(ctx)
+	defer stop()
+	// The proxy is what an agent's configuration starts: its first start
+	// makes the store, as demo does.
+	st, _, err := g.create(ctx)
+	if err != nil {
+		return fail("mcp proxy", err)
+	}
+	defer st.Close()
+	p, err := mcp.NewProxy(ctx, up, st, opts...)
+	if err != nil {
+		return fmt.Errorf("mcp proxy: %w", err)
+	}
+	defer p.Close()
+	if o.listen == "" {
+		return p.Run(ctx, &sdk.IOTransport{Reader: readCloser{g.stdin}, Writer: writeCloser{g.stdout}})
+	}
+	return serveHTTP(ctx, g, o.listen, p.Handler(), log)
+}
+
+// serveHTTP serves h at /mcp on addr until ctx ends.
+func serveHTTP(ctx context.Context, g *globals, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mcp: --listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(g.stderr, "casctl: serving MCP at http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("mcp: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("shutdown: " + err.Error())
+	}
+	srv.Close()
+	return nil
+}

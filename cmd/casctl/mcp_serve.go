@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/toolcas/toolcas/mcp"
+)
+
+type mcpServeOptions struct {
+	run    string
+	listen string
+}
+
+func newMCPServeCommand(g *globals) *cobra.Command {
+	var o mcpServeOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the store over MCP: read back, search, stats, resources",
+		Long: `serve is an MCP server over the store alone, on stdio (or, with --listen,
+streamable HTTP). Its tools: read_tool_result (read a part back by key, path
+or digest, paging and grepping text), search (what casctl ls lists) and stats.
+Every part is the resource toolcas://RUN/KEY. With --run it sees one run only.`,
+		Example: `  casctl mcp serve --store ~/agent/tool_results
+  casctl mcp serve --run demo-1 --listen localhost:8932`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMCPServe(cmd.Context(), g, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.run, "run", "", "serve this run only")
+	cmd.Flags().StringVar(&o.listen, "listen", "", "serve streamable HTTP on this address (host:port) instead of stdio")
+	return cmd
+}
+
+func runMCPServe(ctx context.Context, g *globals, o mcpServeOptions) error {
+	ctx, stop := untilSignal(ctx)
+	defer stop()
+	st, err := g.open(ctx)
+	if err != nil {
+		return fail("mcp serve", err)
+	}
+	defer st.Close()
+	var opts []mcp.ServeOption
+	if o.run != "" {
+		opts = append(opts, mcp.ServeRun(o.run))
+	}
+	s, err := mcp.NewStoreServer(st, opts...)
+	if err != nil {
+		return fmt.Errorf("mcp serve: %w", err)
+	}
+	if o.listen != "" {
+		log := slog.New(slog.NewTextHandler(g.stderr, nil))
+		return serveHTTP(ctx, g, o.listen, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.Server() }, nil), log)
+	}
+	err = s.Server().Run(ctx, &sdk.IOTransport{Reader: readCloser{g.stdin}, Writer: writeCloser{g.stdout}})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,268 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/mcp"
+	"github.com/toolcas/toolcas/store"
+)
+
+// runUpstreamProcess is the test binary as an upstream server on stdio.
+// TOOLCAS_TEST_UPSTREAM_MODE=exit makes it fail at start.
+func runUpstreamProcess() int {
+	if os.Getenv("TOOLCAS_TEST_UPSTREAM_MODE") == "exit" {
+		fmt.Fprintln(os.Stderr, "fake upstream: cannot start: missing config")
+		return 7
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "fake-process", Version: "1"}, nil)
+	add := func(name string, h func(context.Context) (*sdk.CallToolResult, error)) {
+		s.AddTool(&sdk.Tool{Name: name, InputSchema: objectSchema}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return h(ctx)
+		})
+	}
+	add("pid", func(context.Context) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: text(strconv.Itoa(os.Getpid()))}, nil
+	})
+	add("big", func(context.Context) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: text(bigText)}, nil
+	})
+	add("crash", func(context.Context) (*sdk.CallToolResult, error) {
+		fmt.Fprintln(os.Stderr, "fake upstream: crashing on purpose")
+		os.Exit(3)
+		return nil, nil
+	})
+	add("garbage", func(ctx context.Context) (*sdk.CallToolResult, error) {
+		os.Stdout.Write([]byte("this is not JSON-RPC\n"))
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	add("hang", func(ctx context.Context) (*sdk.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// upstreamCommand runs the test binary as the upstream server.
+func upstreamCommand(mode string) *mcp.Command {
+	return &mcp.Command{Path: os.Args[0], Stderr: &bytes.Buffer{},
+		Env: append(os.Environ(), "TOOLCAS_TEST_ROLE=upstream", "TOOLCAS_TEST_UPSTREAM_MODE="+mode)}
+}
+
+// runProxyProcess is the test binary as a proxy on stdio, in front of the
+// test binary as an upstream, writing to the store TOOLCAS_TEST_STORE, as
+// casctl mcp proxy does.
+func runProxyProcess() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	st, err := store.Open(ctx, os.Getenv("TOOLCAS_TEST_STORE"), store.WithCreate())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer st.Close()
+	up := upstreamCommand("")
+	up.Stderr = os.Stderr
+	p, err := mcp.NewProxy(ctx, up, st)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := p.Run(ctx, &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// gone reports whether no live process has this pid (a zombie waiting for
+// a parent that is not ours to reap counts as gone: it runs no more).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == syscall.ESRCH
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
+}
+
+// waitGone polls until pid is gone, failing past the deadline.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !gone(pid) {
+		if time.Now().After(end) {
+			t.Fatalf("process %d still runs %s after the proxy ended", pid, deadline)
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+}
+
+func TestUpstreamNeverOutlivesProxy(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	for _, way := range []string{"client goes", "SIGTERM", "SIGKILL"} {
+		t.Run(way, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "TOOLCAS_TEST_ROLE=proxy", "TOOLCAS_TEST_STORE="+t.TempDir())
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			ctx := context.Background()
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test"}, nil).Connect(ctx, &sdk.IOTransport{Reader: stdout, Writer: stdin}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v; proxy stderr: %s", err, stderr.String())
+			}
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "pid"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(res.Content[0].(*sdk.TextContent).Text)
+			if pid == 0 || pid == cmd.Process.Pid || gone(pid) {
+				t.Fatalf("upstream pid %d: not a live child of the proxy %d", pid, cmd.Process.Pid)
+			}
+			switch way {
+			case "client goes":
+				stdin.Close()
+			case "SIGTERM":
+				cmd.Process.Signal(syscall.SIGTERM)
+			case "SIGKILL":
+				cmd.Process.Kill()
+			}
+			err = cmd.Wait()
+			if way != "SIGKILL" && err != nil {
+				t.Errorf("proxy exited with %v; stderr: %s", err, stderr.String())
+			}
+			waitGone(t, pid)
+		})
+	}
+}
+
+// processRig is a proxy in this process in front of the test binary as an
+// upstream process.
+func processRig(t *testing.T, up mcp.Upstream, opts ...mcp.ProxyOption) *rig {
+	t.Helper()
+	r := &rig{store: openStore(t), changed: make(chan struct{}, 16), progress: make(chan *sdk.ProgressNotificationParams, 16)}
+	p, err := mcp.NewProxy(context.Background(), up, r.store, append([]mcp.ProxyOption{mcp.WithLogger(quietLog())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	r.proxy = p
+	r.client = r.connect(t)
+	return r
+}
+
+// callErr calls a tool and returns the error the client gets.
+func callErr(t *testing.T, r *rig, tool string) error {
+	t.Helper()
+	res, err := r.client.CallTool(context.Background(), &sdk.CallToolParams{Name: tool})
+	if err == nil {
+		t.Fatalf("call %s succeeded: %s", tool, jsonOf(t, res))
+	}
+	return err
+}
+
+// storeUntouched checks that the store holds nothing and is whole.
+func storeUntouched(t *testing.T, st *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	ps, err := st.List(ctx, index.ListOptions{})
+	if err != nil || len(ps) != 0 {
+		t.Errorf("store holds %d parts after a failed call, want 0 (%v)", len(ps), err)
+	}
+	v, err := st.Verify(ctx, store.VerifyOptions{})
+	if err != nil || !v.OK || len(v.Orphans)+len(v.Temp) != 0 {
+		t.Errorf("store verify after a failed call: %+v, %v", v, err)
+	}
+}
+
+func TestBadUpstream(t *testing.T) {
+	mustSay := func(t *testing.T, err error, parts ...string) {
+		t.Helper()
+		for _, p := range parts {
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q does not say %q", err, p)
+			}
+		}
+	}
+	readToolWorks := func(t *testing.T, r *rig) {
+		t.Helper()
+		res := r.call(t, r.proxy.ReadToolName(), map[string]any{"ref": "nothing/1_x_call0.txt"})
+		if !res.IsError {
+			t.Errorf("read of a missing key did not say so: %s", jsonOf(t, res))
+		}
+	}
+
+	t.Run("wont start", func(t *testing.T) {
+		r := processRig(t, mcp.NewCommand("/nonexistent/mcp-server", "--flag"))
+		err := callErr(t, r, "anything")
+		mustSay(t, err, "/nonexistent/mcp-server --flag", "did not start")
+		readToolWorks(t, r)
+		storeUntouched(t, r.store)
+	})
+	t.Run("exits at start", func(t *testing.T) {
+		r := processRig(t, upstreamCommand("exit"))
+		err := callErr(t, r, "big")
+		mustSay(t, err, os.Args[0], "exited with status 7", "missing config")
+		storeUntouched(t, r.store)
+	})
+	t.Run("dies mid-call", func(t *testing.T) {
+		r := processRig(t, upstreamCommand(""))
+		err := callErr(t, r, "crash")
+		mustSay(t, err, os.Args[0], `tools/call "crash"`, "exited with status 3", "crashing on purpose")
+		storeUntouched(t, r.store)
+		// The next call starts the upstream again.
+		if res := r.call(t, "big", nil); len(offloaded(t, res)) != 1 {
+			t.Errorf("after a restart, big was not offloaded")
+		}
+	})
+	t.Run("garbage", func(t *testing.T) {
+		r := processRig(t, upstreamCommand(""))
+		err := callErr(t, r, "garbage")
+		mustSay(t, err, os.Args[0], "not JSON-RPC", "this is not JSON-RPC")
+		storeUntouched(t, r.store)
+		if res := r.call(t, "pid", nil); res.IsError {
+			t.Errorf("after garbage, pid failed: %s", jsonOf(t, res))
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := processRig(t, upstreamCommand(""), mcp.WithCallTimeout(300*time.Millisecond))
+		err := callErr(t, r, "hang")
+		mustSay(t, err, os.Args[0], `did not answer tools/call "hang" within 300ms`)
+		storeUntouched(t, r.store)
+		if res := r.call(t, "pid", nil); res.IsError {
+			t.Errorf("after a timeout, pid failed: %s", jsonOf(t, res))
+		}
+		var werr interface{ Error() string }
+		if errors.As(err, &werr) && strings.Contains(werr.Error(), "internal") {
+			t.Logf("error: %v", werr)
+		}
+	})
+}
