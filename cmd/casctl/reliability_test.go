@@ -199,7 +199,8 @@ func TestVerifyWarnsRecentOrphans(t *testing.T) {
 	}
 }
 
-// TestReadOnlyCommands runs every reading command on a store this process
+// TestReadOnlyCommands runs every reading command (mcp serve too, which
+// ends when its input does) on a store this process
 // cannot write (a read-only bind mount as root, no write permission
 // otherwise): each works; gc and prune fail saying they need write access.
 func TestReadOnlyCommands(t *testing.T) {
@@ -222,7 +223,7 @@ func TestReadOnlyCommands(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"ls"}, {"get", "big/0_t_c.txt"}, {"get", "big/0_t_c.txt", "--grep", "second"}, {"show", "big/0_t_c.txt"},
-		{"stats"}, {"verify"},
+		{"stats"}, {"verify"}, {"mcp", "serve"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), append([]string{"--store", view}, args...), strings.NewReader(""), &stdout, &stderr); code != exitOK {

@@ -102,7 +102,7 @@ func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
 }
 
 // readOnlyCommands are the commands that work on a store they cannot write.
-const readOnlyCommands = "ls, get, show, stats and verify"
+const readOnlyCommands = "ls, get, show, stats, verify and mcp serve"
 
 // writeAccess says clearly when a command that writes cannot write to the
 // store's directory (a read-only mount, no permission).
@@ -188,8 +188,8 @@ func newRootCommand(g *globals) *cobra.Command {
 results of LLM agents' tool calls, with a SQLite index of every key.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
-ls, get, show, stats and verify only read it, and work on a read-only
-store; init, put, prune, gc, repair and demo need write access.
+ls, get, show, stats, verify and mcp serve only read it, and work on a
+read-only store; init, put, prune, gc, repair and demo need write access.
 Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		Version:       version(),
 		SilenceErrors: true,
