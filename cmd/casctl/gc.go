@@ -12,13 +12,14 @@ import (
 )
 
 type gcOptions struct {
-	grace  time.Duration
-	dryRun bool
-	json   bool
+	grace       time.Duration
+	lockTimeout time.Duration
+	dryRun      bool
+	json        bool
 }
 
 func newGCCommand(g *globals) *cobra.Command {
-	o := gcOptions{grace: store.DefaultGrace}
+	o := gcOptions{grace: store.DefaultGrace, lockTimeout: store.DefaultGCLockTimeout}
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove blobs no part uses, once older than the grace period",
@@ -38,6 +39,7 @@ fails while it lists, and refuses to run while rows point at missing blobs
 	}
 	f := cmd.Flags()
 	f.Var(durationFlag{&o.grace}, "grace", "only remove what is older than this (90m, 2h, 7d)")
+	f.Var(durationFlag{&o.lockTimeout}, "lock-timeout", "give up (exit 1, naming the lock's holder) if writes keep the store locked this long")
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, remove nothing")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
@@ -52,12 +54,12 @@ type gcJSON struct {
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
-	s, err := g.open(ctx)
+	s, err := g.open(ctx, store.Maintenance())
 	if err != nil {
 		return fail("gc", err)
 	}
 	defer s.Close()
-	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun}
+	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
 	st, err := s.Stats(ctx, "")
 	if err == nil {
 		if bar := progress(g.stderr, o.json, st.Blobs+st.UnreferencedBlobs, "gc: listing", false); bar != nil {
