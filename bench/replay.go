@@ -367,7 +367,7 @@ func du(dir string) usage {
 		switch {
 		case name == store.IndexFile || name == store.IndexFile+"-wal" || name == store.IndexFile+"-shm":
 			u.index += fi.Size()
-		case name == cas.MarkerFile || name == store.LockFile || filepath.Ext(name) == ".lock":
+		case name == cas.MarkerFile || name == store.LockFile || name == store.IntentFile || name == store.ReserveFile || filepath.Ext(name) == ".lock":
 		default:
 			u.data += fi.Size()
 		}

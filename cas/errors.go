@@ -32,6 +32,10 @@ var (
 	// because the file system has no space left.
 	ErrDiskFull = errors.New("disk full")
 
+	// ErrTempInUse is returned by Store.RemoveTemp for a temp file that a put
+	// is still writing: it holds the file's lock.
+	ErrTempInUse = errors.New("temp file in use")
+
 	// ErrNotBlobPath is returned by ParseBlobPath for a path that does not
 	// name a blob file inside the store.
 	ErrNotBlobPath = errors.New("not a blob path")

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // memLimit is the largest content a put holds in memory: such content is
@@ -54,8 +55,35 @@ func (s *Store) Put(ctx context.Context, r io.Reader, ext string) (PutResult, er
 // read: extFor is called after the last byte is read (and before anything
 // is renamed into place), typically to look at what a wrapping reader saw.
 func (s *Store) PutWith(ctx context.Context, r io.Reader, extFor func() (string, error)) (PutResult, error) {
-	if err := ctx.Err(); err != nil {
+	st, err := s.Stage(ctx, r, extFor)
+	if err != nil {
 		return PutResult{}, err
+	}
+	return st.Commit(ctx)
+}
+
+// Staged is content read to its end and made durable, but not yet a blob:
+// small content is held in memory, larger content in a temp file that the
+// store keeps locked, so that gc leaves it alone however long the content
+// took to arrive. Commit makes it the blob; Discard drops it. A Staged is
+// for one goroutine.
+type Staged struct {
+	s      *Store
+	blob   Blob
+	size   int64
+	data   []byte // small content; nil when it is in tmp
+	tmp    string
+	f      file
+	synced bool
+	done   bool
+}
+
+// Stage reads r to its end without making a blob of it yet: the slow part of
+// a streamed put, which holds no lock of the store's. The content's bytes
+// are durable (in SyncFull mode) when Stage returns.
+func (s *Store) Stage(ctx context.Context, r io.Reader, extFor func() (string, error)) (*Staged, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -65,13 +93,65 @@ func (s *Store) PutWith(ctx context.Context, r io.Reader, extFor func() (string,
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
 		ext, err := extOf(extFor)
 		if err != nil {
-			return PutResult{}, err
+			return nil, err
 		}
-		return s.putBytes(ctx, buf[:n], ext)
+		data := append([]byte(nil), buf[:n]...)
+		return &Staged{s: s, blob: Blob{Digest: Sum(data), Ext: ext}, size: int64(n), data: data}, nil
 	case err != nil:
-		return PutResult{}, fmt.Errorf("cas: put: read content: %w", err)
+		return nil, fmt.Errorf("cas: put: read content: %w", err)
 	}
-	return s.putStream(ctx, buf, r, extFor)
+	return s.stageStream(ctx, buf, r, extFor)
+}
+
+// Blob returns the name the content will have.
+func (st *Staged) Blob() Blob { return st.blob }
+
+// Size returns the content's size in bytes.
+func (st *Staged) Size() int64 { return st.size }
+
+// Commit makes the staged content the blob, or finds it already stored, as
+// Put does. It may be called once.
+func (st *Staged) Commit(ctx context.Context) (PutResult, error) {
+	if st.done {
+		return PutResult{}, errors.New("cas: put: staged content committed or discarded already")
+	}
+	st.done = true
+	if st.data != nil || st.f == nil {
+		return st.s.putBytes(ctx, st.data, st.blob.Ext)
+	}
+	s, b := st.s, st.blob
+	res := PutResult{Blob: b, Size: st.size}
+	hit, err := s.presentStream(ctx, b, st.size)
+	if err != nil {
+		s.discard(st.tmp, st.f)
+		return res, err
+	}
+	if hit {
+		s.discard(st.tmp, st.f)
+		res.Existed = true
+		return res, nil
+	}
+	if !st.synced && s.durability == SyncFull {
+		if err := st.f.Sync(); err != nil {
+			s.discard(st.tmp, st.f)
+			return res, s.writeError(b, err)
+		}
+	}
+	if err := s.rename(st.tmp, st.f, b); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// Discard drops staged content that will not be committed.
+func (st *Staged) Discard() {
+	if st.done {
+		return
+	}
+	st.done = true
+	if st.f != nil {
+		st.s.discard(st.tmp, st.f)
+	}
 }
 
 func extOf(extFor func() (string, error)) (string, error) {
@@ -117,13 +197,14 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 	return res, nil
 }
 
-// putStream stores head followed by the rest of r. The digest, and so the
-// shard, is known only after the last byte, so the temp file is made in
-// blobs/ and renamed into its shard: one atomic rename on one file system.
-func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, extFor func() (string, error)) (PutResult, error) {
+// stageStream writes head followed by the rest of r to a temp file. The
+// digest, and so the shard, is known only after the last byte, so the temp
+// file is made in blobs/ and renamed into its shard on commit: one atomic
+// rename on one file system.
+func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFor func() (string, error)) (*Staged, error) {
 	tmp, f, err := s.createTempIn(BlobsDir)
 	if err != nil {
-		return PutResult{}, err
+		return nil, err
 	}
 	h := NewHash()
 	var size int64
@@ -131,12 +212,12 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, extFor 
 	for {
 		if err := ctx.Err(); err != nil {
 			s.discard(tmp, f)
-			return PutResult{}, err
+			return nil, err
 		}
 		h.Write(chunk)
 		if _, err := f.Write(chunk); err != nil {
 			s.discard(tmp, f)
-			return PutResult{}, s.writeError(Blob{}, err)
+			return nil, s.writeError(Blob{}, err)
 		}
 		size += int64(len(chunk))
 		n, rerr := io.ReadFull(r, head[:chunkSize])
@@ -145,14 +226,14 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, extFor 
 			h.Write(chunk)
 			if _, err := f.Write(chunk); err != nil {
 				s.discard(tmp, f)
-				return PutResult{}, s.writeError(Blob{}, err)
+				return nil, s.writeError(Blob{}, err)
 			}
 			size += int64(n)
 			break
 		}
 		if rerr != nil {
 			s.discard(tmp, f)
-			return PutResult{}, fmt.Errorf("cas: put: read content: %w", rerr)
+			return nil, fmt.Errorf("cas: put: read content: %w", rerr)
 		}
 	}
 	var d Digest
@@ -160,24 +241,21 @@ func (s *Store) putStream(ctx context.Context, head []byte, r io.Reader, extFor 
 	ext, err := extOf(extFor)
 	if err != nil {
 		s.discard(tmp, f)
-		return PutResult{}, err
+		return nil, err
 	}
 	b := Blob{Digest: d, Ext: ext}
-	res := PutResult{Blob: b, Size: size}
-	hit, err := s.presentStream(ctx, b, size)
-	if err != nil {
-		s.discard(tmp, f)
-		return res, err
+	st := &Staged{s: s, blob: b, size: size, tmp: tmp, f: f}
+	// Made durable now, so that Commit, under the store's lock, only
+	// renames; unless the blob looks stored already, when Commit will most
+	// likely find a dedup hit and the sync would be wasted.
+	if fi, err := s.fs.Lstat(b.RelPath()); s.durability == SyncFull && (err != nil || !fi.Mode().IsRegular() || fi.Size() != size) {
+		if err := f.Sync(); err != nil {
+			s.discard(tmp, f)
+			return nil, s.writeError(b, err)
+		}
+		st.synced = true
 	}
-	if hit {
-		s.discard(tmp, f)
-		res.Existed = true
-		return res, nil
-	}
-	if err := s.commit(tmp, f, b); err != nil {
-		return res, err
-	}
-	return res, nil
+	return st, nil
 }
 
 // createTemp creates a temp file in a shard directory, recreating the
@@ -208,6 +286,16 @@ func (s *Store) createTempIn(dir string) (string, file, error) {
 			}
 			return "", nil, fmt.Errorf("cas: create temp file in %s: %w", s.abs(dir), err)
 		}
+		// gc removes a temp file only while it holds its lock: a file gc
+		// removed between its creation and this lock is made anew.
+		if err := lockTemp(f); err != nil {
+			s.discard(tmp, f)
+			return "", nil, fmt.Errorf("cas: lock temp file %s: %w", s.abs(tmp), err)
+		}
+		if unlinked(f) {
+			f.Close()
+			continue
+		}
 		return tmp, f, nil
 	}
 	return "", nil, fmt.Errorf("cas: create temp file in %s: too many name collisions", s.abs(dir))
@@ -231,6 +319,11 @@ func (s *Store) commit(tmp string, f file, b Blob) error {
 			return s.writeError(b, err)
 		}
 	}
+	return s.rename(tmp, f, b)
+}
+
+// rename is commit once the temp file's bytes are durable.
+func (s *Store) rename(tmp string, f file, b Blob) error {
 	if err := f.Close(); err != nil {
 		s.fs.Remove(tmp)
 		return s.writeError(b, err)
@@ -307,6 +400,20 @@ func (s *Store) presentStream(ctx context.Context, b Blob, size int64) (bool, er
 		return false, nil
 	}
 	return s.touch(b), nil
+}
+
+// Expire sets a blob's modification time far in the past, so that gc
+// takes it as old whatever its grace period: a writer whose index row
+// failed marks so the blob it wrote. A missing blob is no error.
+func (s *Store) Expire(b Blob) error {
+	if err := CheckExt(b.Ext); err != nil {
+		return fmt.Errorf("cas: expire: %w", err)
+	}
+	old := time.Unix(1, 0)
+	if err := s.fs.Chtimes(b.RelPath(), old, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: expire %s: %w", b.FileName(), err)
+	}
+	return nil
 }
 
 // touch refreshes a blob's modification time; it fails only when the file

@@ -246,6 +246,21 @@ func (s *Store) RemoveTemp(ctx context.Context, rel string) error {
 	if !isTempPath(rel) {
 		return fmt.Errorf("cas: remove temp: %q is not a temp file of the store", clip(rel))
 	}
+	// A put holds its temp file's lock until the file is renamed or
+	// removed: take the lock, or leave the file alone.
+	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		defer f.Close()
+		if err := tryLockTemp(f); err != nil {
+			if errors.Is(err, ErrTempInUse) {
+				return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+			}
+			return fmt.Errorf("cas: remove temp %s: lock: %w", s.abs(rel), err)
+		}
+	}
 	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
 	}

@@ -68,6 +68,7 @@ type config struct {
 	create     bool
 	now        func() time.Time
 	wrapFS     func(fileSystem) fileSystem
+	readOnly   bool
 }
 
 // WithDurability sets whether puts wait for stable storage (default SyncFull).
@@ -101,6 +102,16 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// ReadOnly opens the store for reading only: Open creates nothing (not even
+// a missing shard directory), so that a store on a read-only mount, or
+// without write permission, can be read.
+func ReadOnly() Option {
+	return func(c *config) error {
+		c.readOnly = true
+		return nil
+	}
+}
+
 // marker is the content of MarkerFile.
 type marker struct {
 	Format     int    `json:"format"`
@@ -118,6 +129,7 @@ type Store struct {
 	durability Durability
 	now        func() time.Time
 	packs      packSet
+	readOnly   bool
 }
 
 // Open opens the store at dir. Without WithCreate, a directory that holds no
@@ -155,6 +167,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if c.wrapFS != nil {
 		s.fs = c.wrapFS(s.fs)
 	}
+	if c.readOnly && c.create {
+		root.Close()
+		return nil, errors.New("cas: ReadOnly and WithCreate both given")
+	}
+	s.readOnly = c.readOnly
 	if err := s.init(c.create); err != nil {
 		root.Close()
 		return nil, err
@@ -193,6 +210,9 @@ func (s *Store) init(create bool) error {
 			return fmt.Errorf("cas: %s names hash %q, shard width %d, format %d; this build reads blake3, width 2, format %d",
 				filepath.Join(s.dir, MarkerFile), m.Hash, m.ShardWidth, m.Format, Format)
 		}
+	}
+	if s.readOnly {
+		return nil
 	}
 	return s.makeBlobsDir()
 }
@@ -254,6 +274,11 @@ func (s *Store) makeShards() error {
 	any := false
 	for i := 0; i < 256; i++ {
 		c, err := s.mkdir(shardName(i))
+		if errors.Is(err, errNotDir) {
+			// Something stands where a shard directory should be: the store
+			// still opens, verify reports it, and writes to that shard fail.
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -283,10 +308,12 @@ func (s *Store) mkdir(name string) (bool, error) {
 		if serr == nil && fi.IsDir() {
 			return false, nil
 		}
-		return false, fmt.Errorf("cas: %s exists and is not a directory", filepath.Join(s.dir, name))
+		return false, fmt.Errorf("cas: %s exists and %w", filepath.Join(s.dir, name), errNotDir)
 	}
 	return false, fmt.Errorf("cas: create %s: %w", filepath.Join(s.dir, name), err)
 }
+
+var errNotDir = errors.New("is not a directory")
 
 // remakeShard creates a blob's shard directory on the first write into it,
 // or after packing removed it, syncing blobs/ so that the new directory is
@@ -306,6 +333,9 @@ func (s *Store) remakeShard(shard string) error {
 
 // Dir returns the store root's absolute path.
 func (s *Store) Dir() string { return s.dir }
+
+// ReadOnly reports whether the store was opened read-only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
 
 // Durability returns the store's durability setting.
 func (s *Store) Durability() Durability { return s.durability }

@@ -45,6 +45,13 @@ type Entry struct {
 	ModTime time.Time
 	// Problem says, for EntryStray, what is wrong with the name.
 	Problem string
+	// Vanished reports a name listed and then removed before it could be
+	// examined: an EntryStray whose Problem says so.
+	Vanished bool
+	// BadShard reports a link or file standing where a shard directory
+	// should be: an EntryStray, and damage, since the blobs of that shard
+	// cannot be reached.
+	BadShard bool
 }
 
 // Walk calls fn for every name under blobs/, shard by shard. Temp files are
@@ -71,6 +78,15 @@ func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
 		e, err := s.entry(rel, de)
 		if err != nil {
 			return err
+		}
+		if isShardName(name) && !e.Vanished {
+			e.Kind = EntryStray
+			e.BadShard = true
+			e.Problem = "a " + kindOf(de.Type()) + " where a shard directory should be"
+			if err := fn(e); err != nil {
+				return err
+			}
+			continue
 		}
 		if e.Kind == EntryBlob || e.Kind == EntryStray {
 			e.Kind = EntryStray
@@ -119,6 +135,7 @@ func (s *Store) entry(rel string, de fs.DirEntry) (Entry, error) {
 	fi, err := de.Info()
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Kind = EntryStray
+		e.Vanished = true
 		e.Problem = "vanished during the walk"
 		return e, nil
 	}

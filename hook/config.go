@@ -167,6 +167,21 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	if p.Strategies == nil {
 		return nil, fmt.Errorf("hook: load %s: no offload_strategies", t.Type)
 	}
+	if err := checkStrategies(p.Strategies); err != nil {
+		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+	}
+	if p.PreviewChars != nil {
+		opts = append([]Option{WithPreviewChars(*p.PreviewChars)}, opts...)
+	}
+	if p.ReadTool != "" {
+		opts = append([]Option{WithReadToolName(p.ReadTool)}, opts...)
+	}
+	// Everything but the store is checked before the store is opened, so
+	// that a bad configuration creates nothing.
+	h, err := New(nil, p.Strategies, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+	}
 	var store Store
 	if len(p.Store) > 0 && string(bytes.TrimSpace(p.Store)) != "null" {
 		var st policy.Typed
@@ -189,13 +204,24 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 		}
 		store = s
 	}
-	if p.PreviewChars != nil {
-		opts = append([]Option{WithPreviewChars(*p.PreviewChars)}, opts...)
+	h.store = store
+	return h, nil
+}
+
+// checkStrategies refuses what no hook should run with: a negative
+// threshold, a tool name no store would keep.
+func checkStrategies(s *policy.Strategies) error {
+	for _, e := range s.Entries() {
+		for _, name := range e.Tools {
+			if name == "" || len(name) > MaxToolNameBytes {
+				return fmt.Errorf("offload_strategies: tool name of %d bytes (want 1 to %d): %q", len(name), MaxToolNameBytes, clip(name))
+			}
+		}
+		if n, ok := e.Policy.(policy.OverChars); ok && n < 0 {
+			return fmt.Errorf("offload_strategies: %q: threshold %d is negative", clip(e.Tools[0]), int(n))
+		}
 	}
-	if p.ReadTool != "" {
-		opts = append([]Option{WithReadToolName(p.ReadTool)}, opts...)
-	}
-	return New(store, p.Strategies, opts...)
+	return nil
 }
 
 func knownStores() []string {

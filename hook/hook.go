@@ -35,12 +35,15 @@ type Hook struct {
 // An Option configures New.
 type Option func(*Hook) error
 
+// MaxPreviewChars is the longest preview a pointer may show.
+const MaxPreviewChars = 100_000
+
 // WithPreviewChars sets how many code points of a text part the pointer
 // shows (default 200).
 func WithPreviewChars(n int) Option {
 	return func(h *Hook) error {
-		if n < 0 {
-			return fmt.Errorf("hook: preview of %d characters", n)
+		if n < 0 || n > MaxPreviewChars {
+			return fmt.Errorf("hook: preview of %d characters, want 0 to %d", n, MaxPreviewChars)
 		}
 		h.previewChars = n
 		return nil
@@ -51,8 +54,8 @@ func WithPreviewChars(n int) Option {
 // registered (default ReadToolName); its results are never offloaded.
 func WithReadToolName(name string) Option {
 	return func(h *Hook) error {
-		if name == "" {
-			return errors.New("hook: empty read tool name")
+		if name == "" || len(name) > MaxToolNameBytes {
+			return fmt.Errorf("hook: read tool name of %d bytes, want 1 to %d", len(name), MaxToolNameBytes)
 		}
 		h.readTool = name
 		return nil
@@ -155,15 +158,27 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 		if store == nil {
 			return nil, errors.New("hook: no store: build the hook with one or pass one with WithStore")
 		}
-		jobs = append(jobs, job{result: i, first: len(items)})
 		single := len(r.Parts) == 1
+		var mine []Item
+		var bad error
 		for pos, p := range r.Parts {
 			k := Key{Run: step.Run, Step: step.Number, Tool: r.Tool, CallID: r.CallID, Index: i, Part: pos, Ext: ChooseExt(p)}
 			if single {
 				k.Part = -1
 			}
-			items = append(items, Item{Key: k, Part: p})
+			if err := k.Check(); err != nil && bad == nil {
+				bad = err
+			}
+			mine = append(mine, Item{Key: k, Part: p})
 		}
+		if bad != nil {
+			// One result the store cannot key stays in context; the others
+			// of the step are offloaded.
+			h.log.Warn(fmt.Sprintf("Tool '%s' produced a result that cannot be offloaded: %v; leaving the result in context.", clip(r.Tool), bad), "tool", clip(r.Tool))
+			continue
+		}
+		jobs = append(jobs, job{result: i, first: len(items)})
+		items = append(items, mine...)
 	}
 	if len(items) == 0 {
 		return out, nil
@@ -236,11 +251,34 @@ func (h *Hook) eligible(store Store, r Result) bool {
 			r.Tool, storeName(store)), "tool", r.Tool)
 		return false
 	}
+	if err := checkOrigin(r); err != nil {
+		h.log.Warn(fmt.Sprintf("Tool '%s' produced a result that cannot be offloaded: %v; leaving the result in context.", clip(r.Tool), err), "tool", clip(r.Tool))
+		return false
+	}
 	if err := checkParts(r.Parts); err != nil {
 		h.log.Warn(fmt.Sprintf("Tool '%s' produced a result that cannot be offloaded: %v; leaving the result in context.", r.Tool, err), "tool", r.Tool)
 		return false
 	}
 	return true
+}
+
+// Limits on a result's origin, as the index keeps them: longer names are
+// refused (the result stays in context) rather than stored.
+const (
+	MaxToolNameBytes = 64 << 10
+	MaxCallIDBytes   = 64 << 10
+)
+
+// checkOrigin refuses a result whose tool name or call ID no store should
+// keep, so that one odd result does not fail the whole step.
+func checkOrigin(r Result) error {
+	switch {
+	case len(r.Tool) > MaxToolNameBytes:
+		return fmt.Errorf("tool name of %d bytes, more than %d", len(r.Tool), MaxToolNameBytes)
+	case len(r.CallID) > MaxCallIDBytes:
+		return fmt.Errorf("call ID of %d bytes, more than %d", len(r.CallID), MaxCallIDBytes)
+	}
+	return nil
 }
 
 // checkParts refuses parts no store should take.

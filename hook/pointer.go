@@ -37,17 +37,58 @@ func InfoOf(p Part) PartInfo {
 	return i
 }
 
+// MaxPointerParts is how many parts a pointer lists one by one; the rest
+// are summed up in one line.
+const MaxPointerParts = 20
+
 // Pointer returns the text that replaces an offloaded result: "Tool result
 // offloaded to" and one description for one part, a numbered list of them
-// for several.
+// for several, as Haystack's hook writes them. A longer list is bounded:
+// the first MaxPointerParts parts (fewer, when that would make the pointer
+// larger than the parts it replaces), then a line summing up the others.
 func Pointer(parts []PartInfo, stored []Stored, previewChars int) string {
 	if len(parts) == 1 {
 		return "Tool result offloaded to " + Describe(parts[0], stored[0], previewChars)
 	}
+	var content int64
+	for _, p := range parts {
+		content += p.Size
+	}
+	n := min(len(parts), MaxPointerParts)
+	text := pointerList(parts, stored, previewChars, n)
+	for n < len(parts) && n > 1 && int64(len(text)) > content {
+		n /= 2
+		text = pointerList(parts, stored, previewChars, n)
+	}
+	return text
+}
+
+// pointerList lists the first n parts and sums up the others.
+func pointerList(parts []PartInfo, stored []Stored, previewChars, n int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Tool result offloaded to %d files:", len(parts))
-	for i := range parts {
+	for i := range parts[:n] {
 		fmt.Fprintf(&b, "\n%d. %s", i+1, Describe(parts[i], stored[i], previewChars))
+	}
+	if rest := parts[n:]; len(rest) > 0 {
+		var chars, bytes int64
+		kinds := map[Kind]int{}
+		for _, p := range rest {
+			kinds[p.Kind]++
+			if p.Kind == KindText {
+				chars += int64(p.Chars)
+			} else {
+				bytes += p.Size
+			}
+		}
+		var what []string
+		for _, k := range []Kind{KindText, KindImage, KindFile} {
+			if kinds[k] > 0 {
+				what = append(what, fmt.Sprintf("%d %s", kinds[k], k))
+			}
+		}
+		fmt.Fprintf(&b, "\n%d-%d. %d more parts (%s; %d characters of text, %d bytes of images and files), keys '%s' to '%s'; read any of them by key.",
+			n+1, len(parts), len(rest), strings.Join(what, ", "), chars, bytes, stored[n].Key, stored[len(parts)-1].Key)
 	}
 	return b.String()
 }

@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // ReadToolName is the name the read-back tool is registered under by
@@ -20,6 +24,18 @@ const ReadToolName = "read_tool_result"
 const (
 	DefaultReadLimit = 200
 	MaxReadLimit     = 2000
+)
+
+// Budgets of one read-back call.
+const (
+	// DefaultReadBytes is how many bytes of text one call returns at most:
+	// lines past it wait for the next page, and a line longer than it is
+	// cut, with a marker saying how to read on.
+	DefaultReadBytes = 32 << 10
+	// DefaultReadTimeout bounds how long one call may search.
+	DefaultReadTimeout = 10 * time.Second
+	// MaxReadBinary is the largest image or file the tool returns.
+	MaxReadBinary = 64 << 20
 )
 
 // ReadArgs are the read-back tool's parameters.
@@ -33,6 +49,9 @@ type ReadArgs struct {
 	// Pattern, when set, is a regular expression (RE2 syntax): only matching
 	// lines are returned, with their line numbers.
 	Pattern string `json:"pattern,omitempty"`
+	// ByteOffset starts the first line returned at this byte of it, to read
+	// on in a line that a page cut short.
+	ByteOffset int64 `json:"byte_offset,omitempty"`
 }
 
 // ReadTool is the tool an agent calls to read an offloaded result back. It
@@ -40,14 +59,16 @@ type ReadArgs struct {
 // and files as bytes with their MIME type, and sees nothing outside its run.
 // Its own results are never offloaded again.
 type ReadTool struct {
-	store Store
-	name  string
+	store    Store
+	name     string
+	maxBytes int
+	timeout  time.Duration
 }
 
 // NewReadTool returns a read-back tool over store; nil means the store the
 // context carries (WithStore).
 func NewReadTool(store Store, opts ...ReadToolOption) (*ReadTool, error) {
-	t := &ReadTool{store: store, name: ReadToolName}
+	t := &ReadTool{store: store, name: ReadToolName, maxBytes: DefaultReadBytes, timeout: DefaultReadTimeout}
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err
@@ -71,6 +92,30 @@ func ReadToolNamed(name string) ReadToolOption {
 	}
 }
 
+// ReadToolMaxBytes sets how many bytes of text one call returns at most
+// (default DefaultReadBytes); at least 1024.
+func ReadToolMaxBytes(n int) ReadToolOption {
+	return func(t *ReadTool) error {
+		if n < 1024 || n > 64<<20 {
+			return fmt.Errorf("hook: read tool byte budget %d out of range 1024..%d", n, 64<<20)
+		}
+		t.maxBytes = n
+		return nil
+	}
+}
+
+// ReadToolTimeout sets how long one call may search (default
+// DefaultReadTimeout), unless the caller's context ends sooner.
+func ReadToolTimeout(d time.Duration) ReadToolOption {
+	return func(t *ReadTool) error {
+		if d <= 0 {
+			return fmt.Errorf("hook: read tool timeout %v: want a positive duration", d)
+		}
+		t.timeout = d
+		return nil
+	}
+}
+
 // Name returns the tool's name.
 func (t *ReadTool) Name() string { return t.name }
 
@@ -84,6 +129,7 @@ func (t *ReadTool) Schema() json.RawMessage {
 			"Give the key or path from the pointer ('Tool result offloaded to ...'). " +
 			"Text comes back as numbered lines, a page at a time: use offset and limit to page, " +
 			"and pattern to get only the lines matching a regular expression. " +
+			"A page holds at most " + strconv.Itoa(t.maxBytes) + " bytes: a longer line is cut, and the page says how to read on with byte_offset. " +
 			"Images and files come back as they are, with their MIME type.",
 		"parameters": map[string]any{
 			"type": "object",
@@ -104,6 +150,10 @@ func (t *ReadTool) Schema() json.RawMessage {
 					"type":        "string",
 					"description": "Regular expression (RE2); only matching lines are returned, with their numbers.",
 				},
+				"byte_offset": map[string]any{
+					"type": "integer", "minimum": 0,
+					"description": "Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.",
+				},
 			},
 			"required":             []string{"ref"},
 			"additionalProperties": false,
@@ -121,7 +171,7 @@ func (t *ReadTool) Call(ctx context.Context, run, callID string, args json.RawMe
 	d := json.NewDecoder(bytes.NewReader(args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&a); err != nil {
-		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ...}: %v", err))
+		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ..., \"byte_offset\": ...}: %v", err))
 	}
 	r, err := t.Read(ctx, run, a)
 	if err != nil {
@@ -137,12 +187,17 @@ func (t *ReadTool) failure(callID string, args json.RawMessage, err error) Resul
 
 // Read reads a reference as the tool does. Errors say what was wrong: a bad
 // argument, a reference not found in the run, a reference outside the store.
+// Text is read as a stream, line by line, from stores that can
+// (StreamStore): memory stays within a page whatever the part's size.
 func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, error) {
 	if a.Ref == "" {
 		return Result{}, errors.New("read: no ref: give the key or path from the pointer")
 	}
 	if a.Offset < 0 {
 		return Result{}, fmt.Errorf("read: offset %d is negative", a.Offset)
+	}
+	if a.ByteOffset < 0 {
+		return Result{}, fmt.Errorf("read: byte_offset %d is negative", a.ByteOffset)
 	}
 	if a.Limit < 0 || a.Limit > MaxReadLimit {
 		return Result{}, fmt.Errorf("read: limit %d out of range 1..%d", a.Limit, MaxReadLimit)
@@ -153,8 +208,8 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	var re *regexp.Regexp
 	if a.Pattern != "" {
 		var err error
-		if re, err = regexp.Compile(a.Pattern); err != nil {
-			return Result{}, fmt.Errorf("read: pattern %q: %v", a.Pattern, err)
+		if re, err = CompilePattern(a.Pattern); err != nil {
+			return Result{}, fmt.Errorf("read: pattern %q: %w", clip(a.Pattern), err)
 		}
 	}
 	store := t.store
@@ -167,15 +222,35 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	if run == "" {
 		run = DefaultRun
 	}
-	c, err := store.Read(ctx, run, a.Ref)
+	var (
+		c    *Content
+		text io.ReadCloser
+		err  error
+	)
+	if ss, ok := store.(StreamStore); ok {
+		c, text, err = ss.OpenRead(ctx, run, a.Ref)
+		if err == nil && c.Kind != KindText {
+			text.Close()
+			text = nil
+			if c.Size > MaxReadBinary {
+				return Result{}, fmt.Errorf("read %s: %s is %d bytes, more than the %d the tool returns; read it with casctl get", a.Ref, or(c.MIME, "it"), c.Size, MaxReadBinary)
+			}
+			c, err = store.Read(ctx, run, a.Ref)
+		}
+	} else {
+		c, err = store.Read(ctx, run, a.Ref)
+		if err == nil && c.IsText() && c.Kind == KindText {
+			text = io.NopCloser(bytes.NewReader(c.Data))
+		}
+	}
 	if err != nil {
 		// Every store's error names the reference already.
 		return Result{}, fmt.Errorf("read: %w", err)
 	}
 	r := Result{Tool: t.name}
-	if !c.IsText() || c.Kind != KindText {
-		if re != nil || a.Offset > 0 {
-			return Result{}, fmt.Errorf("read %s: %s is %d bytes of binary content; offset and pattern apply to text only", a.Ref, or(c.MIME, "it"), len(c.Data))
+	if text == nil {
+		if re != nil || a.Offset > 0 || a.ByteOffset > 0 {
+			return Result{}, fmt.Errorf("read %s: %s is %d bytes of binary content; offset, byte_offset and pattern apply to text only", a.Ref, or(c.MIME, "it"), len(c.Data))
 		}
 		head := fmt.Sprintf("[%s: %s, %d bytes of binary content]", c.Key, or(c.MIME, "application/octet-stream"), len(c.Data))
 		p := File(c.MIME, c.Filename, c.Data)
@@ -185,57 +260,229 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		r.Parts = []Part{Text(head), p}
 		return r, nil
 	}
-	r.Parts = []Part{Text(page(c, a, re))}
+	defer text.Close()
+	page, err := t.page(ctx, c.Key, text, a, re)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %w", a.Ref, err)
+	}
+	r.Parts = []Part{Text(page)}
 	return r, nil
 }
 
-// page renders the requested lines of a text, numbered from 1, under a
-// header saying which lines of how many.
-func page(c *Content, a ReadArgs, re *regexp.Regexp) string {
-	text := string(c.Data)
-	lines := strings.SplitAfter(text, "\n")
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+// page renders the requested lines of a text read from r, numbered from 1,
+// under a header saying which lines of how many. It reads the whole text
+// (to count its lines, and so that the store checks its digest) but keeps
+// only the page: at most the byte budget, a line longer than that cut with a
+// marker saying how to read on.
+func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs, re *regexp.Regexp) (string, error) {
+	sctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	headCap := t.maxBytes
+	if re != nil {
+		headCap = max(headCap, MatchWindow)
 	}
-	total := len(lines)
-	type numbered struct {
-		n    int
-		line string
-	}
-	var sel []numbered
-	for i, l := range lines {
-		if re == nil || re.MatchString(strings.TrimSuffix(l, "\n")) {
-			sel = append(sel, numbered{i + 1, l})
+	lr := NewLineReader(sctx, r, headCap)
+	// The header (key, counts, how to read on) comes out of the budget too.
+	budget := max(t.maxBytes-384-len(key), 256)
+	var (
+		body          strings.Builder
+		total         int  // lines read
+		matched       int  // lines selected (all, without a pattern)
+		printed       int  // lines shown, whole or cut
+		full          bool // the page is done: more lines are only counted
+		next          = -1 // where the next page starts, when the budget ended this one
+		cutNote       string
+		budgetStopped bool
+		pos, shownEnd int64 // bytes of the text read, and up to the end of what is shown
+		stopped       error // what stopped a match
+	)
+	for lr.Next() {
+		total++
+		lineStart := pos
+		selected := true
+		if re != nil {
+			ok, err := MatchLine(sctx, re, lr.Head())
+			if err != nil {
+				stopped = err
+				break
+			}
+			selected = ok
 		}
+		if selected {
+			idx := matched
+			matched++
+			if idx >= a.Offset && !full {
+				num := strconv.Itoa(lr.Num()) + "\t"
+				start := int64(0)
+				if printed == 0 {
+					start = a.ByteOffset
+				}
+				if head := lr.Head(); lr.Whole() {
+					// Begin on a character, as a cut line's marker does.
+					for start < int64(len(head)) && !utf8.RuneStart(head[start]) {
+						start++
+					}
+				}
+				room := budget - body.Len() - len(num) - 1
+				switch {
+				case lr.Whole() && start > int64(len(lr.Head())):
+					return "", fmt.Errorf("byte_offset %d is past the end of line %d (%d bytes)", start, lr.Num(), len(lr.Head()))
+				case lr.Whole() && int64(len(lr.Head()))-start <= int64(room):
+					body.WriteString(num)
+					body.Write(lr.Head()[start:])
+					body.WriteByte('\n')
+					printed++
+					shownEnd = lineStart + int64(len(lr.Head())) + 1
+				case printed > 0:
+					full, budgetStopped, next = true, true, idx
+				default:
+					// The first line of the page does not fit: show what
+					// fits, and say how to read on.
+					const marker = 160
+					win, skip, err := lineWindow(lr, start, max(room-marker, 64))
+					if err != nil {
+						break
+					}
+					length := lr.Len()
+					if start > length {
+						return "", fmt.Errorf("byte_offset %d is past the end of line %d (%d bytes)", start, lr.Num(), length)
+					}
+					from := start + int64(skip)
+					end := from + int64(len(win))
+					body.WriteString(num)
+					body.Write(win)
+					printed++
+					shownEnd = lineStart + end
+					if end < length {
+						cutNote = fmt.Sprintf("line %d cut at byte %d of %d; read on with offset=%d byte_offset=%d", lr.Num(), end, length, idx, end)
+						fmt.Fprintf(&body, "\n[%s]\n", cutNote)
+						full, budgetStopped = true, true
+					} else {
+						body.WriteByte('\n')
+						shownEnd = lineStart + length + 1
+					}
+				}
+				if printed == a.Limit {
+					full = true
+				}
+			}
+		}
+		pos += lr.Len() + 1
 	}
-	matched := len(sel)
+	err := lr.Err()
+	if err == nil {
+		err = stopped
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return "", err
+		}
+		// The search ran out of time: the bytes shown must still be
+		// checked, so read the rest without searching.
+		if printed == 0 {
+			return "", fmt.Errorf("searching took longer than %v (stopped at line %d): use a simpler pattern, or page with offset", t.timeout, total)
+		}
+		if err := drain(ctx, r); err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		what := "lines"
+		if re != nil {
+			what = "matches"
+		}
+		fmt.Fprintf(&b, "[%s: %s %d-%d; the search stopped at its %v time limit after %d lines (%d matching); more may follow with offset=%d]\n",
+			key, what, a.Offset+1, a.Offset+printed, t.timeout, total, matched, a.Offset+printed)
+		b.WriteString(body.String())
+		return strings.TrimSuffix(b.String(), "\n"), nil
+	}
 	from := min(a.Offset, matched)
-	to := min(from+a.Limit, matched)
+	to := from + printed
 	var b strings.Builder
 	switch {
 	case re != nil && matched == 0:
-		fmt.Fprintf(&b, "[%s: no line of %d matches %q]\n", c.Key, total, a.Pattern)
+		fmt.Fprintf(&b, "[%s: no line of %d matches %q]\n", key, total, clip(a.Pattern))
 	case re != nil:
-		fmt.Fprintf(&b, "[%s: matches %d-%d of %d lines matching %q, of %d lines", c.Key, from+1, to, matched, a.Pattern, total)
+		fmt.Fprintf(&b, "[%s: matches %d-%d of %d lines matching %q, of %d lines", key, from+1, to, matched, clip(a.Pattern), total)
 	case total == 0:
-		fmt.Fprintf(&b, "[%s: empty]\n", c.Key)
+		fmt.Fprintf(&b, "[%s: empty]\n", key)
 	default:
-		fmt.Fprintf(&b, "[%s: lines %d-%d of %d", c.Key, from+1, to, total)
+		fmt.Fprintf(&b, "[%s: lines %d-%d of %d", key, from+1, to, total)
 	}
 	if matched > 0 {
-		if to < matched {
+		if budgetStopped {
+			fmt.Fprintf(&b, "; the %d-byte page is full, %d bytes of the text follow", t.maxBytes, max(pos-1-shownEnd, 0))
+		}
+		switch {
+		case cutNote != "":
+			fmt.Fprintf(&b, "; %s]\n", cutNote)
+		case next >= 0:
+			fmt.Fprintf(&b, "; more with offset=%d]\n", next)
+		case to < matched:
 			fmt.Fprintf(&b, "; more with offset=%d]\n", to)
-		} else {
+		default:
 			b.WriteString("]\n")
 		}
 	}
-	for _, s := range sel[from:to] {
-		fmt.Fprintf(&b, "%d\t%s", s.n, s.line)
-		if !strings.HasSuffix(s.line, "\n") {
-			b.WriteByte('\n')
+	b.WriteString(body.String())
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// lineWindow returns up to n bytes of the current line from byte start,
+// trimmed to whole UTF-8 characters, and how many bytes it skipped at its
+// start to begin on a character.
+func lineWindow(lr *LineReader, start int64, n int) ([]byte, int, error) {
+	head := lr.Head()
+	var win []byte
+	if start < int64(len(head)) {
+		win = append(win, head[start:min(int64(len(head)), start+int64(n))]...)
+	} else if skip := start - int64(len(head)); skip > 0 {
+		if _, err := io.CopyN(io.Discard, lr.Rest(), skip); err != nil && err != io.EOF {
+			return nil, 0, err
 		}
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	if len(win) < n {
+		more := make([]byte, n-len(win))
+		k, err := io.ReadFull(lr.Rest(), more)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return nil, 0, err
+		}
+		win = append(win, more[:k]...)
+	}
+	skipped := 0
+	for skipped < len(win) && !utf8.RuneStart(win[skipped]) {
+		skipped++
+	}
+	win = win[skipped:]
+	// Drop a character cut in two at the end.
+	for i := len(win) - 1; i >= 0 && i >= len(win)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(win[i]) {
+			if !utf8.FullRune(win[i:]) {
+				win = win[:i]
+			}
+			break
+		}
+	}
+	return win, skipped, nil
+}
+
+// drain reads r to its end, so that a checked reader checks its digest.
+func drain(ctx context.Context, r io.Reader) error {
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := r.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func randomName() string {

@@ -3,6 +3,7 @@ package hook
 import (
 	"context"
 	"errors"
+	"io"
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
@@ -17,6 +18,11 @@ var (
 	// key that names something outside the store, or outside what the caller
 	// may see.
 	ErrRefused = errors.New("refused")
+
+	// ErrLocked is wrapped by Store.Write when the store stayed locked (by
+	// its garbage collector, say) past the caller's deadline or the store's
+	// own, rather than wait for ever.
+	ErrLocked = errors.New("store locked")
 )
 
 // Item is one part to store under its key.
@@ -53,6 +59,9 @@ type Content struct {
 	MIME     string
 	Filename string
 	Data     []byte
+	// Size is the part's size in bytes; a streamed read sets it and leaves
+	// Data nil.
+	Size int64
 }
 
 // IsText reports whether the bytes are UTF-8, and so read back as text.
@@ -72,6 +81,17 @@ type Store interface {
 	Read(ctx context.Context, run, ref string) (*Content, error)
 	// AcceptsBinary reports whether the store takes image and file parts.
 	AcceptsBinary() bool
+}
+
+// A StreamStore is a Store that can also hand a part's bytes out as a
+// stream, so that the read-back tool reads parts of any size in bounded
+// memory.
+type StreamStore interface {
+	Store
+	// OpenRead returns the part a reference names as Read does, its Data nil
+	// and its Size set, and a reader of its bytes whose read at the end
+	// fails if they do not match the part's digest.
+	OpenRead(ctx context.Context, run, ref string) (*Content, io.ReadCloser, error)
 }
 
 // storeKey is the context key of a per-run store.

@@ -100,10 +100,17 @@ func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
 }
 
 // DeleteUnreferenced deletes the rows of those blobs that no part uses and
-// that were last referenced before cutoff, and returns the blobs whose rows
+// that were last referenced no later than cutoff, and returns the blobs whose rows
 // it deleted: only those may gc unlink. Blobs without a row are returned as
 // they are, since no part can use them.
 func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff time.Time) ([]cas.Blob, error) {
+	return x.DeleteUnreferencedAt(ctx, blobs, cutoff, x.now())
+}
+
+// DeleteUnreferencedAt is DeleteUnreferenced for a caller whose clock said
+// now: a row last referenced after now (a clock set back since) counts as
+// referenced at now.
+func (x *Index) DeleteUnreferencedAt(ctx context.Context, blobs []cas.Blob, cutoff, now time.Time) ([]cas.Blob, error) {
 	var gone []cas.Blob
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		gone = gone[:0]
@@ -118,7 +125,8 @@ func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff
 			if err != nil {
 				return err
 			}
-			if last >= cutoff.UnixNano() {
+			// A time in the future (a clock set back) counts as now.
+			if min(last, now.UnixNano()) > cutoff.UnixNano() {
 				continue
 			}
 			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = ?)`, id, id)

@@ -43,6 +43,11 @@ var (
 
 	// ErrInvalidPart is returned by Record for a part that cannot be stored.
 	ErrInvalidPart = errors.New("invalid part")
+
+	// ErrOlderSchema is returned by Open in read-only mode when the
+	// database's schema is older than this build's and so needs a migration,
+	// which takes write access.
+	ErrOlderSchema = errors.New("index made by an older toolcas")
 )
 
 // Index is an open index database. It is safe for concurrent use by many
@@ -64,6 +69,8 @@ type config struct {
 	now         func() time.Time
 	busyTimeout time.Duration
 	retryFor    time.Duration
+	readOnly    bool
+	immutable   bool
 }
 
 // WithDurability sets SQLite's synchronous mode: FULL for cas.SyncFull (the
@@ -103,6 +110,18 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 	}
 }
 
+// ReadOnly opens the database for reading only, as SQLite's mode=ro does,
+// and, where even that cannot work (a read-only directory with no -shm
+// file beside the database), as an immutable file. Nothing is created or
+// migrated; a database whose schema is older than this build's gives
+// ErrOlderSchema.
+func ReadOnly() Option {
+	return func(c *config) error {
+		c.readOnly = true
+		return nil
+	}
+}
+
 // Open opens the index database at path, creating it if needed, and migrates
 // its schema to this build's. A database whose schema is newer than this
 // build knows is refused with ErrNewerSchema.
@@ -117,6 +136,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", path, err)
 	}
+	if c.readOnly {
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("index: open %s read-only: %w", abs, err)
+		}
+		x, err := openReadOnly(ctx, abs, c)
+		if err != nil && !errors.Is(err, ErrOlderSchema) && !errors.Is(err, ErrNewerSchema) {
+			c.immutable = true
+			if x2, err2 := openReadOnly(ctx, abs, c); err2 == nil {
+				return x2, nil
+			}
+		}
+		return x, err
+	}
 	db, err := sqlx.Open("sqlite", dsn(abs, c))
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", abs, err)
@@ -129,6 +161,45 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := x.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// openReadOnly opens the database without writing to it: no migration,
+// and a schema version that must be this build's.
+func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
+	db, err := sqlx.Open("sqlite", dsn(abs, c))
+	if err != nil {
+		return nil, fmt.Errorf("index: open %s read-only: %w", abs, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
+	p, err := goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("index: load migrations: %w", err)
+	}
+	sources := p.ListSources()
+	latest := sources[len(sources)-1].Version
+	current, err := x.dbVersion(ctx)
+	switch {
+	case err != nil:
+	case current > latest:
+		err = fmt.Errorf("index: %w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
+			ErrNewerSchema, x.path, current, latest)
+	case current < latest:
+		err = fmt.Errorf("index: %w: %s has schema version %d and needs migrating to %d, which takes write access: run any command that writes (casctl gc --dry-run, say) once with write access",
+			ErrOlderSchema, x.path, current, latest)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	x.version = latest
 	if err := x.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -180,6 +251,12 @@ func dsn(path string, c config) string {
 		// Write transactions take the write lock when they begin, so that two
 		// writers never deadlock upgrading read locks.
 		"_txlock=immediate",
+	}
+	switch {
+	case c.immutable:
+		q = []string{"immutable=1", fmt.Sprintf("_pragma=busy_timeout(%d)", c.busyTimeout.Milliseconds())}
+	case c.readOnly:
+		q = []string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", c.busyTimeout.Milliseconds())}
 	}
 	return "file:" + uriPath(path) + "?" + strings.Join(q, "&")
 }

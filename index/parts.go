@@ -135,6 +135,10 @@ const (
 	maxTextLen = 64 << 10
 )
 
+// CheckPart returns the error Record would give for p, so that a writer can
+// refuse a part before it stores its blob. p.Blob's digest is not checked.
+func CheckPart(p NewPart) error { return checkPart(p) }
+
 // keyInRun reports whether a key's first element is the run, percent-escaped
 // as keys escape it, or, for a long run, shortened to a prefix of it, '~'
 // and a hash.

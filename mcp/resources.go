@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
@@ -160,6 +162,24 @@ type anyRun struct{ hook.Store }
 
 func (a anyRun) Read(ctx context.Context, _ string, ref string) (*hook.Content, error) {
 	return a.Store.Read(ctx, "", ref)
+}
+
+// OpenRead streams a part for the read-back tool, so that it reads in
+// bounded memory; a store that cannot stream is read whole.
+func (a anyRun) OpenRead(ctx context.Context, _ string, ref string) (*hook.Content, io.ReadCloser, error) {
+	if ss, ok := a.Store.(hook.StreamStore); ok {
+		return ss.OpenRead(ctx, "", ref)
+	}
+	c, err := a.Store.Read(ctx, "", ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := *c
+	cc.Size = int64(len(c.Data))
+	if cc.Kind == hook.KindText && !cc.IsText() {
+		cc.Kind = hook.KindFile
+	}
+	return &cc, io.NopCloser(bytes.NewReader(c.Data)), nil
 }
 
 func (a anyRun) Resolve(ctx context.Context, _ string, ref string) (index.Part, error) {

@@ -31,11 +31,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childCmd returns the command running the test binary in a role, not
+// started.
+func childCmd(role string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+role, "TOOLCAS_CHILD_ARGS="+strings.Join(args, "|"))
+	return cmd
+}
+
 // startChild starts the test binary in a role.
 func startChild(t *testing.T, role string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "TOOLCAS_CHILD_ARGS="+strings.Join(args, "|"))
+	cmd := childCmd(role, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -65,7 +72,12 @@ func runChild(role, args string) int {
 	case "collider":
 		err = collider(a[0], a[1], a[2])
 	default:
-		err = fmt.Errorf("unknown child role %q", role)
+		run, ok := lockRoles[role]
+		if !ok {
+			err = fmt.Errorf("unknown child role %q", role)
+			break
+		}
+		err = run(a)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "CHILD ERROR:", err)

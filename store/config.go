@@ -16,6 +16,9 @@ const TypeStore = "toolcas.store.Store"
 type params struct {
 	Dir        string `json:"dir"`
 	Durability string `json:"durability,omitempty"`
+	// ReadOnly opens an existing store read-only (ReadOnly), for a read-back
+	// tool in a sandbox that cannot write.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 func init() {
@@ -36,11 +39,14 @@ func init() {
 				return nil, fmt.Errorf("%s: %w", TypeStore, err)
 			}
 		}
+		if p.ReadOnly {
+			return Open(context.Background(), p.Dir, ReadOnly(), WithDurability(dur))
+		}
 		return Open(context.Background(), p.Dir, WithCreate(), WithDurability(dur))
 	})
 }
 
 // StoreConfig returns the store's configuration, for saving a hook.
 func (s *Store) StoreConfig() (string, any) {
-	return TypeStore, params{Dir: s.dir, Durability: s.blobs.Durability().String()}
+	return TypeStore, params{Dir: s.dir, Durability: s.blobs.Durability().String(), ReadOnly: s.readOnly}
 }

@@ -262,3 +262,136 @@ func TestDiskFull(t *testing.T) {
 		t.Errorf("the part written before: %v", err)
 	}
 }
+
+// TestDiskFullGCAndPrune fills a small tmpfs to its last byte: opened for
+// maintenance (as casctl gc and prune do), the store releases its reserve
+// file, prune and gc run and free the space, the reserve comes back, and
+// writes work again. It needs root to mount the tmpfs.
+func TestDiskFullGCAndPrune(t *testing.T) {
+	mnt := mountTmpfs(t, "8m")
+	ctx := context.Background()
+	dir := filepath.Join(mnt, "store")
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != DefaultReserve {
+		t.Fatalf("no reserve file of %d bytes in a new store: %v", DefaultReserve, err)
+	}
+	keep := mustWrite(t, s, item("keep", 1, "kept through it all"))
+	// Junk until the disk is full, then a filler file for the last bytes.
+	for i := 0; ; i++ {
+		if _, err := s.Write(ctx, []hook.Item{item("junk", i, string(content(uint64(i), 256<<10)))}); err != nil {
+			break
+		}
+	}
+	s.Close()
+	fillDisk(t, filepath.Join(mnt, "filler"))
+	if free, _ := freeBytes(dir); free != 0 {
+		t.Fatalf("%d bytes still free", free)
+	}
+	if s, err := Open(ctx, dir); err == nil {
+		t.Log("a plain open works on the full disk too")
+		s.Close()
+	} else {
+		t.Logf("a plain open on the full disk: %v", err)
+	}
+	m, err := Open(ctx, dir, Maintenance())
+	if err != nil {
+		t.Fatalf("open for maintenance at 0 bytes free: %v", err)
+	}
+	defer m.Close()
+	pr, err := m.Prune(ctx, index.PruneOptions{Run: "junk"})
+	if err != nil || pr.RemovedParts == 0 {
+		t.Fatalf("prune at 0 bytes free: %+v, %v", pr, err)
+	}
+	res, err := m.GC(ctx, GCOptions{Grace: 0})
+	if err != nil || res.RemovedBlobs == 0 {
+		t.Fatalf("gc on the full disk: %+v, %v", res, err)
+	}
+	t.Logf("prune removed %d parts, gc %d blobs (%d bytes) on a full disk", pr.RemovedParts, res.RemovedBlobs, res.FreedBytes)
+	if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != DefaultReserve {
+		t.Errorf("the reserve did not come back after gc: %v", err)
+	}
+	if _, err := m.Write(ctx, []hook.Item{item("after", 1, "written once gc freed space")}); err != nil {
+		t.Errorf("write after gc: %v", err)
+	}
+	if c, err := m.Read(ctx, "keep", keep[0].Key); err != nil || string(c.Data) != "kept through it all" {
+		t.Errorf("the part kept: %v", err)
+	}
+	v, err := m.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK || len(v.Orphans) > 0 {
+		t.Errorf("verify: %+v, %v", v, err)
+	}
+}
+
+// TestFailedCommitLeavesNoLastingOrphan: when the row commit fails after
+// the blobs were written (a full disk, here injected), the blobs left
+// behind are marked so that the next gc removes them, default grace period
+// or not; a blob another part uses is kept.
+func TestFailedCommitLeavesNoLastingOrphan(t *testing.T) {
+	ctx := context.Background()
+	fail := false
+	s := MustOpen(t, withFaults(func(p string) error {
+		if fail && p == "write:record" {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	}))
+	shared := mustWrite(t, s, item("r", 1, "already stored"))[0]
+	fail = true
+	_, err := s.Write(ctx, []hook.Item{item("r", 2, "already stored"), item("r", 3, "new and orphaned")})
+	if err == nil {
+		t.Fatal("the injected commit failure did not fail the write")
+	}
+	_, perr := s.Put(ctx, StreamPart{Key: hook.Key{Run: "r", Step: 4, Tool: "t", CallID: "c", Part: -1}}, genReader(5, 2<<20))
+	if perr == nil {
+		t.Fatal("the injected commit failure did not fail the put")
+	}
+	fail = false
+	res, err := s.GC(ctx, GCOptions{Grace: DefaultGrace})
+	if err != nil || res.RemovedBlobs != 2 {
+		t.Errorf("gc with the default grace period = %+v, %v; want the two orphans of the failed writes removed", res, err)
+	}
+	if c, err := s.Read(ctx, "r", shared.Key); err != nil || string(c.Data) != "already stored" {
+		t.Errorf("the blob a committed part uses: %v", err)
+	}
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK || len(v.Orphans) > 0 {
+		t.Errorf("verify: %+v, %v", v, err)
+	}
+}
+
+// mountTmpfs mounts a tmpfs of the given size for the test, or skips it
+// where that needs privileges the test does not have.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	return mnt
+}
+
+// fillDisk writes path until the disk is full.
+func fillDisk(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}

@@ -32,6 +32,10 @@ type GCOptions struct {
 	DryRun bool
 	// Progress, when set, is called as blobs are examined.
 	Progress func(done, total int)
+	// LockTimeout bounds the wait for writes under way to finish
+	// (DefaultGCLockTimeout when zero); past it GC fails with ErrLocked,
+	// naming the processes holding the lock when they can be known.
+	LockTimeout time.Duration
 }
 
 // GCResult says what GC removed, or would remove on a dry run.
@@ -42,7 +46,10 @@ type GCResult struct {
 	// the grace period.
 	KeptYoung   int
 	RemovedTemp int
-	DryRun      bool
+	// InUseTemp counts temp files kept, whatever their age, because a put
+	// is still writing them.
+	InUseTemp int
+	DryRun    bool
 	// Removed lists the blobs removed.
 	Removed []cas.Blob
 	// Packs says what was done to pack files.
@@ -56,16 +63,37 @@ type GCResult struct {
 // deletes anything. It refuses to run while rows point at missing blobs.
 // Rows are deleted and committed before their files are unlinked.
 func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
+	if err := s.writable("gc"); err != nil {
+		return GCResult{}, err
+	}
+	s.release()
+	defer makeReserve(s.dir, s.reserve)
 	if o.Grace < 0 {
 		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
 	}
-	unlock, err := s.exclusiveLock(ctx)
+	if o.LockTimeout < 0 {
+		return GCResult{}, fmt.Errorf("store: gc: negative lock timeout %v", o.LockTimeout)
+	}
+	timeout := o.LockTimeout
+	if timeout == 0 {
+		timeout = DefaultGCLockTimeout
+	}
+	unlock, err := s.exclusiveLock(ctx, timeout)
 	if err != nil {
 		return GCResult{}, err
 	}
 	defer unlock()
 	res := GCResult{DryRun: o.DryRun}
-	cutoff := s.now().Add(-o.Grace)
+	now := s.now()
+	cutoff := now.Add(-o.Grace)
+	// A file stamped in the future (a clock set back, a copy from another
+	// machine) is taken as stamped now, so that it ages like the rest.
+	old := func(t time.Time) bool {
+		if t.After(now) {
+			t = now
+		}
+		return !t.After(cutoff)
+	}
 
 	// Mark: what the index uses, what is on disk.
 	if err := s.fault("gc:referenced"); err != nil {
@@ -137,7 +165,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		if used[b] {
 			continue
 		}
-		if !e.ModTime.Before(cutoff) {
+		if !old(e.ModTime) {
 			res.KeptYoung++
 			continue
 		}
@@ -153,7 +181,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	var oldTemps []cas.Entry
 	for _, t := range temps {
-		if t.ModTime.Before(cutoff) {
+		if old(t.ModTime) {
 			oldTemps = append(oldTemps, t)
 		}
 	}
@@ -184,7 +212,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	gone, err := s.index.DeleteUnreferenced(ctx, candidates, cutoff)
+	gone, err := s.index.DeleteUnreferencedAt(ctx, candidates, cutoff, now)
 	if err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: %w", err)
 	}
@@ -202,7 +230,10 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		res.Removed = append(res.Removed, b)
 	}
 	for _, t := range oldTemps {
-		if err := s.blobs.RemoveTemp(ctx, t.RelPath); err != nil {
+		if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
+			res.InUseTemp++
+			continue
+		} else if err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}

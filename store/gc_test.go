@@ -156,3 +156,30 @@ func TestGCRefusesWhenBlobsAreMissing(t *testing.T) {
 		t.Error("negative grace accepted")
 	}
 }
+
+// TestGCFutureTimes: a blob whose file and row are stamped a year ahead (a
+// clock set back since, a copy from another machine) ages from now: gc
+// with no grace period removes it, and with an hour's grace keeps it.
+func TestGCFutureTimes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	future := time.Now().Add(365 * 24 * time.Hour)
+	ahead := MustOpenDir(t, dir, WithCreate(), WithClock(func() time.Time { return future }))
+	st := mustWrite(t, ahead, item("junk", 1, "stamped in the future"))[0]
+	if _, err := ahead.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(st.Path, future, future)
+	s := MustOpenDir(t, dir)
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil || res.RemovedBlobs != 0 || res.KeptYoung != 1 {
+		t.Errorf("gc with an hour's grace = %+v, %v; want the blob kept as young", res, err)
+	}
+	res, err = s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil || res.RemovedBlobs != 1 {
+		t.Fatalf("gc --grace 0s = %+v, %v; want the future-stamped blob removed", res, err)
+	}
+	if _, err := os.Stat(st.Path); !os.IsNotExist(err) {
+		t.Errorf("blob still there: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -206,4 +207,53 @@ func quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// TestOneHostileResultRefused: a step whose results include one with a
+// 100 KB tool name offloads the others and leaves that one in context with
+// a warning naming the problem; nothing of it is stored, not even a blob.
+// A store write given such a part fails before writing any blob.
+func TestOneHostileResultRefused(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	var logged strings.Builder
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)),
+		hook.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("t", 100_000)
+	results := []hook.Result{
+		{Tool: huge, CallID: "c1", Parts: []hook.Part{hook.Text("the hostile result's content")}},
+		{Tool: "read_file", CallID: "c2", Parts: []hook.Part{hook.Text("a normal result beside it")}},
+	}
+	out, err := h.Offload(ctx, hook.Step{Run: "r", Number: 1}, results)
+	if err != nil {
+		t.Fatalf("Offload failed the whole step: %v", err)
+	}
+	if hook.IsPointer(out[0]) || out[0].Parts[0].Text != "the hostile result's content" {
+		t.Errorf("the hostile result was offloaded or changed: %+v", out[0].Parts)
+	}
+	if !hook.IsPointer(out[1]) {
+		t.Error("the normal result beside it was not offloaded")
+	}
+	if !strings.Contains(logged.String(), "tool name of 100000 bytes") {
+		t.Errorf("warning %q does not say what was wrong", logged.String())
+	}
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !res.OK || len(res.Orphans) > 0 || res.Checked != 1 {
+		t.Errorf("after the step: verify %+v, %v; want one blob, no orphan", res, err)
+	}
+	// The store itself refuses the part before writing its blob.
+	before := snapshot(t, s.Dir(), "")
+	_, err = s.Write(ctx, []hook.Item{
+		{Key: hook.Key{Run: "r", Step: 2, Tool: huge, CallID: "c", Part: -1, Ext: ".txt"}, Part: hook.Text("orphan to be")},
+		item("r", 3, "fine"),
+	})
+	if err == nil {
+		t.Fatal("Write took a part with a 100 KB tool name")
+	}
+	if after := snapshot(t, s.Dir(), ""); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("a refused write left files: %v", after[len(before):])
+	}
 }

@@ -67,12 +67,15 @@ var ErrIndexDamaged = errors.New("the index database is damaged")
 // files are left to gc.
 func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, error) {
 	res := RepairResult{DryRun: o.DryRun}
-	unlock, err := s.exclusiveLock(ctx)
+	if err := s.writable("repair"); err != nil {
+		return res, err
+	}
+	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	v, err := s.verify(ctx, VerifyOptions{})
+	v, err := s.verify(ctx, VerifyOptions{}, true)
 	if err != nil {
 		return res, fmt.Errorf("store: repair: %w", err)
 	}

@@ -2,7 +2,8 @@ package store
 
 // Options only tests use.
 
-// withFaults makes the named points of gc fail with what inject returns.
+// withFaults makes the named points of gc, and "write:record" (a row
+// commit), fail with what inject returns.
 func withFaults(inject func(point string) error) Option {
 	return func(c *config) error {
 		c.inject = inject
@@ -14,6 +15,14 @@ func withFaults(inject func(point string) error) Option {
 func withoutGCLock() Option {
 	return func(c *config) error {
 		c.noLock = true
+		return nil
+	}
+}
+
+// withoutIntent makes gc skip gc.intent, to show the starvation it prevents.
+func withoutIntent() Option {
+	return func(c *config) error {
+		c.noIntent = true
 		return nil
 	}
 }

@@ -3,7 +3,9 @@
 // verify, prune, stats. Every write stores the blob durably first and
 // commits the index row after, holding a shared lock that gc takes
 // exclusively while it sweeps, so that no committed row ever points at a
-// missing blob.
+// missing blob. A streamed put reads its content into a locked temp file
+// before it takes the lock; every wait for the lock has a deadline; and gc
+// announces itself (gc.intent) so that writers let it in.
 package store
 
 import (
@@ -19,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gabriel-vasile/mimetype"
-	"github.com/gofrs/flock"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
@@ -47,25 +48,36 @@ type Store struct {
 	blobs *cas.Store
 	index *index.Index
 	lock  string
-	now   func() time.Time
+	// intent is gc.intent, lockTimeout the writers' default deadline.
+	intent      string
+	lockTimeout time.Duration
+	now         func() time.Time
 
 	// Test seams: inject fails named points of gc; noLock turns gc.lock off
-	// to show what it prevents.
-	inject func(point string) error
-	noLock bool
+	// and noIntent gc's use of gc.intent, to show what they prevent.
+	inject   func(point string) error
+	noLock   bool
+	noIntent bool
+	readOnly bool
+	reserve  int64
 }
 
-var _ hook.Store = (*Store)(nil)
+var _ hook.StreamStore = (*Store)(nil)
 
 // An Option configures Open.
 type Option func(*config) error
 
 type config struct {
-	durability cas.Durability
-	create     bool
-	now        func() time.Time
-	inject     func(point string) error
-	noLock     bool
+	durability  cas.Durability
+	create      bool
+	now         func() time.Time
+	inject      func(point string) error
+	noLock      bool
+	noIntent    bool
+	lockWait    time.Duration
+	readOnly    bool
+	reserve     int64
+	maintenance bool
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -100,9 +112,37 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithLockTimeout sets how long a write waits for gc to release the store
+// before it fails with ErrLocked (default DefaultLockTimeout), unless the
+// caller's context ends sooner; zero means the context alone decides.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("store: negative lock timeout %v", d)
+		}
+		c.lockWait = d
+		return nil
+	}
+}
+
+// ReadOnly opens the store for reading only: it creates and changes
+// nothing, so that a store on a read-only mount or without write
+// permission can be listed, read, summed up and verified (verify then
+// records nothing). Writes, prune and gc fail with ErrReadOnly.
+func ReadOnly() Option {
+	return func(c *config) error {
+		c.readOnly = true
+		return nil
+	}
+}
+
+// ErrReadOnly is returned by every method that writes, on a store opened
+// with ReadOnly.
+var ErrReadOnly = errors.New("store opened read-only")
+
 // Open opens the store at dir.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
-	c := config{durability: cas.SyncFull, now: time.Now}
+	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: DefaultReserve}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -112,17 +152,33 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if c.create {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
+	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	if c.readOnly {
+		if c.create {
+			return nil, errors.New("store: ReadOnly and WithCreate both given")
+		}
+		casOpts = append(casOpts, cas.ReadOnly())
+		ixOpts = append(ixOpts, index.ReadOnly())
+	}
 	blobs, err := cas.Open(ctx, dir, casOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), index.WithDurability(c.durability), index.WithClock(c.now))
+	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
+	if err != nil && c.maintenance && !c.readOnly && releaseReserve(blobs.Dir()) {
+		// A full disk: the reserve's space lets the index open.
+		ix, err = index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
+	}
 	if err != nil {
 		blobs.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: filepath.Join(blobs.Dir(), LockFile), now: c.now,
-		inject: c.inject, noLock: c.noLock}
+	lock, intent := lockPaths(blobs.Dir())
+	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve}
+	if !c.readOnly && !c.maintenance {
+		makeReserve(s.dir, s.reserve)
+	}
 	return s, nil
 }
 
@@ -152,34 +208,6 @@ func (s *Store) Name() string { return "CASStore" }
 // AcceptsBinary reports true: blobs hold any bytes.
 func (s *Store) AcceptsBinary() bool { return true }
 
-// sharedLock takes the writers' side of gc.lock: many writers at once, none
-// while gc sweeps. It is held from the first blob written to the row
-// committed.
-func (s *Store) sharedLock(ctx context.Context) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
-	l := flock.New(s.lock)
-	if _, err := l.TryRLockContext(ctx, 5*time.Millisecond); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
-	}
-	return func() { l.Unlock(); l.Close() }, nil
-}
-
-// exclusiveLock takes gc's side of gc.lock.
-func (s *Store) exclusiveLock(ctx context.Context) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
-	l := flock.New(s.lock)
-	if _, err := l.TryLockContext(ctx, 10*time.Millisecond); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
-	}
-	return func() { l.Unlock(); l.Close() }, nil
-}
-
 func kindOf(k hook.Kind) index.Kind {
 	switch k {
 	case hook.KindImage:
@@ -208,6 +236,9 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 // not reused, the part gets key~2 (see index.Record). It implements
 // hook.Store.
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
+	if err := s.writable("write"); err != nil {
+		return nil, err
+	}
 	nps := make([]index.NewPart, len(items))
 	casItems := make([]cas.Item, len(items))
 	for i, it := range items {
@@ -219,6 +250,11 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 			data = it.Part.Data
 		}
 		nps[i] = newPart(it.Key, it.Part, data)
+		nps[i].Blob.Ext = it.Key.Ext
+		// What the index would refuse is refused before any blob is written.
+		if err := index.CheckPart(nps[i]); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
 		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
 	}
 	unlock, err := s.sharedLock(ctx)
@@ -239,8 +275,15 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	for i := range nps {
 		nps[i].Blob = puts[i].Blob
 	}
-	recs, err := s.index.Record(ctx, nps)
+	// A test's stand-in for a row commit that failed (on a full disk, say):
+	// the transaction is rolled back, nothing of it committed.
+	err = s.fault("write:record")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, nps)
+	}
 	if err != nil {
+		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	out := make([]hook.Stored, len(items))
@@ -281,6 +324,9 @@ type PutResult struct {
 // signature that is not text, such as a PNG or a PDF, gets the type it
 // shows, so a PNG is an image.
 func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult, error) {
+	if err := s.writable("put"); err != nil {
+		return PutResult{}, err
+	}
 	if sp.MIME == "" {
 		br := bufio.NewReaderSize(r, sniffLen)
 		head, _ := br.Peek(sniffLen) // a short read sniffs what there is; Put sees any error again
@@ -296,12 +342,20 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err := probe.CheckMIME(); err != nil {
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
+	// The content arrives at the producer's pace, into a temp file the
+	// store keeps locked: gc may run meanwhile. The shared lock is taken
+	// only once every byte is durable.
+	staged, err := s.blobs.Stage(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	defer staged.Discard()
 	unlock, err := s.sharedLock(ctx)
 	if err != nil {
 		return PutResult{}, err
 	}
 	defer unlock()
-	res, err := s.blobs.PutWith(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	res, err := staged.Commit(ctx)
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
@@ -312,8 +366,13 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 		Kind: kindOf(part.Kind), MIME: part.MIME, Filename: part.Filename, Bytes: res.Size, Chars: probe.Chars(),
 		Blob: res.Blob,
 	}
-	recs, err := s.index.Record(ctx, []index.NewPart{np})
+	err = s.fault("write:record")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, []index.NewPart{np})
+	}
 	if err != nil {
+		s.expire([]cas.PutResult{res})
 		return PutResult{}, fmt.Errorf("store: %w", err)
 	}
 	return PutResult{
@@ -442,6 +501,12 @@ func (s *Store) Stats(ctx context.Context, run string) (index.Stats, error) {
 
 // Prune removes index rows; gc then frees the blobs no row uses.
 func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneResult, error) {
+	if err := s.writable("prune"); err != nil {
+		return index.PruneResult{}, err
+	}
+	// Deleting rows takes room in the index's log: the reserve gives it.
+	s.release()
+	defer makeReserve(s.dir, s.reserve)
 	return s.index.Prune(ctx, o)
 }
 
@@ -509,10 +574,60 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.index.Checkpoint(ctx)
 }
 
+// release deletes the reserve file when the disk is nearly full, so that
+// gc and prune have room to work.
+func (s *Store) release() {
+	if free, ok := freeBytes(s.dir); !ok || free < 2*max(s.reserve, DefaultReserve) {
+		releaseReserve(s.dir)
+	}
+}
+
+// writable refuses what op would do to a store opened read-only.
+func (s *Store) writable(op string) error {
+	if s.readOnly {
+		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.dir)
+	}
+	return nil
+}
+
+// ReadOnly reports whether the store was opened read-only.
+func (s *Store) ReadOnly() bool { return s.readOnly }
+
+// expire marks the blobs a failed write created, whose rows were never
+// committed, as old enough for the next gc whatever its grace period. A
+// blob another writer found at the same time is safe: that writer holds
+// the shared lock until its row is committed, and gc removes no blob a row
+// uses.
+func (s *Store) expire(puts []cas.PutResult) {
+	for _, p := range puts {
+		if !p.Existed {
+			s.blobs.Expire(p.Blob)
+		}
+	}
+}
+
 // fault returns the error a test injects at a named point, if any.
 func (s *Store) fault(point string) error {
 	if s.inject == nil {
 		return nil
 	}
 	return s.inject(point)
+}
+
+// OpenRead returns the part a reference names, without its bytes, and a
+// reader of them that checks them against their digest at the end. It
+// implements hook.StreamStore.
+func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, io.ReadCloser, error) {
+	p, err := s.Resolve(ctx, run, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.blobs.Open(ctx, p.Blob)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read %s: %w", p.Key, err)
+	}
+	return &hook.Content{
+		Key: p.Key, Path: s.blobs.Path(p.Blob), Run: p.Run, Digest: p.Blob.Digest, Version: p.Version,
+		Kind: hook.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Size: r.Size(),
+	}, r, nil
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
 )
 
 // Problem is one thing verify found wrong.
@@ -28,6 +30,9 @@ type VerifyOptions struct {
 	// Progress, when set, is called as blobs are checked, with bytes done
 	// and bytes in all.
 	Progress func(done, total int64)
+	// Grace is gc's grace period, DefaultGrace when zero: orphans younger
+	// than it are counted in RecentOrphans.
+	Grace time.Duration
 }
 
 // VerifyResult is what Verify found.
@@ -55,18 +60,24 @@ type VerifyResult struct {
 	Quarantined []Problem
 	// IndexProblems lists what SQLite's integrity check reported.
 	IndexProblems []string
+	// RecentOrphans counts the orphans younger than the grace period. They
+	// are suspicious: rows lost (the index's -wal file deleted after a
+	// crash, say) leave exactly such blobs, and gc deletes them once the
+	// grace period is over. Writes under way make a few, briefly.
+	RecentOrphans int
 }
 
 // Verify re-hashes every blob file and checks it against its name and the
 // index: corrupt, truncated or misnamed blobs, blobs missing from disk,
 // orphans, stray temp files, and the index's own integrity. Blobs found
-// whole are marked verified in the index.
+// whole are marked verified in the index, unless the store is read-only.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
-	return s.verify(ctx, o)
+	return s.verify(ctx, o, false)
 }
 
-// verify is Verify without taking any lock, for callers that hold gc.lock.
-func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
+// verify is Verify; held says the caller holds gc.lock exclusively, so
+// that a second look needs no lock of its own.
+func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
 	problems, err := s.index.IntegrityCheck(ctx)
 	if err != nil {
@@ -99,6 +110,7 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
 	seen := make(map[cas.Blob]bool, len(entries))
+	mtimes := map[cas.Blob]time.Time{}
 	var whole []cas.Blob
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
@@ -110,6 +122,14 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
 			continue
 		case cas.EntryStray:
+			if e.Vanished {
+				// gc or a writer's rename took it since the listing.
+				continue
+			}
+			if e.BadShard {
+				res.Corrupt = append(res.Corrupt, Problem{Path: path, Reason: e.Problem})
+				continue
+			}
 			p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
 			if _, ok := used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
 				seen[e.Blob] = true
@@ -120,10 +140,15 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			}
 			continue
 		}
+		err := s.blobs.Verify(ctx, e.Blob)
+		if errors.Is(err, cas.ErrNotFound) {
+			// Removed since the walk listed it: if a row still uses it,
+			// the re-check below under the lock says so.
+			continue
+		}
 		seen[e.Blob] = true
 		res.Checked++
 		res.CheckedBytes += e.Size
-		err := s.blobs.Verify(ctx, e.Blob)
 		if o.Progress != nil {
 			o.Progress(res.CheckedBytes, total)
 		}
@@ -137,6 +162,7 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 			whole = append(whole, e.Blob)
 		case err == nil:
 			res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
+			mtimes[e.Blob] = e.ModTime
 		default:
 			reason := err.Error()
 			var ce *cas.CorruptError
@@ -165,6 +191,13 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
+	if len(lost) > 0 || len(res.Orphans) > 0 {
+		// gc may have collected, and writers stored, blobs since the walk:
+		// look again while gc cannot sweep.
+		if lost, err = s.recheck(ctx, seen, &res, held); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
+	}
 	quarantined := map[cas.Blob]bool{}
 	if len(lost) > 0 {
 		if quarantined, err = s.Quarantined(ctx); err != nil {
@@ -192,13 +225,71 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 	}
 	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
 	sort.Slice(res.Quarantined, func(i, j int) bool { return res.Quarantined[i].Path < res.Quarantined[j].Path })
-	if len(whole) > 0 {
+	grace := o.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	cutoff := s.now().Add(-grace)
+	for _, o := range res.Orphans {
+		if t, ok := mtimes[o.Blob]; ok && t.After(cutoff) {
+			res.RecentOrphans++
+		}
+	}
+	if len(whole) > 0 && !s.readOnly {
 		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)
 		}
 	}
 	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0
 	return res, nil
+}
+
+// recheck looks again, under gc.lock shared, at what verify's first look
+// found missing or unused. While the lock is held gc cannot be between its
+// row deletions and its unlinks, and a writer commits a row only once its
+// blob is durable: a row whose blob is missing now is damage, whereas one
+// the walk missed may have been written, or collected, meanwhile. It
+// returns the parts whose blobs are missing, and drops from res.Orphans the
+// blobs a row uses now. On a store this process cannot lock (read-only),
+// it reads the rows again without the lock.
+func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *VerifyResult, held bool) ([]index.Part, error) {
+	unlock, err := func() {}, error(nil)
+	if !held {
+		unlock, err = s.sharedLock(ctx)
+	}
+	switch {
+	case errors.Is(err, ErrLocked):
+		return nil, fmt.Errorf("could not look again at blobs that seemed missing or unused: %w", err)
+	case err != nil:
+		unlock = func() {}
+	}
+	defer unlock()
+	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool {
+		if seen[b] {
+			return true
+		}
+		_, err := s.blobs.Stat(ctx, b)
+		return err == nil || errors.Is(err, cas.ErrCorrupt)
+	})
+	if err != nil || len(res.Orphans) == 0 {
+		return lost, err
+	}
+	refs, err := s.index.ReferencedBlobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := make(map[cas.Blob]bool, len(refs))
+	for _, r := range refs {
+		used[r.Blob] = true
+	}
+	kept := res.Orphans[:0]
+	for _, o := range res.Orphans {
+		if o.Blob.Digest.IsZero() || !used[o.Blob] {
+			kept = append(kept, o)
+		}
+	}
+	res.Orphans = kept
+	return lost, nil
 }
 
 // keys lists the keys using a blob, for reports; an error listing them

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,62 @@ func TestVerifyFindsDamage(t *testing.T) {
 	b, _ := s.index.Blob(ctx, cas.Blob{Digest: st[4].Digest, Ext: ".txt"})
 	if b.VerifiedAt.IsZero() {
 		t.Error("verified blob not marked")
+	}
+}
+
+// TestVerifyBadShard puts a symbolic link, then a file, where a shard
+// directory should be: the store still opens, verify reports the damage
+// and the parts it hides, and checks every other blob.
+func TestVerifyBadShard(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, shard string)
+		reason string
+	}{
+		{"symbolic link", func(t *testing.T, shard string) {
+			moved := filepath.Join(t.TempDir(), "moved")
+			if err := os.Rename(shard, moved); err != nil {
+				t.Fatal(err)
+			}
+			os.Symlink(moved, shard)
+		}, "a symbolic link where a shard directory should be"},
+		{"file", func(t *testing.T, shard string) {
+			os.RemoveAll(shard)
+			os.WriteFile(shard, []byte("not a directory"), 0o644)
+		}, "where a shard directory should be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := MustOpenDir(t, dir, WithCreate())
+			var items []hook.Item
+			for i := range 20 {
+				items = append(items, item("r", i, fmt.Sprintf("part %d", i)))
+			}
+			st := mustWrite(t, s, items...)
+			s.Close()
+			tc.damage(t, filepath.Dir(st[0].Path))
+			s, err := Open(ctx, dir)
+			if err != nil {
+				t.Fatalf("open with a damaged shard: %v", err)
+			}
+			defer s.Close()
+			res, err := s.Verify(ctx, VerifyOptions{})
+			if err != nil {
+				t.Fatalf("verify failed instead of reporting: %v", err)
+			}
+			if res.OK || len(res.Corrupt) == 0 || !strings.Contains(res.Corrupt[0].Reason, tc.reason) {
+				t.Errorf("verify: ok %v, corrupt %+v; want the shard reported as damage", res.OK, res.Corrupt)
+			}
+			hidden := 0
+			for _, x := range st {
+				if filepath.Dir(x.Path) == filepath.Dir(st[0].Path) {
+					hidden++
+				}
+			}
+			if res.Checked != len(st)-hidden {
+				t.Errorf("verify checked %d blobs, want the %d outside the damaged shard", res.Checked, len(st)-hidden)
+			}
+		})
 	}
 }

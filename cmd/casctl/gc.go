@@ -12,14 +12,15 @@ import (
 )
 
 type gcOptions struct {
-	grace    time.Duration
-	dryRun   bool
-	json     bool
-	packOver int64
+	grace       time.Duration
+	lockTimeout time.Duration
+	dryRun      bool
+	json        bool
+	packOver    int64
 }
 
 func newGCCommand(g *globals) *cobra.Command {
-	o := gcOptions{grace: store.DefaultGrace, packOver: store.DefaultPackOver}
+	o := gcOptions{grace: store.DefaultGrace, lockTimeout: store.DefaultGCLockTimeout, packOver: store.DefaultPackOver}
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove blobs no part uses, once older than the grace period",
@@ -41,6 +42,7 @@ pass --pack-over, gc then packs them, as casctl pack does.`,
 	}
 	f := cmd.Flags()
 	f.Var(durationFlag{&o.grace}, "grace", "only remove what is older than this (90m, 2h, 7d)")
+	f.Var(durationFlag{&o.lockTimeout}, "lock-timeout", "give up (exit 1, naming the lock's holder) if writes keep the store locked this long")
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, remove nothing")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.Var(sizeFlag{&o.packOver}, "pack-over", "pack loose blobs unused for a day once they pass this size (0: never)")
@@ -61,12 +63,12 @@ type gcJSON struct {
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
-	s, err := g.open(ctx)
+	s, err := g.open(ctx, store.Maintenance())
 	if err != nil {
 		return fail("gc", err)
 	}
 	defer s.Close()
-	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun}
+	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
 	st, err := s.Stats(ctx, "")
 	if err == nil {
 		if bar := progress(g.stderr, o.json, st.Blobs+st.UnreferencedBlobs, "gc: listing", false); bar != nil {

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
@@ -37,8 +38,10 @@ REF is a key (run/step_tool_call.ext), a blob path, blake3:<hex>, or a
 unique prefix of at least 8 hex digits. A key gives its newest version;
 KEY@N gives version N.
 
-With --offset, --limit or --grep, get prints numbered lines of a text part;
-like grep, it exits 1 when no line matches.`,
+With --offset, --limit or --grep, get prints numbered lines of a text part,
+streaming: a --grep pattern is matched against the first 256 KiB of each
+line, and Ctrl-C stops it at once. Like grep, it exits 1 when no line
+matches.`,
 		Example: `  casctl get demo-1/3_read_file_call-1-3-0.txt
   casctl get demo-1/3_read_file_call-1-3-0.txt@1
   casctl get 3fa9c1d2 --grep 'func New' --limit 20
@@ -64,11 +67,11 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	var re *regexp.Regexp
 	if o.grep != "" {
 		var err error
-		if re, err = regexp.Compile(o.grep); err != nil {
+		if re, err = hook.CompilePattern(o.grep); err != nil {
 			return usagef("get: --grep %q: %v", o.grep, err)
 		}
 	}
-	s, err := g.open(ctx)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fail("get", err)
 	}
@@ -93,18 +96,31 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		_, err := s.Copy(ctx, g.stdout, p)
 		return fail("get", lostBlob(ctx, s, p, err))
 	}
-	var buf bytes.Buffer
-	if _, err := s.Copy(ctx, &buf, p); err != nil {
+	// Check the whole blob first, then stream its lines: memory stays
+	// bounded whatever the size of the blob or of its lines.
+	if err := s.Blobs().Verify(ctx, p.Blob); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("get: interrupted while checking %s: %w", p.Key, ctx.Err())
+		}
 		return fail("get", lostBlob(ctx, s, p, err))
 	}
+	r, err := s.Blobs().Open(ctx, p.Blob)
+	if err != nil {
+		return fail("get", lostBlob(ctx, s, p, err))
+	}
+	defer r.Close()
 	w := bufio.NewWriter(g.stdout)
+	lr := hook.NewLineReader(ctx, r, hook.MatchWindow)
 	skipped, printed, matched := 0, 0, 0
-	for n, line := range strings.SplitAfter(buf.String(), "\n") {
-		if line == "" {
-			continue
-		}
-		if re != nil && !re.MatchString(strings.TrimSuffix(line, "\n")) {
-			continue
+	for lr.Next() {
+		if re != nil {
+			ok, err := hook.MatchLine(ctx, re, lr.Head())
+			if err != nil {
+				break
+			}
+			if !ok {
+				continue
+			}
 		}
 		matched++
 		if skipped < o.offset {
@@ -114,13 +130,24 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		if o.limit > 0 && printed == o.limit {
 			break
 		}
-		fmt.Fprintf(w, "%d\t%s", n+1, line)
-		if !strings.HasSuffix(line, "\n") {
-			w.WriteByte('\n')
+		fmt.Fprintf(w, "%d\t", lr.Num())
+		w.Write(lr.Head())
+		if _, err := io.Copy(w, lr.Rest()); err != nil {
+			if lr.Err() == nil {
+				return fail("get", err)
+			}
+			break
 		}
+		w.WriteByte('\n')
 		printed++
 	}
 	if err := w.Flush(); err != nil {
+		return fail("get", err)
+	}
+	if err := lr.Err(); err != nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("get: interrupted after %d lines: %w", printed, ctx.Err())
+		}
 		return fail("get", err)
 	}
 	if re != nil && matched == 0 {

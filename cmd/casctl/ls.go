@@ -79,7 +79,7 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 	if o.limit < 0 {
 		return usagef("ls: --limit %d is negative", o.limit)
 	}
-	s, err := g.open(ctx)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fail("ls", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -36,7 +37,14 @@ func TestMain(m *testing.M) {
 				}
 				isTerminal = func(f any) bool { return fake[f] }
 			}
-			os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+			// As main does: Ctrl-C cancels the command's context.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			stop()
+			if f := os.Getenv("CASCTL_TEST_PEAK_RSS"); f != "" {
+				os.WriteFile(f, []byte(strconv.FormatInt(peakRSSKiB(), 10)), 0o644)
+			}
+			os.Exit(code)
 		},
 	})
 }

@@ -41,7 +41,8 @@ Every part is the resource toolcas://RUN/KEY. With --run it sees one run only.`,
 func runMCPServe(ctx context.Context, g *globals, o mcpServeOptions) error {
 	ctx, stop := untilSignal(ctx)
 	defer stop()
-	st, err := g.open(ctx)
+	// The server only reads: it works on a read-only store, in a sandbox.
+	st, err := g.openRead(ctx)
 	if err != nil {
 		return fail("mcp serve", err)
 	}

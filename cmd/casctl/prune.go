@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
 )
 
 type pruneOptions struct {
@@ -64,7 +65,7 @@ type pruneJSON struct {
 }
 
 func runPrune(ctx context.Context, g *globals, o pruneOptions) error {
-	s, err := g.open(ctx)
+	s, err := g.open(ctx, store.Maintenance())
 	if err != nil {
 		return fail("prune", err)
 	}

@@ -14,8 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -38,10 +40,12 @@ func usagef(format string, args ...any) error {
 
 // globals are the flags and streams every command shares.
 type globals struct {
-	store  string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	store string
+	// readOnly is set while openRead opens the store.
+	readOnly bool
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 // storeDir returns the store directory: --store, else $CASCTL_STORE, else
@@ -63,11 +67,55 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 	if !store.Exists(dir) {
 		return nil, errNoStore(dir, "create one with casctl init, or name one with --store or $CASCTL_STORE")
 	}
+	if !g.readOnly {
+		if err := writeAccess(dir); err != nil {
+			return nil, err
+		}
+	}
 	s, err := store.Open(ctx, dir, opts...)
 	if err != nil {
 		return nil, cleanErr(err)
 	}
 	return s, nil
+}
+
+// openRead opens the store read-only, for a command that only reads it, so
+// that it works on a read-only mount or without write permission. An index
+// that needs migrating first is opened for writing, when it can be.
+func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
+	g.readOnly = true
+	s, err := g.open(ctx, store.ReadOnly())
+	g.readOnly = false
+	if errors.Is(err, index.ErrOlderSchema) {
+		return g.open(ctx)
+	}
+	return s, err
+}
+
+// openWritable opens the store for writing when it can be written, and
+// read-only when not: verify records what it found whole only when it can.
+func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
+	if writeAccess(g.storeDir()) == nil {
+		return g.open(ctx)
+	}
+	return g.openRead(ctx)
+}
+
+// readOnlyCommands are the commands that work on a store they cannot write.
+const readOnlyCommands = "ls, get, show, stats, verify and mcp serve"
+
+// writeAccess says clearly when a command that writes cannot write to the
+// store's directory (a read-only mount, no permission).
+func writeAccess(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil // Open says what is wrong, or creates it.
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		abs, _ := filepath.Abs(dir)
+		return fmt.Errorf("this command writes to the store, and %s is not writable here (%v); %s work on a read-only store",
+			abs, err, readOnlyCommands)
+	}
+	return nil
 }
 
 // create opens the store at the store directory, creating it where the
@@ -83,6 +131,9 @@ func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Stor
 		}
 		opts = append(opts, store.WithCreate())
 		created = true
+	}
+	if err := writeAccess(dir); err != nil {
+		return nil, false, err
 	}
 	s, err := store.Open(ctx, dir, opts...)
 	if err != nil {
@@ -137,6 +188,8 @@ func newRootCommand(g *globals) *cobra.Command {
 results of LLM agents' tool calls, with a SQLite index of every key.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
+ls, get, show, stats, verify and mcp serve only read it, and work on a
+read-only store; init, put, prune, gc, repair and demo need write access.
 Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		Version:       version(),
 		SilenceErrors: true,

@@ -46,7 +46,7 @@ type showJSON struct {
 }
 
 func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
-	s, err := g.open(ctx)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fail("show", err)
 	}

@@ -61,7 +61,7 @@ type statsJSON struct {
 }
 
 func runStats(ctx context.Context, g *globals, o statsOptions) error {
-	s, err := g.open(ctx)
+	s, err := g.openRead(ctx)
 	if err != nil {
 		return fail("stats", err)
 	}

@@ -85,7 +85,7 @@ func capped(items []string, all bool) string {
 }
 
 func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
-	s, err := g.open(ctx)
+	s, err := g.openWritable(ctx)
 	if err != nil {
 		return fail("verify", err)
 	}
@@ -112,6 +112,10 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 			return err
 		}
 	} else {
+		if res.RecentOrphans > 0 {
+			fmt.Fprintf(g.stderr, "warning: %d orphans are younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost (was index.db-wal deleted?); copy the store before running gc, which deletes them once they are older\n",
+				res.RecentOrphans, store.DefaultGrace)
+		}
 		printVerify(g.stdout, s, res, o.verbose)
 	}
 	if !res.OK {
