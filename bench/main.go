@@ -2,14 +2,19 @@
 // what users would use instead, in one run on one machine:
 //
 //	go run ./bench            # the full report, in bench/results/
-//	go run ./bench -quick     # a small run, under 30 s
+//	go run ./bench -quick     # a small run, under 30 s, report in a temp dir
 //	go run ./bench -json      # results as JSON on stdout
+//	go run ./bench -trace bench/traces/mini-swe-agent-deepseek.jsonl.gz \
+//	    -synthetic=false -out bench/results/real-trace   # a real trace
 //	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
 // tree) through the offload hook into each store, each in its own process,
-// and measures DESIGN.md's speed targets against bare file-system work.
+// and measures the project's speed targets against bare file-system work.
+// With -trace it also replays recorded tool output of real agents into
+// every store, in rounds that take the stores in turn, packs the CAS
+// stores at the end, and compares them on disk and in speed.
 package main
 
 import (
@@ -63,16 +68,21 @@ type usageError struct{ error }
 
 // options are the command's flags.
 type options struct {
-	quick   bool
-	json    bool
-	out     string
-	dir     string
-	runs    int
-	steps   int
-	seed    uint64
-	zipf    float64
-	targets bool
-	command string
+	quick     bool
+	json      bool
+	out       string
+	dir       string
+	runs      int
+	steps     int
+	seed      uint64
+	zipf      float64
+	targets   bool
+	command   string
+	trace     string
+	threshold int
+	rounds    int
+	synthetic bool
+	choices   bool
 }
 
 // Report is everything one run measured.
@@ -86,6 +96,8 @@ type Report struct {
 	NoRepeat []replayResult `json:"no_repeat"`
 	Targets  []target       `json:"targets"`
 	Checks   []string       `json:"checks"`
+	// Real is the replay of a real trace, when one was given.
+	Real *realReport `json:"real_trace,omitempty"`
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,13 +112,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.steps, "steps", 0, "steps per run (default 200, 25 with -quick)")
 	fs.Uint64Var(&o.seed, "seed", 1, "trace seed")
 	fs.Float64Var(&o.zipf, "zipf", 1.1, "Zipf exponent of repetition (over 1; higher repeats more)")
-	fs.BoolVar(&o.targets, "targets", true, "measure DESIGN.md's speed targets")
+	fs.BoolVar(&o.targets, "targets", true, "measure the speed targets")
+	fs.StringVar(&o.trace, "trace", "", "also replay this real trace (JSON lines of tool results, chat message lists, .traj.json; a file or a directory)")
+	fs.IntVar(&o.threshold, "threshold", 2000, "with -trace: offload results over this many characters")
+	fs.IntVar(&o.rounds, "rounds", 0, "with -trace: rounds of replays, the stores taking turns (default 3, 1 with -quick)")
+	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
+	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
 	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
 	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
 	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
+	outSet := false
+	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
@@ -125,6 +144,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.runs < 1 || o.steps < 1 {
 		return usageError{fmt.Errorf("-runs %d -steps %d: both must be positive", o.runs, o.steps)}
+	}
+	if o.rounds == 0 {
+		o.rounds = map[bool]int{true: 1, false: 3}[o.quick]
+	}
+	if o.threshold < 0 || o.rounds < 1 {
+		return usageError{fmt.Errorf("-threshold %d -rounds %d: the threshold must not be negative, the rounds positive", o.threshold, o.rounds)}
+	}
+	if !o.synthetic && o.trace == "" {
+		return usageError{errors.New("-synthetic=false measures nothing without -trace")}
+	}
+	if o.trace != "" {
+		if _, err := loadRealTrace(o.trace); err != nil {
+			return usageError{err}
+		}
+	}
+	if o.choices {
+		if o.trace == "" {
+			return usageError{errors.New("-pack-choices needs -trace")}
+		}
+		return packChoices(stdout, o.trace, o.threshold)
+	}
+	if o.quick && !outSet {
+		// A quick run is a smoke test: it never overwrites the committed
+		// report unless told where to write.
+		dir, err := os.MkdirTemp("", "toolcas-bench-report-")
+		if err != nil {
+			return err
+		}
+		o.out = dir
 	}
 	work := o.dir
 	if work == "" {
@@ -145,6 +193,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	stores := []string{storeFloorNone, storeFloorFull, storeDirNone, storeDirFull, storeCASNone, storeCASFull}
 	samples := 60
+	if !o.synthetic {
+		stores = nil
+	}
 	for _, name := range stores {
 		progress("replaying the trace into %s…", name)
 		var r replayResult
@@ -158,7 +209,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	norep := rep.Trace
 	norep.NoRepeat = true
 	norep.Runs = max(1, rep.Trace.Runs/3)
-	for _, name := range []string{storeDirNone, storeCASNone, storeDirFull, storeCASFull} {
+	norepStores := []string{storeDirNone, storeCASNone, storeDirFull, storeCASFull}
+	if !o.synthetic {
+		norepStores = nil
+	}
+	for _, name := range norepStores {
 		progress("replaying the no-repetition trace into %s…", name)
 		var r replayResult
 		cfg := replayConfig{Store: name, Dir: filepath.Join(work, "norep-"+name), Trace: norep, Samples: samples, TraceTag: "no-repeat"}
@@ -168,7 +223,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		os.RemoveAll(cfg.Dir)
 		rep.NoRepeat = append(rep.NoRepeat, r)
 	}
-	if o.targets {
+	if o.trace != "" {
+		real, err := replayReal(ctx, o, work, progress)
+		if err != nil {
+			return err
+		}
+		rep.Real = real
+	}
+	if o.targets && o.synthetic {
 		progress("measuring the speed targets…")
 		var ts []target
 		if err := runChild(ctx, "targets", targetsConfig{Dir: filepath.Join(work, "targets"), Quick: o.quick}, &ts); err != nil {
@@ -188,6 +250,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Sprintf("%.1f MiB", float64(hwm)/1024), float64(hwm) / 1024, hwm < 64<<10})
 		ts = append(ts, traceTargets(rep.Repeat)...)
 		rep.Targets = ts
+	}
+	if rep.Real != nil {
+		rep.Targets = append(rep.Targets, rep.Real.targets()...)
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	rep.Checks = check(rep)

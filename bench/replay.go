@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -44,6 +45,11 @@ type replayConfig struct {
 	Trace    trace.Config `json:"trace"`
 	Samples  int          `json:"samples"`
 	TraceTag string       `json:"trace_tag"`
+	// RealTrace, when set, is a real trace's path, replayed instead of the
+	// synthetic trace with every tool offloaded over Threshold characters;
+	// the CAS stores are then packed at the end.
+	RealTrace string `json:"real_trace,omitempty"`
+	Threshold int    `json:"threshold,omitempty"`
 }
 
 // curvePoint is the state after a step.
@@ -101,6 +107,18 @@ type replayResult struct {
 	VerifyOK      bool         `json:"verify_ok,omitempty"`
 	ByTool        []toolRow    `json:"by_tool"`
 	Curve         []curvePoint `json:"curve"`
+	// After packing everything (CAS stores, real traces): the time it
+	// took, what the store then takes on disk, and the latency of reading
+	// packed blobs of at most 64 KiB back by key.
+	PackSeconds   float64 `json:"pack_seconds,omitempty"`
+	PackedBlocks  int64   `json:"packed_block_bytes,omitempty"`
+	PackedData    int64   `json:"packed_data_bytes,omitempty"`
+	PackedIndex   int64   `json:"packed_index_bytes,omitempty"`
+	PackedFiles   int     `json:"packed_files,omitempty"`
+	PackedReads   int     `json:"packed_reads,omitempty"`
+	PackedReadP50 float64 `json:"packed_read_p50_ms,omitempty"`
+	PackedReadP99 float64 `json:"packed_read_p99_ms,omitempty"`
+	PackedReadsOK bool    `json:"packed_reads_ok,omitempty"`
 }
 
 // benchStrategies are the policies of the replay: what a team would set.
@@ -144,15 +162,30 @@ func openStore(ctx context.Context, name, dir string) (hook.Store, func() error,
 // measures it.
 func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	res := replayResult{Store: c.Store, Trace: c.TraceTag}
-	tr, err := trace.New(c.Trace)
-	if err != nil {
-		return res, err
+	var tr interface {
+		Next() (trace.Step, bool, error)
+	}
+	strategies := benchStrategies()
+	total := c.Trace.Runs * c.Trace.Steps
+	if c.RealTrace != "" {
+		rt, err := loadRealTrace(c.RealTrace)
+		if err != nil {
+			return res, err
+		}
+		tr, total = rt, len(rt.steps)
+		strategies = policy.MustStrategies(policy.Default(policy.OverChars(c.Threshold)))
+	} else {
+		st, err := trace.New(c.Trace)
+		if err != nil {
+			return res, err
+		}
+		tr = st
 	}
 	s, closeStore, err := openStore(ctx, c.Store, c.Dir)
 	if err != nil {
 		return res, err
 	}
-	h, err := hook.New(s, benchStrategies())
+	h, err := hook.New(s, strategies)
 	if err != nil {
 		return res, err
 	}
@@ -162,7 +195,7 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	}
 	unique := map[blobKey]bool{}
 	toolLogical := map[string]*toolRow{}
-	every := max(1, c.Trace.Runs*c.Trace.Steps/max(c.Samples, 1))
+	every := max(1, total/max(c.Samples, 1))
 	var busy time.Duration // in Offload calls only: not making the trace, not measuring
 	for {
 		step, ok, err := tr.Next()
@@ -230,6 +263,11 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	res.DedupRatio = 1
 	if res.StoredBytes > 0 {
 		res.DedupRatio = float64(res.LogicalBytes) / float64(res.StoredBytes)
+	}
+	if isCAS && c.RealTrace != "" {
+		if err := packFinish(ctx, cs, c.Dir, &res); err != nil {
+			return res, err
+		}
 	}
 	if isCAS {
 		if err := casFinish(ctx, cs, &res); err != nil {
@@ -346,4 +384,46 @@ func percentile(xs []float64, p float64) float64 {
 	sort.Float64s(s)
 	i := int(float64(len(s)-1) * p / 100)
 	return s[i]
+}
+
+// packFinish packs every blob, measures the store on disk again, and reads
+// packed blobs of at most 64 KiB back by key, in random order (a read never
+// profits from its neighbour's frame), timing each read and checking its
+// size (its bytes are re-hashed by the read itself).
+func packFinish(ctx context.Context, s *store.Store, dir string, res *replayResult) error {
+	t0 := time.Now()
+	if _, err := s.Pack(ctx, store.PackOptions{OlderThan: 0}); err != nil {
+		return err
+	}
+	res.PackSeconds = time.Since(t0).Seconds()
+	if err := s.Checkpoint(ctx); err != nil {
+		return err
+	}
+	u := du(dir)
+	res.PackedBlocks, res.PackedData, res.PackedIndex, res.PackedFiles = u.blocks, u.data, u.index, u.files
+	parts, err := s.List(ctx, index.ListOptions{})
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+	var lat []float64
+	res.PackedReadsOK = true
+	for _, p := range parts {
+		if p.Bytes > 64<<10 {
+			continue
+		}
+		t0 := time.Now()
+		c, err := s.Read(ctx, p.Run, p.Key)
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		if err != nil || int64(len(c.Data)) != p.Bytes {
+			res.PackedReadsOK = false
+		}
+		if len(lat) == 1000 {
+			break
+		}
+	}
+	res.PackedReads = len(lat)
+	res.PackedReadP50, res.PackedReadP99 = percentile(lat, 50), percentile(lat, 99)
+	return nil
 }

@@ -59,6 +59,9 @@ func check(rep Report) []string {
 			}
 		}
 	}
+	if rep.Real != nil {
+		bad = append(bad, rep.Real.check()...)
+	}
 	return bad
 }
 
@@ -119,19 +122,23 @@ func markdown(rep Report) string {
 	fmt.Fprintf(&b, "- Command: `%s` (took %.0f s)\n- Date: %s\n", rep.Command, rep.Seconds, rep.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %s, %d cores, %d GiB, Linux %s, stores on %s\n- Go: %s (%s)\n",
 		m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.FileSystem, m.GoVersion, m.OS)
-	fmt.Fprintf(&b, "- Trace: %d runs × %d steps of a scripted coding agent over the Go source tree (seed %d, Zipf exponent %.2f);"+
-		" each store replays it through the offload hook in its own process.\n\n", rep.Trace.Runs, rep.Trace.Steps, rep.Trace.Seed, rep.Trace.Zipf)
-	b.WriteString("## In short\n\n")
-	for _, h := range headline(rep) {
-		b.WriteString("- " + h + "\n")
+	if len(rep.Repeat) > 0 {
+		fmt.Fprintf(&b, "- Trace: %d runs × %d steps of a scripted coding agent over the Go source tree (seed %d, Zipf exponent %.2f);"+
+			" each store replays it through the offload hook in its own process.\n\n", rep.Trace.Runs, rep.Trace.Steps, rep.Trace.Seed, rep.Trace.Zipf)
+		b.WriteString("## In short\n\n")
+		for _, h := range headline(rep) {
+			b.WriteString("- " + h + "\n")
+		}
+		b.WriteString("\n## The trace, replayed into each store\n\n")
+		for _, r := range rep.Repeat {
+			fmt.Fprintf(&b, "- `%s`: %s\n", r.Store, storeNotes[r.Store])
+		}
+		b.WriteString("\n")
+		storeTable(&b, rep.Repeat)
+		b.WriteString("\n![Bytes on disk over the steps](bytes.png)\n\n![Step latency](latency.png)\n\n")
+	} else {
+		b.WriteString("\n")
 	}
-	b.WriteString("\n## The trace, replayed into each store\n\n")
-	for _, r := range rep.Repeat {
-		fmt.Fprintf(&b, "- `%s`: %s\n", r.Store, storeNotes[r.Store])
-	}
-	b.WriteString("\n")
-	storeTable(&b, rep.Repeat)
-	b.WriteString("\n![Bytes on disk over the steps](bytes.png)\n\n![Step latency](latency.png)\n\n")
 	if cf := find(rep.Repeat, storeCASFull); cf != nil {
 		b.WriteString("## Where dedup helped (CAS store, per tool)\n\n| tool | parts | logical | stored | ratio |\n| --- | ---: | ---: | ---: | ---: |\n")
 		for _, t := range cf.ByTool {
@@ -144,8 +151,11 @@ func markdown(rep Report) string {
 		storeTable(&b, rep.NoRepeat)
 		b.WriteString("\n")
 	}
+	if rep.Real != nil {
+		rep.Real.section(&b)
+	}
 	if len(rep.Targets) > 0 {
-		b.WriteString("## DESIGN.md's speed targets\n\nEach measured beside its baseline in the same process, alternating in rounds.\n\n| what | target | measured | met |\n| --- | --- | --- | --- |\n")
+		b.WriteString("## The speed targets\n\nEach measured beside its baseline in the same process, alternating in rounds.\n\n| what | target | measured | met |\n| --- | --- | --- | --- |\n")
 		for _, t := range rep.Targets {
 			met := "yes"
 			if !t.Met {
@@ -193,12 +203,20 @@ func writeReport(dir string, rep Report) error {
 	slim := rep
 	slim.Repeat = withoutLatencies(rep.Repeat)
 	slim.NoRepeat = withoutLatencies(rep.NoRepeat)
+	if rep.Real != nil {
+		real := *rep.Real
+		real.Results = withoutLatencies(real.Results)
+		slim.Real = &real
+	}
 	b, err := json.MarshalIndent(slim, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
+	}
+	if len(rep.Repeat) == 0 {
+		return nil
 	}
 	if err := bytesChart(filepath.Join(dir, "bytes.png"), rep.Repeat); err != nil {
 		return fmt.Errorf("chart: %w", err)

@@ -89,4 +89,7 @@ type BlobInfo struct {
 	Blob    Blob
 	Size    int64
 	ModTime time.Time
+	// Pack names the pack file holding the blob, empty for a loose blob
+	// (a file of its own under blobs/). ModTime is then the pack's.
+	Pack string
 }

@@ -113,6 +113,13 @@ func (r *rootFS) forget(name string, err error) {
 func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
 	root, base := r.resolve(name)
 	f, err := root.OpenFile(base, flag, perm)
+	if err != nil && root != r.root && errors.Is(err, fs.ErrNotExist) {
+		// The cached shard directory may have been removed (packing removes
+		// empty shards) and made anew by another process: look again.
+		r.forget(name, err)
+		root, base = r.resolve(name)
+		f, err = root.OpenFile(base, flag, perm)
+	}
 	if err != nil {
 		r.forget(name, err)
 		return nil, err
@@ -142,7 +149,13 @@ func (r *rootFS) Remove(name string) error {
 
 func (r *rootFS) Lstat(name string) (fs.FileInfo, error) {
 	root, base := r.resolve(name)
-	return root.Lstat(base)
+	fi, err := root.Lstat(base)
+	if err != nil && root != r.root && errors.Is(err, fs.ErrNotExist) {
+		r.forget(name, err)
+		root, base = r.resolve(name)
+		fi, err = root.Lstat(base)
+	}
+	return fi, err
 }
 
 func (r *rootFS) Chtimes(name string, atime, mtime time.Time) error {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -327,7 +328,15 @@ func (s *Store) rename(tmp string, f file, b Blob) error {
 		s.fs.Remove(tmp)
 		return s.writeError(b, err)
 	}
-	if err := s.fs.Rename(tmp, b.RelPath()); err != nil {
+	err := s.fs.Rename(tmp, b.RelPath())
+	if errors.Is(err, fs.ErrNotExist) && path.Dir(tmp) == BlobsDir {
+		// A streamed blob's temp file is in blobs/ and its shard is made
+		// on first use (or was removed by packing since).
+		if err = s.remakeShard(b.Shard()); err == nil {
+			err = s.fs.Rename(tmp, b.RelPath())
+		}
+	}
+	if err != nil {
 		s.fs.Remove(tmp)
 		return fmt.Errorf("cas: rename into %s: %w", s.abs(b.RelPath()), err)
 	}

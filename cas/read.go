@@ -83,7 +83,8 @@ func kindOf(m fs.FileMode) string {
 // not hash to the blob's digest. A caller that must never pass on wrong bytes
 // reads to the end before using them, or uses ReadAll.
 type Reader struct {
-	f    file
+	f    io.ReadCloser
+	pack string // the pack holding the blob, empty when loose
 	blob Blob
 	size int64
 	h    hash.Hash
@@ -97,14 +98,28 @@ func (s *Store) Open(ctx context.Context, b Blob) (*Reader, error) {
 		return nil, err
 	}
 	f, fi, err := s.openBlob(b)
+	if errors.Is(err, ErrNotFound) {
+		r, perr := s.openPacked(ctx, b)
+		if perr == nil {
+			return r, nil
+		}
+		if !errors.Is(perr, ErrNotFound) {
+			err = perr
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cas: open: %w", err)
 	}
 	return &Reader{f: f, blob: b, size: fi.Size(), h: NewHash()}, nil
 }
 
-// Size returns the size of the blob's file when it was opened.
+// Size returns the size of the blob's file when it was opened, or of the
+// blob in its pack.
 func (r *Reader) Size() int64 { return r.size }
+
+// Pack returns the name of the pack file the blob is read from, or "" when
+// it is read from a file of its own.
+func (r *Reader) Pack() string { return r.pack }
 
 // Read implements io.Reader.
 func (r *Reader) Read(p []byte) (int, error) {
@@ -155,7 +170,8 @@ func (s *Store) ReadAll(ctx context.Context, b Blob) ([]byte, error) {
 	}
 }
 
-// Stat describes a blob's file without reading it.
+// Stat describes a blob's file without reading it; a blob that is not a file
+// of its own but is held in a pack is described with its pack's name.
 func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return BlobInfo{}, err
@@ -165,7 +181,7 @@ func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
 	}
 	fi, err := s.fs.Lstat(b.RelPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return BlobInfo{}, fmt.Errorf("cas: stat %s: %w", b.FileName(), ErrNotFound)
+		return s.statPacked(ctx, b)
 	}
 	if err != nil {
 		return BlobInfo{}, fmt.Errorf("cas: stat: %w", err)
@@ -176,7 +192,7 @@ func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
 	return BlobInfo{Blob: b, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
-// Verify re-hashes a blob's file and returns nil when it matches its name,
+// Verify re-hashes a blob (its file, or its bytes in a pack) and returns nil when it matches its name,
 // an error wrapping ErrNotFound when it is missing, and a *CorruptError
 // (wrapping ErrCorrupt) when it holds anything else.
 func (s *Store) Verify(ctx context.Context, b Blob) error {

@@ -128,12 +128,14 @@ type Store struct {
 	fs         fileSystem
 	durability Durability
 	now        func() time.Time
+	packs      packSet
 	readOnly   bool
 }
 
 // Open opens the store at dir. Without WithCreate, a directory that holds no
 // store gives ErrNoStore; a store of a newer format gives ErrNewerFormat.
-// Open creates the 256 shard directories if any is missing.
+// A new store gets its 256 shard directories at once; in an existing one, a
+// missing shard directory is made by the first write into it.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	c := config{durability: SyncFull, now: time.Now}
 	for _, o := range opts {
@@ -192,6 +194,7 @@ func (s *Store) init(create bool) error {
 		if err := s.writeMarker(); err != nil {
 			return err
 		}
+		return s.makeShards()
 	case err != nil:
 		return fmt.Errorf("cas: read %s: %w", filepath.Join(s.dir, MarkerFile), err)
 	default:
@@ -211,7 +214,7 @@ func (s *Store) init(create bool) error {
 	if s.readOnly {
 		return nil
 	}
-	return s.makeShards()
+	return s.makeBlobsDir()
 }
 
 // writeMarker writes the layout marker atomically and durably; several
@@ -244,9 +247,12 @@ func (s *Store) writeMarker() error {
 	return nil
 }
 
-// makeShards creates blobs/ and its 256 shard directories, syncing the parent
-// of every directory it creates.
-func (s *Store) makeShards() error {
+// makeBlobsDir creates blobs/ if it is missing, syncing the root. Shard
+// directories missing from an existing store are made by the first write
+// into each (remakeShard): packing removes the ones it empties, and 256
+// empty directories would cost a store of cold, packed blobs more blocks
+// than its packs.
+func (s *Store) makeBlobsDir() error {
 	created, err := s.mkdir(BlobsDir)
 	if err != nil {
 		return err
@@ -255,6 +261,15 @@ func (s *Store) makeShards() error {
 		if err := s.fs.SyncDir("."); err != nil {
 			return fmt.Errorf("cas: sync %s: %w", s.dir, err)
 		}
+	}
+	return nil
+}
+
+// makeShards creates blobs/ and its 256 shard directories for a new store,
+// syncing the parent of every directory it creates.
+func (s *Store) makeShards() error {
+	if err := s.makeBlobsDir(); err != nil {
+		return err
 	}
 	any := false
 	for i := 0; i < 256; i++ {
@@ -300,8 +315,9 @@ func (s *Store) mkdir(name string) (bool, error) {
 
 var errNotDir = errors.New("is not a directory")
 
-// remakeShard recreates a blob's shard directory after something removed it
-// since Open, syncing blobs/ so that the new directory is durable.
+// remakeShard creates a blob's shard directory on the first write into it,
+// or after packing removed it, syncing blobs/ so that the new directory is
+// durable.
 func (s *Store) remakeShard(shard string) error {
 	created, err := s.mkdir(BlobsDir + "/" + shard)
 	if err != nil {

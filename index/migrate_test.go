@@ -56,6 +56,12 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 		fixtureV1(t, db)
 		mustExec(t, db, `UPDATE blobs SET verified_at = 5 WHERE id = 1`)
 	},
+	3: func(t *testing.T, db *sql.DB) {
+		fixtureV1(t, db)
+		mustExec(t, db, `UPDATE blobs SET verified_at = 5 WHERE id = 1`)
+		mustExec(t, db, `INSERT INTO packs (id, name, size, raw, blobs, created_at) VALUES (1, 'pack-x.zst', 40, 100, 1, 7)`)
+		mustExec(t, db, `UPDATE blobs SET pack_id = 1 WHERE id = 2`)
+	},
 }
 
 func fixtureV1(t *testing.T, db *sql.DB) {

@@ -28,8 +28,21 @@ type Stats struct {
 	// (after a prune, until gc); only in unscoped stats.
 	UnreferencedBlobs int64
 	UnreferencedBytes int64
-	ByTool            []GroupStats
-	ByRun             []GroupStats
+	// PackedBlobs and PackedBytes count the distinct blobs the parts use
+	// that a pack holds, and their uncompressed size; the rest of
+	// StoredBytes is in loose files.
+	PackedBlobs int64
+	PackedBytes int64
+	// Packs counts the pack files; PackRawBytes is the uncompressed size of
+	// every blob they hold (dead ones too, until gc rewrites them) and
+	// PackFileBytes their size on disk; only in unscoped stats.
+	Packs         int64
+	PackRawBytes  int64
+	PackFileBytes int64
+	// CompressionRatio is PackRawBytes / PackFileBytes, 1 without packs.
+	CompressionRatio float64
+	ByTool           []GroupStats
+	ByRun            []GroupStats
 }
 
 // GroupStats is the share of one tool or run. StoredBytes counts the
@@ -54,17 +67,22 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 	err := x.read(ctx, func() error {
 		s = Stats{}
 		sizes := map[int64]int64{}
-		rows, err := x.db.QueryContext(ctx, `SELECT id, size FROM blobs`)
+		packed := map[int64]bool{}
+		rows, err := x.db.QueryContext(ctx, `SELECT id, size, pack_id IS NOT NULL FROM blobs`)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var id, size int64
-			if err := rows.Scan(&id, &size); err != nil {
+			var inPack bool
+			if err := rows.Scan(&id, &size, &inPack); err != nil {
 				rows.Close()
 				return err
 			}
 			sizes[id] = size
+			if inPack {
+				packed[id] = true
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -97,12 +115,22 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 		s.Runs = int64(len(runs))
 		s.Blobs = int64(len(all.blobs))
 		s.StoredBytes = all.stored(sizes)
+		for b := range all.blobs {
+			if packed[b] {
+				s.PackedBlobs++
+				s.PackedBytes += sizes[b]
+			}
+		}
 		s.ByTool = summarize(tools, sizes)
 		s.ByRun = summarize(runs, sizes)
 		if run == "" {
 			row := x.db.QueryRowxContext(ctx, `SELECT count(*), coalesce(sum(size), 0) FROM blobs b
 				WHERE NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id)`)
-			return row.Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes)
+			if err := row.Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
+				return err
+			}
+			row = x.db.QueryRowxContext(ctx, `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`)
+			return row.Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
 		}
 		return nil
 	})
@@ -113,6 +141,10 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 	s.DedupRatio = 1
 	if s.StoredBytes > 0 {
 		s.DedupRatio = float64(s.LogicalBytes) / float64(s.StoredBytes)
+	}
+	s.CompressionRatio = 1
+	if s.PackFileBytes > 0 {
+		s.CompressionRatio = float64(s.PackRawBytes) / float64(s.PackFileBytes)
 	}
 	s.IndexBytes = x.Size()
 	return s, nil

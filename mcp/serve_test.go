@@ -179,3 +179,33 @@ func remarshal(t *testing.T, from, to any) {
 		t.Fatal(err)
 	}
 }
+
+// TestStoreServerPacked: parts moved into a pack read back the same, through
+// the read tool and as resources.
+func TestStoreServerPacked(t *testing.T) {
+	st := openStore(t)
+	refs := offloadInto(t, st, "run-a", "search_web", "screenshot")
+	ctx := context.Background()
+	if res, err := st.Pack(ctx, store.PackOptions{}); err != nil || res.Blobs != 2 || res.RemovedLoose != 2 {
+		t.Fatalf("pack = %+v, %v", res, err)
+	}
+	cs := serveClient(t, st)
+	for _, ref := range refs {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.ReadToolName, Arguments: map[string]any{"ref": ref.Path}})
+		if err != nil || res.IsError {
+			t.Fatalf("read %s by its old path after packing: %v %s", ref.Key, err, jsonOf(t, res))
+		}
+		rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.ResourceURI(ref.Key)})
+		if err != nil {
+			t.Fatalf("resources/read %s after packing: %v", ref.Key, err)
+		}
+		c := rr.Contents[0]
+		if strings.Contains(ref.Key, "screenshot") {
+			if string(c.Blob) != string(pngBytes) {
+				t.Errorf("resources/read %s after packing: %d bytes", ref.Key, len(c.Blob))
+			}
+		} else if c.Text != bigText {
+			t.Errorf("resources/read %s after packing: not the text back", ref.Key)
+		}
+	}
+}

@@ -64,6 +64,8 @@ func runChild(role, args string) int {
 			until = time.Now().Add(time.Duration(ms) * time.Millisecond)
 		}
 		err = gcLoop(a[0], a[1] == "nolock", until)
+	case "packer":
+		err = packLoop(a[0])
 	case "racer":
 		ms, _ := strconv.Atoi(a[2])
 		err = raceWriter(a[0], a[1], time.Now().Add(time.Duration(ms)*time.Millisecond), a[3] == "nolock")

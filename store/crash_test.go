@@ -20,9 +20,9 @@ import (
 var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (default 40, 16 with -short)")
 
 // TestCrashLoop starts writer processes, and for the first two thirds of
-// the loop now and then a gc process, and kills each with SIGKILL at a
-// random moment: in a blob write, between
-// blob and row, in a transaction, in a sweep. Afterwards every write a
+// the loop now and then a gc process or a packer, and kills each with
+// SIGKILL at a random moment: in a blob write, between blob and row, in a
+// transaction, in a sweep, in a pack or a pack's rewrite. Afterwards every write a
 // writer saw return is in the index and reads back its exact bytes, verify
 // finds nothing corrupt or missing, and gc removes every temp file and
 // orphan the crashes left.
@@ -46,6 +46,7 @@ func TestCrashLoop(t *testing.T) {
 	var (
 		mu                      sync.Mutex
 		killed, gcKilled, clean int
+		packKilled              int
 		rng                     = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	)
 	lane := func(lane int) {
@@ -63,6 +64,9 @@ func TestCrashLoop(t *testing.T) {
 			if lane == 1 && n%3 == 0 && n < kills*2/3 {
 				role, args = "gc", []string{dir, "lock"}
 			}
+			if lane == 1 && n%3 == 1 && n < kills*2/3 {
+				role, args = "packer", []string{dir}
+			}
 			cmd := startChild(t, role, args...)
 			timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 			err := cmd.Wait()
@@ -73,6 +77,9 @@ func TestCrashLoop(t *testing.T) {
 			case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
 				if role == "gc" {
 					gcKilled++
+				}
+				if role == "packer" {
+					packKilled++
 				}
 			case err != nil:
 				t.Errorf("%s child failed: %v\n%s", role, err, cmd.Stdout)
@@ -154,6 +161,14 @@ func TestCrashLoop(t *testing.T) {
 		t.Errorf("verify after the crashes: corrupt %v, missing %v, index %v", res.Corrupt, res.Missing, res.IndexProblems)
 	}
 	leftovers := len(res.Temp) + len(res.Orphans)
+	packs, _, _, err := s.blobs.Packs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed := 0
+	for _, p := range packs {
+		packed += len(p.Entries)
+	}
 	gc, err := s.GC(ctx, GCOptions{Grace: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +180,6 @@ func TestCrashLoop(t *testing.T) {
 	if !res.OK || len(res.Temp) > 0 || len(res.Orphans) > 0 {
 		t.Errorf("after gc: ok %v, temp %v, orphans %v", res.OK, res.Temp, res.Orphans)
 	}
-	t.Logf("%d processes killed (%d gc), %d exited; %d committed writes checked, %d rows read back; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
-		killed, gcKilled, clean, checked, len(all), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
+	t.Logf("%d processes killed (%d gc, %d packers), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
+		killed, gcKilled, packKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
 }

@@ -52,6 +52,8 @@ type GCResult struct {
 	DryRun    bool
 	// Removed lists the blobs removed.
 	Removed []cas.Blob
+	// Packs says what was done to pack files.
+	Packs PackSweep
 }
 
 // GC removes the blobs no index row uses and that are older than the grace
@@ -124,6 +126,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		err = s.packedEntries(ctx, onDisk)
+	}
 	if err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: list blob files (nothing deleted): %w", err)
 	}
@@ -182,11 +187,22 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	if o.DryRun {
 		for _, b := range candidates {
+			if isPacked(onDisk[b]) {
+				continue // its bytes go when its pack is rewritten
+			}
 			res.RemovedBlobs++
 			res.FreedBytes += onDisk[b].Size
 			res.Removed = append(res.Removed, b)
 		}
 		res.RemovedTemp = len(oldTemps)
+		dying := make(map[cas.Blob]bool, len(candidates))
+		for _, b := range candidates {
+			dying[b] = true
+		}
+		res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
+		if err != nil {
+			return GCResult{}, fmt.Errorf("store: gc: packs: %w", err)
+		}
 		return res, nil
 	}
 
@@ -202,6 +218,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	var errs []string
 	for _, b := range gone {
+		if isPacked(onDisk[b]) {
+			continue // its bytes go when its pack is rewritten, below
+		}
 		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())
 			continue
@@ -219,6 +238,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			continue
 		}
 		res.RemovedTemp++
+	}
+	if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
+		errs = append(errs, "packs: "+err.Error())
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",

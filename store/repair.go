@@ -83,7 +83,15 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, erro
 	if len(v.IndexProblems) > 0 {
 		return res, fmt.Errorf("store: repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
 	}
+	packed, err := s.repairPacks(ctx, v.Corrupt, o.DryRun)
+	res.Quarantined = append(res.Quarantined, packed...)
+	if err != nil {
+		return res, fmt.Errorf("store: repair: %w", err)
+	}
 	for _, p := range v.Corrupt {
+		if s.inPacks(p.Path) {
+			continue // repairPacks did it
+		}
 		r := Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason}
 		if !o.DryRun {
 			to, err := s.quarantine(p.Path)
@@ -118,12 +126,12 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, erro
 }
 
 // quarantine moves the file (or whatever stands) at path, inside the blob
-// directories, to QuarantineDir under a name of its own, durably, and
+// directories or packs/, to QuarantineDir under a name of its own, durably, and
 // returns where it went.
 func (s *Store) quarantine(path string) (string, error) {
 	rel, err := filepath.Rel(s.dir, path)
-	if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), cas.BlobsDir+"/") {
-		return "", fmt.Errorf("quarantine %s: not under %s", path, filepath.Join(s.dir, cas.BlobsDir))
+	if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), cas.BlobsDir+"/") && !s.inPacks(path) {
+		return "", fmt.Errorf("quarantine %s: not under %s or %s", path, filepath.Join(s.dir, cas.BlobsDir), filepath.Join(s.dir, cas.PacksDir))
 	}
 	qdir := filepath.Join(s.dir, QuarantineDir)
 	if err := os.MkdirAll(qdir, 0o755); err != nil {

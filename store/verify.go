@@ -183,6 +183,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			res.Corrupt = append(res.Corrupt, p)
 		}
 	}
+	isUsed := func(b cas.Blob) bool { _, ok := used[b]; return ok }
+	if err := s.verifyPacks(ctx, &res, isUsed, seen, &whole); err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
 	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool { return seen[b] })
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)

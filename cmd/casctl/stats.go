@@ -41,15 +41,23 @@ type toolJSON struct {
 }
 
 type statsJSON struct {
-	Runs         int64      `json:"runs"`
-	Parts        int64      `json:"parts"`
-	Blobs        int64      `json:"blobs"`
-	LogicalBytes int64      `json:"logical_bytes"`
-	StoredBytes  int64      `json:"stored_bytes"`
-	SavedBytes   int64      `json:"saved_bytes"`
-	DedupRatio   float64    `json:"dedup_ratio"`
-	IndexBytes   int64      `json:"index_bytes"`
-	ByTool       []toolJSON `json:"by_tool"`
+	Runs         int64   `json:"runs"`
+	Parts        int64   `json:"parts"`
+	Blobs        int64   `json:"blobs"`
+	LogicalBytes int64   `json:"logical_bytes"`
+	StoredBytes  int64   `json:"stored_bytes"`
+	SavedBytes   int64   `json:"saved_bytes"`
+	DedupRatio   float64 `json:"dedup_ratio"`
+	IndexBytes   int64   `json:"index_bytes"`
+	// Loose and packed shares of stored_bytes; the packs' own sizes.
+	LooseBytes       int64      `json:"loose_bytes"`
+	PackedBlobs      int64      `json:"packed_blobs"`
+	PackedBytes      int64      `json:"packed_bytes"`
+	Packs            int64      `json:"packs"`
+	PackRawBytes     int64      `json:"pack_raw_bytes"`
+	PackFileBytes    int64      `json:"pack_file_bytes"`
+	CompressionRatio float64    `json:"compression_ratio"`
+	ByTool           []toolJSON `json:"by_tool"`
 }
 
 func runStats(ctx context.Context, g *globals, o statsOptions) error {
@@ -68,6 +76,8 @@ func runStats(ctx context.Context, g *globals, o statsOptions) error {
 	if o.json {
 		out := statsJSON{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,
 			StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
+			LooseBytes: st.StoredBytes - st.PackedBytes, PackedBlobs: st.PackedBlobs, PackedBytes: st.PackedBytes,
+			Packs: st.Packs, PackRawBytes: st.PackRawBytes, PackFileBytes: st.PackFileBytes, CompressionRatio: st.CompressionRatio,
 			ByTool: []toolJSON{}}
 		for _, t := range st.ByTool {
 			out.ByTool = append(out.ByTool, toolJSON{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
@@ -87,6 +97,14 @@ func printStats(out io.Writer, st index.Stats) {
 	fmt.Fprintf(w, "logical\t%s\t(what the agents produced)\n", size(st.LogicalBytes))
 	fmt.Fprintf(w, "stored\t%s\t(each blob once)\n", size(st.StoredBytes))
 	fmt.Fprintf(w, "saved\t%s\t(dedup ratio %.2f)\n", size(st.SavedBytes), st.DedupRatio)
+	if st.PackedBlobs > 0 || st.Packs > 0 {
+		fmt.Fprintf(w, "loose\t%s\t(%d blobs in files of their own)\n", size(st.StoredBytes-st.PackedBytes), st.Blobs-st.PackedBlobs)
+		fmt.Fprintf(w, "packed\t%s\t(%d blobs)\n", size(st.PackedBytes), st.PackedBlobs)
+	}
+	if st.Packs > 0 {
+		fmt.Fprintf(w, "packs\t%s\t(%d files holding %s: compression ratio %.2f, saved %s)\n", size(st.PackFileBytes),
+			st.Packs, size(st.PackRawBytes), st.CompressionRatio, size(st.PackRawBytes-st.PackFileBytes))
+	}
 	fmt.Fprintf(w, "index\t%s\n", size(st.IndexBytes))
 	if st.UnreferencedBlobs > 0 {
 		fmt.Fprintf(w, "garbage\t%s\t(%d blobs no part uses: casctl gc frees them)\n", size(st.UnreferencedBytes), st.UnreferencedBlobs)

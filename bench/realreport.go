@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// realStores are the stores a real trace is replayed into.
+var realStores = []string{storeDirNone, storeDirFull, storeCASNone, storeCASFull}
+
+// realReport is the replay of a real trace: every store, every round.
+type realReport struct {
+	Path      string `json:"path"`
+	Threshold int    `json:"threshold"`
+	Rounds    int    `json:"rounds"`
+	// Results holds one replay per store per round, round by round.
+	Results []replayResult `json:"results"`
+}
+
+// replayReal replays the real trace into every store, o.rounds times, the
+// order of the stores turning each round so that none always runs first on
+// a cold disk or last on a tired one.
+func replayReal(ctx context.Context, o options, work string, progress func(string, ...any)) (*realReport, error) {
+	r := &realReport{Path: o.trace, Threshold: o.threshold, Rounds: o.rounds}
+	for round := range o.rounds {
+		for i := range realStores {
+			name := realStores[(i+round)%len(realStores)]
+			progress("replaying %s into %s (round %d of %d)…", filepath.Base(o.trace), name, round+1, o.rounds)
+			cfg := replayConfig{Store: name, Dir: filepath.Join(work, "real-"+name), Samples: 60, TraceTag: "real",
+				RealTrace: o.trace, Threshold: o.threshold}
+			var res replayResult
+			if err := runChild(ctx, "replay", cfg, &res); err != nil {
+				return nil, fmt.Errorf("replay of %s into %s: %w", o.trace, name, err)
+			}
+			os.RemoveAll(cfg.Dir)
+			r.Results = append(r.Results, res)
+		}
+	}
+	return r, nil
+}
+
+// of returns a store's replays, one per round.
+func (r *realReport) of(store string) []replayResult {
+	var out []replayResult
+	for _, x := range r.Results {
+		if x.Store == store {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ratios returns, per round, f(a) / f(b) for the two stores' replays of
+// that round, and their minimum and median.
+func (r *realReport) ratios(a, b string, f func(replayResult) float64) (min, median float64) {
+	as, bs := r.of(a), r.of(b)
+	var rs []float64
+	for i := range min2(len(as), len(bs)) {
+		if d := f(bs[i]); d > 0 {
+			rs = append(rs, f(as[i])/d)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rs)
+	return rs[0], rs[len(rs)/2]
+}
+
+func min2(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// worst returns the largest value of f over a store's rounds.
+func (r *realReport) worst(store string, f func(replayResult) float64) float64 {
+	w := 0.0
+	for _, x := range r.of(store) {
+		w = max(w, f(x))
+	}
+	return w
+}
+
+// targets are the goals measured on the real trace.
+func (r *realReport) targets() []target {
+	packed := func(x replayResult) float64 { return float64(x.PackedBlocks) }
+	blocks := func(x replayResult) float64 { return float64(x.BlockBytes) }
+	perSec := func(x replayResult) float64 { return x.PerSecond }
+	// Smaller on disk: directory blocks / CAS blocks after pack.
+	dmin, dmed := r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
+		if x.Store == storeCASFull {
+			return packed(x)
+		}
+		return blocks(x)
+	})
+	tmin, tmed := r.ratios(storeCASFull, storeDirFull, perSec)
+	p99 := r.worst(storeCASFull, func(x replayResult) float64 { return x.PackedReadP99 })
+	ok := true
+	for _, x := range r.of(storeCASFull) {
+		ok = ok && x.PackedReadsOK
+	}
+	name := filepath.Base(r.Path)
+	return []target{
+		{fmt.Sprintf("real trace %s: on disk after pack", name), "≥ 5 × smaller than the durable directory store",
+			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×)", dmin, r.Rounds, dmed), dmin, dmin >= 5},
+		{fmt.Sprintf("real trace %s: durable replay throughput", name), "≥ 1.0 × the durable directory store",
+			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", tmin, r.Rounds, tmed), tmin, tmin >= 1},
+		{fmt.Sprintf("real trace %s: reading a packed blob ≤ 64 KiB", name), "≤ 2 ms p99",
+			fmt.Sprintf("%.2f ms p99 (worst round), every read checked: %v", p99, ok), p99, p99 <= 2 && ok},
+	}
+}
+
+// section is the report's part for the real trace.
+func (r *realReport) section(b *strings.Builder) {
+	fmt.Fprintf(b, "## A real agent trace: %s\n\n", filepath.Base(r.Path))
+	first := r.Results[0]
+	fmt.Fprintf(b, "%d steps, %d tool results; results over %d characters offloaded: %d (%s, %s unique, dedup %.2f ×). "+
+		"Every store replays the trace in its own process, %d rounds, the stores taking turns; the CAS stores are then packed "+
+		"(`casctl pack --older-than 0s`) and measured again.\n\n",
+		first.Steps, first.Results, r.Threshold, first.Offloaded, mib(first.LogicalBytes), mib(first.UniqueBytes),
+		float64(first.LogicalBytes)/float64(max(first.UniqueBytes, 1)), r.Rounds)
+	b.WriteString("| store | round | on disk (blocks) | after pack | of which index | files | results/s | step p50 / p99 (ms) | pack | packed read p50 / p99 (ms) |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for i, x := range r.Results {
+		after, idx, pack, read := "–", mib(x.IndexBytes), "–", "–"
+		if x.PackedBlocks > 0 {
+			after = mib(x.PackedBlocks)
+			idx = mib(x.PackedIndex)
+			pack = fmt.Sprintf("%.2f s", x.PackSeconds)
+			read = fmt.Sprintf("%.3f / %.3f (%d reads)", x.PackedReadP50, x.PackedReadP99, x.PackedReads)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d | %.0f | %.2f / %.2f | %s | %s |\n", x.Store, i/len(realStores)+1,
+			mib(x.BlockBytes), after, idx, x.Files, x.PerSecond, x.P50, x.P99, pack, read)
+	}
+	b.WriteString("\n")
+	for _, t := range r.targets() {
+		met := "met"
+		if !t.Met {
+			met = "**missed**"
+		}
+		fmt.Fprintf(b, "- %s: %s (target %s) — %s\n", t.What, t.Measured, t.Target, met)
+	}
+	b.WriteString("\n")
+}
+
+// check returns every way the real-trace replays fail to add up.
+func (r *realReport) check() []string {
+	var bad []string
+	f := r.Results[0]
+	for _, x := range r.Results {
+		if x.Results != f.Results || x.Offloaded != f.Offloaded || x.LogicalBytes != f.LogicalBytes || x.UniqueBytes != f.UniqueBytes {
+			bad = append(bad, fmt.Sprintf("real/%s replayed another trace than real/%s", x.Store, f.Store))
+		}
+		if (x.Store == storeCASFull || x.Store == storeCASNone) && (!x.VerifyOK || !x.PackedReadsOK || x.PackedBlocks == 0) {
+			bad = append(bad, fmt.Sprintf("real/%s: verify %v, packed reads %v, packed blocks %d", x.Store, x.VerifyOK, x.PackedReadsOK, x.PackedBlocks))
+		}
+	}
+	return bad
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolcas/toolcas/internal/trace"
+)
+
+func steps(t *testing.T, path string) []trace.Step {
+	t.Helper()
+	rt, err := loadRealTrace(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []trace.Step
+	for {
+		st, ok, err := rt.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, st)
+	}
+}
+
+func TestRealTraceShapes(t *testing.T) {
+	rows := steps(t, "testdata/traces/rows.jsonl")
+	if len(rows) != 3 || len(rows[0].Results) != 2 || rows[0].Run != "user:42/chat:7" || rows[0].Number != 1 ||
+		rows[0].Results[1].Tool != "grep" || rows[0].Results[1].CallID != "call_00_b" || rows[2].Run != "session-2" {
+		t.Errorf("JSON lines read as %+v", rows)
+	}
+	chat := steps(t, "testdata/traces/chat.json")
+	if len(chat) != 2 || chat[0].Run != "chat" || chat[0].Number != 1 || len(chat[0].Results) != 2 ||
+		chat[0].Results[0].Tool != "read_file" || chat[0].Results[1].Parts[0].Text != "a.go:1: match" ||
+		chat[1].Number != 2 || chat[1].Results[0].Tool != "bash" {
+		t.Errorf("chat messages read as %+v", chat)
+	}
+	traj := steps(t, "testdata/traces/task.traj.json")
+	if len(traj) != 1 || traj[0].Run != "task" || traj[0].Results[0].Parts[0].Text != "<returncode>0</returncode>" {
+		t.Errorf("trajectory read as %+v", traj)
+	}
+	// A directory reads every file in name order; gzip is undone.
+	dir := t.TempDir()
+	b, _ := os.ReadFile("testdata/traces/chat.json")
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(b)
+	w.Close()
+	os.WriteFile(filepath.Join(dir, "b.json.gz"), z.Bytes(), 0o644)
+	c, _ := os.ReadFile("testdata/traces/rows.jsonl")
+	os.WriteFile(filepath.Join(dir, "a.jsonl"), c, 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a trace"), 0o644)
+	all := steps(t, dir)
+	if len(all) != 5 || all[0].Run != "user:42/chat:7" || all[3].Run != "b" {
+		t.Errorf("directory read as %d steps: %+v", len(all), all)
+	}
+}
+
+func TestRealTraceBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"garbage.jsonl": "{\"run\": \"a\", \"step\": 1, \"text\": \"x\"}\nnot json\n",
+		"other.jsonl":   `{"hello": "world"}`,
+		"empty.jsonl":   "",
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		_, err := loadRealTrace(p)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("loadRealTrace(%s) = %v, want an error naming the file", name, err)
+		}
+	}
+	if _, err := loadRealTrace(filepath.Join(dir, "missing.jsonl")); err == nil {
+		t.Error("a missing trace loaded")
+	}
+}
+
+// TestQuickRealTrace replays a small real-shaped trace into every store,
+// packs the CAS stores and checks the report's figures.
+func TestQuickRealTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace into four stores; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-quick", "-json", "-synthetic=false", "-threshold", "5", "-trace", "testdata/traces", "-out", t.TempDir(), "-dir", t.TempDir()}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Real == nil || len(rep.Real.Results) != len(realStores) || len(rep.Repeat) != 0 || len(rep.Checks) != 0 {
+		t.Fatalf("report: real %+v, %d synthetic, checks %q", rep.Real, len(rep.Repeat), rep.Checks)
+	}
+	for _, r := range rep.Real.Results {
+		// Texts over 5 characters: every one of the 8 but "short" and "ok".
+		if r.Results != 8 || r.Offloaded != 6 {
+			t.Errorf("%s: %d results, %d offloaded; want 8, 6", r.Store, r.Results, r.Offloaded)
+		}
+		cas := r.Store == storeCASFull || r.Store == storeCASNone
+		if cas != (r.PackedBlocks > 0) || cas != (r.PackedReads == 6) || cas != r.PackedReadsOK {
+			t.Errorf("%s: packed %d blocks, %d reads, ok %v", r.Store, r.PackedBlocks, r.PackedReads, r.PackedReadsOK)
+		}
+	}
+	if len(rep.Targets) != 3 {
+		t.Errorf("%d targets for the real trace, want 3", len(rep.Targets))
+	}
+}
+
+// TestQuickWritesElsewhere: a quick run without -out leaves the committed
+// report alone and says where its report went.
+func TestQuickWritesElsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace into four stores; skipped with -short")
+	}
+	before, _ := os.ReadFile(filepath.Join("results", "REPORT.md"))
+	var stdout, stderr bytes.Buffer
+	args := []string{"-quick", "-synthetic=false", "-trace", "testdata/traces/chat.json", "-threshold", "5", "-dir", t.TempDir()}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	_, where, ok := strings.Cut(stderr.String(), "writing the report to ")
+	where = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(where), "…"))
+	if !ok || !strings.HasPrefix(where, os.TempDir()) {
+		t.Fatalf("quick run wrote its report to %q, want a temp dir\n%s", where, stderr.String())
+	}
+	defer os.RemoveAll(where)
+	if _, err := os.Stat(filepath.Join(where, "REPORT.md")); err != nil {
+		t.Error(err)
+	}
+	after, _ := os.ReadFile(filepath.Join("results", "REPORT.md"))
+	if !bytes.Equal(before, after) {
+		t.Error("a quick run changed the committed report")
+	}
+}

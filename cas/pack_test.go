@@ -1,0 +1,290 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// packFixture stores blobs of many sizes (a few frames' worth, one larger
+// than a frame, an empty one) and packs them.
+func packFixture(t *testing.T, s *Store) (map[Blob][]byte, []Blob, PackInfo) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	contents := map[Blob][]byte{}
+	var order []Blob
+	add := func(data []byte, ext string) {
+		r, err := s.PutBytes(ctx, data, ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := contents[r.Blob]; !ok {
+			order = append(order, r.Blob)
+		}
+		contents[r.Blob] = data
+	}
+	add(nil, ".txt")
+	for i := range 60 {
+		var b strings.Builder
+		for j := range 200 + rng.IntN(4000) {
+			fmt.Fprintf(&b, "line %d of result %d: ok\n", j, i)
+		}
+		add([]byte(b.String()), ".txt")
+	}
+	big := make([]byte, FrameSize+12345)
+	for i := range big {
+		big[i] = byte(rng.IntN(16))
+	}
+	add(big, ".bin")
+	order = append(order, order[3]) // listed twice, packed once
+	info, err := s.WritePack(ctx, order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return contents, order, info
+}
+
+func removeLoose(t *testing.T, s *Store, blobs map[Blob][]byte) {
+	t.Helper()
+	for b := range blobs {
+		if err := s.Remove(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPackRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []Durability{SyncFull, SyncNone} {
+		t.Run(d.String(), func(t *testing.T) {
+			s := MustOpen(t, WithDurability(d))
+			contents, _, info := packFixture(t, s)
+			if len(info.Entries) != len(contents) {
+				t.Fatalf("pack holds %d entries, want %d", len(info.Entries), len(contents))
+			}
+			raw := int64(0)
+			for _, data := range contents {
+				raw += int64(len(data))
+			}
+			if info.Raw != raw {
+				t.Errorf("pack Raw = %d, want %d", info.Raw, raw)
+			}
+			// The name is the digest of the file's bytes.
+			file, err := os.ReadFile(filepath.Join(s.Dir(), PacksDir, info.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Sum(file); PackName(got) != info.Name || int64(len(file)) != info.Size {
+				t.Errorf("pack %s (%d bytes) hashes to %s, %d bytes", info.Name, info.Size, got, len(file))
+			}
+			if info.Size*3 > raw {
+				t.Errorf("pack of %d bytes for %d raw bytes of repetitive text: not compressed", info.Size, raw)
+			}
+			// The whole pack is a zstd stream of every blob's bytes.
+			dec, _ := zstd.NewReader(nil)
+			all, err := dec.DecodeAll(file, nil)
+			if err != nil || int64(len(all)) != raw {
+				t.Errorf("decoding the whole pack with plain zstd: %d bytes, %v; want %d bytes", len(all), err, raw)
+			}
+			removeLoose(t, s, contents)
+			for b, want := range contents {
+				got, err := s.ReadAll(ctx, b)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("ReadAll(%s) from pack = %d bytes, %v; want %d bytes", b, len(got), err, len(want))
+				}
+				r, err := s.Open(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Pack() != info.Name || r.Size() != int64(len(want)) {
+					t.Errorf("Open(%s): pack %q size %d, want %q %d", b, r.Pack(), r.Size(), info.Name, len(want))
+				}
+				r.Close()
+				st, err := s.Stat(ctx, b)
+				if err != nil || st.Pack != info.Name || st.Size != int64(len(want)) {
+					t.Errorf("Stat(%s) = %+v, %v; want pack %s", b, st, err, info.Name)
+				}
+				if err := s.Verify(ctx, b); err != nil {
+					t.Errorf("Verify(%s) = %v", b, err)
+				}
+			}
+			ok, problems, err := s.VerifyPack(ctx, info.Name)
+			if err != nil || len(problems) != 0 || len(ok) != len(contents) {
+				t.Errorf("VerifyPack = %d ok, %v, %v", len(ok), problems, err)
+			}
+			packs, temps, bad, err := s.Packs(ctx)
+			if err != nil || len(packs) != 1 || len(temps) != 0 || len(bad) != 0 || packs[0].Name != info.Name {
+				t.Errorf("Packs = %v, %v, %v, %v", packs, temps, bad, err)
+			}
+		})
+	}
+}
+
+// TestPackCorruption damages packs on purpose: a flipped byte in a frame, a
+// truncated file, a table of contents that lies. Reads give errors, never
+// wrong bytes, and verify names the damage.
+func TestPackCorruption(t *testing.T) {
+	ctx := context.Background()
+	damage := map[string]func(t *testing.T, path string, info PackInfo){
+		"flipped byte in a frame": func(t *testing.T, path string, info PackInfo) {
+			b, _ := os.ReadFile(path)
+			b[len(b)/3] ^= 0x40
+			os.WriteFile(path, b, 0o644)
+		},
+		"truncated": func(t *testing.T, path string, info PackInfo) {
+			os.Truncate(path, info.Size/2)
+		},
+		"lying table of contents": func(t *testing.T, path string, info PackInfo) {
+			// Every blob is said to be one byte shorter than it is.
+			b, _ := os.ReadFile(path)
+			toc, err := readTOC(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := int64(len(b)) - (int64(len(toc.marshal())) + 8 + trailerSize)
+			for i := range toc.entries {
+				if toc.entries[i].Size > 0 {
+					toc.entries[i].Size--
+				}
+			}
+			b = append(b[:off], tocFrame(toc.marshal(), off)...)
+			os.WriteFile(path, b, 0o644)
+		},
+	}
+	for name, fn := range damage {
+		t.Run(name, func(t *testing.T) {
+			s := MustOpen(t)
+			contents, _, info := packFixture(t, s)
+			removeLoose(t, s, contents)
+			path := filepath.Join(s.Dir(), PacksDir, info.Name)
+			os.Chmod(path, 0o644)
+			fn(t, path, info)
+			s2, err := Open(ctx, s.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			failed := 0
+			for b, want := range contents {
+				got, err := s2.ReadAll(ctx, b)
+				if err == nil {
+					if !bytes.Equal(got, want) {
+						t.Fatalf("ReadAll(%s) returned wrong bytes from a damaged pack", b)
+					}
+					continue
+				}
+				failed++
+				if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPackCorrupt) {
+					t.Errorf("ReadAll(%s) = %v, want corrupt or not found", b, err)
+				}
+			}
+			if failed == 0 {
+				t.Error("every blob read back whole from a damaged pack")
+			}
+			_, problems, err := s2.VerifyPack(ctx, info.Name)
+			if err != nil || len(problems) == 0 {
+				t.Errorf("VerifyPack on a damaged pack = %v, %v; want problems", problems, err)
+			}
+			if problems[0].Reason == "" || !strings.Contains(problems[0].Pack, "pack-") {
+				t.Errorf("problem %+v does not say what is wrong", problems[0])
+			}
+		})
+	}
+}
+
+// TestWritePackRefusesCorruptBlob: a damaged loose blob stops the pack, and
+// nothing is left in packs/.
+func TestWritePackRefusesCorruptBlob(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	a, _ := s.PutBytes(ctx, []byte("fine content"), ".txt")
+	b, _ := s.PutBytes(ctx, []byte("content to damage"), ".txt")
+	p := s.Path(b.Blob)
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, []byte("content to damagE"), 0o644)
+	_, err := s.WritePack(ctx, []Blob{a.Blob, b.Blob})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), b.Blob.FileName()) {
+		t.Errorf("WritePack with a corrupt blob = %v, want ErrCorrupt naming it", err)
+	}
+	des, _ := os.ReadDir(filepath.Join(s.Dir(), PacksDir))
+	if len(des) != 0 {
+		t.Errorf("packs/ after a failed pack holds %v", des)
+	}
+	if _, err := s.WritePack(ctx, nil); err == nil {
+		t.Error("WritePack(no blobs) succeeded")
+	}
+}
+
+// TestPackSeenByOtherOpeners: a store opened before another one packed and
+// removed loose files (and emptied shard directories) finds the blobs in the
+// new pack, and a blob written later into a shard made anew.
+func TestPackSeenByOtherOpeners(t *testing.T) {
+	ctx := context.Background()
+	a := MustOpen(t)
+	data := []byte("read before and after packing")
+	r, err := a.PutBytes(ctx, data, ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ReadAll(ctx, r.Blob); err != nil || !bytes.Equal(got, data) {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, a.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.WritePack(ctx, []Blob{r.Blob}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, r.Blob); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.RemoveEmptyShards(ctx)
+	if err != nil || n != 256 {
+		t.Fatalf("RemoveEmptyShards = %d, %v; want 256", n, err)
+	}
+	if got, err := a.ReadAll(ctx, r.Blob); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read through the first opener after packing = %q, %v", got, err)
+	}
+	// Another process writes into the shard the first opener had cached.
+	other := []byte("written after the shard was removed")
+	var same Digest
+	for i := 0; ; i++ {
+		other = fmt.Appendf(other[:35], " %d", i)
+		if same = Sum(other); same.Hex()[:2] == r.Blob.Shard() {
+			break
+		}
+	}
+	w, err := b.PutBytes(ctx, other, ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ReadAll(ctx, w.Blob); err != nil || !bytes.Equal(got, other) {
+		t.Fatalf("read of a blob in a shard made anew = %q, %v", got, err)
+	}
+	if _, err := a.PutBytes(ctx, []byte("first writer writes again"), ".txt"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParsePackName(t *testing.T) {
+	d := Sum([]byte("x"))
+	if got, err := ParsePackName(PackName(d)); err != nil || got != d {
+		t.Errorf("ParsePackName(PackName) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "pack-.zst", "pack-" + d.Hex(), d.Hex() + ".zst", "pack-" + strings.ToUpper(d.Hex()) + ".zst", "pack-../x.zst"} {
+		if _, err := ParsePackName(bad); err == nil {
+			t.Errorf("ParsePackName(%q) succeeded", bad)
+		}
+	}
+}

@@ -1,0 +1,648 @@
+package cas
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrPackCorrupt is returned, wrapped, for a pack file whose bytes do not
+// hash to its name or whose table of contents does not parse.
+var ErrPackCorrupt = errors.New("pack corrupt")
+
+// PackInfo describes a pack file.
+type PackInfo struct {
+	Name    string // pack-<digest>.zst
+	Digest  Digest
+	Size    int64 // bytes on disk
+	ModTime time.Time
+	// Entries lists the blobs the pack holds, sorted by file name.
+	Entries []PackEntry
+	// Raw is the sum of the sizes of the blobs it holds.
+	Raw int64
+}
+
+// loadedPack is a pack whose table of contents is in memory.
+type loadedPack struct {
+	name    string
+	size    int64
+	modTime time.Time
+	toc     *packTOC
+}
+
+// packSet is what a Store knows of its packs: the tables of contents read so
+// far. It is refreshed from the directory whenever a blob is in none of them,
+// so packs written or removed by other processes are found.
+type packSet struct {
+	mu     sync.Mutex
+	loaded map[string]*loadedPack
+	// bad remembers packs whose table of contents did not load, so that a
+	// damaged pack is not re-read on every miss.
+	bad map[string]error
+	// frames holds the last few frames decoded, newest last: a reader that
+	// pages through a blob, or reads its neighbours, decodes once.
+	frames []cachedFrame
+}
+
+// cachedFrame is a decoded frame of a pack.
+type cachedFrame struct {
+	pack  string
+	frame int
+	data  []byte
+}
+
+// frameCacheSize is how many decoded frames a Store keeps, each at most
+// FrameSize bytes.
+const frameCacheSize = 4
+
+// lookup returns the loaded pack holding b, refreshing the set once if none
+// does.
+func (s *Store) lookup(ctx context.Context, b Blob) (*loadedPack, PackEntry, bool, error) {
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	if lp, e, ok := s.searchLoaded(b); ok {
+		return lp, e, true, nil
+	}
+	if err := s.refreshPacks(ctx); err != nil {
+		return nil, PackEntry{}, false, err
+	}
+	lp, e, ok := s.searchLoaded(b)
+	return lp, e, ok, nil
+}
+
+func (s *Store) searchLoaded(b Blob) (*loadedPack, PackEntry, bool) {
+	for _, lp := range s.packs.loaded {
+		if e, ok := lp.toc.find(b); ok {
+			return lp, e, true
+		}
+	}
+	return nil, PackEntry{}, false
+}
+
+// refreshPacks lists packs/, loads the tables of contents of packs not seen
+// before and forgets packs that are gone. The caller holds s.packs.mu.
+func (s *Store) refreshPacks(ctx context.Context) error {
+	des, err := s.fs.ReadDir(PacksDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.packs.loaded, s.packs.bad = nil, nil
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cas: list %s: %w", s.abs(PacksDir), err)
+	}
+	if s.packs.loaded == nil {
+		s.packs.loaded = map[string]*loadedPack{}
+		s.packs.bad = map[string]error{}
+	}
+	present := map[string]bool{}
+	for _, de := range des {
+		name := de.Name()
+		if _, err := ParsePackName(name); err != nil {
+			continue
+		}
+		present[name] = true
+		if s.packs.loaded[name] != nil || s.packs.bad[name] != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		lp, err := s.loadPack(name)
+		if err != nil {
+			s.packs.bad[name] = err
+			continue
+		}
+		s.packs.loaded[name] = lp
+	}
+	for name := range s.packs.loaded {
+		if !present[name] {
+			delete(s.packs.loaded, name)
+		}
+	}
+	for name := range s.packs.bad {
+		if !present[name] {
+			delete(s.packs.bad, name)
+		}
+	}
+	return nil
+}
+
+// openPackFile opens a pack file for reading, never through a link.
+func (s *Store) openPackFile(name string) (file, fs.FileInfo, error) {
+	if _, err := ParsePackName(name); err != nil {
+		return nil, nil, err
+	}
+	f, err := s.fs.OpenFile(PacksDir+"/"+name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s is a %s", ErrPackCorrupt, name, kindOf(fi.Mode()))
+	}
+	return f, fi, nil
+}
+
+func (s *Store) loadPack(name string) (*loadedPack, error) {
+	f, fi, err := s.openPackFile(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, errors.New("cas: pack file does not support positioned reads")
+	}
+	toc, err := readTOC(ra, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrPackCorrupt, name, err)
+	}
+	return &loadedPack{name: name, size: fi.Size(), modTime: fi.ModTime(), toc: toc}, nil
+}
+
+// openPacked opens a blob held in a pack, or returns ErrNotFound.
+func (s *Store) openPacked(ctx context.Context, b Blob) (*Reader, error) {
+	for range 2 {
+		lp, e, ok, err := s.lookup(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+		}
+		f, _, err := s.openPackFile(lp.name)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Rewritten by gc since it was loaded: look again.
+			s.packs.mu.Lock()
+			delete(s.packs.loaded, lp.name)
+			s.packs.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		frame := lp.toc.frames[e.Frame]
+		if frame.Raw <= FrameSize {
+			// A frame of many small blobs: decode it whole, once.
+			data, err := s.frameBytes(lp.name, e.Frame, frame, f)
+			f.Close()
+			if err != nil {
+				return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
+			}
+			r := io.NopCloser(bytes.NewReader(data[e.Offset : e.Offset+e.Size]))
+			return &Reader{f: r, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
+		}
+		fr, err := openEntry(f, lp.name, frame, e)
+		if err != nil {
+			return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
+		}
+		return &Reader{f: fr, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
+	}
+	return nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+}
+
+// frameBytes returns a frame's decoded bytes, from the cache or decoded
+// from f. The decoder checks the frame's checksum; the caller's Reader checks
+// the blob's digest.
+func (s *Store) frameBytes(pack string, i int, fr packFrame, f file) ([]byte, error) {
+	s.packs.mu.Lock()
+	for k, c := range s.packs.frames {
+		if c.pack == pack && c.frame == i {
+			s.packs.frames = append(append(s.packs.frames[:k:k], s.packs.frames[k+1:]...), c)
+			s.packs.mu.Unlock()
+			return c.data, nil
+		}
+	}
+	s.packs.mu.Unlock()
+	data, err := decodeFrame(f, i, fr)
+	if err != nil {
+		return nil, err
+	}
+	s.packs.mu.Lock()
+	if len(s.packs.frames) == frameCacheSize {
+		s.packs.frames = s.packs.frames[1:]
+	}
+	s.packs.frames = append(s.packs.frames, cachedFrame{pack: pack, frame: i, data: data})
+	s.packs.mu.Unlock()
+	return data, nil
+}
+
+// decodeFrame reads and decodes one whole frame, checking its checksum and
+// its length against the table of contents.
+func decodeFrame(f file, i int, fr packFrame) ([]byte, error) {
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, errors.New("pack file does not support positioned reads")
+	}
+	comp := make([]byte, fr.Len)
+	if _, err := ra.ReadAt(comp, fr.Off); err != nil {
+		return nil, fmt.Errorf("read frame %d: %w", i, err)
+	}
+	dec := decoders.Get().(*zstd.Decoder)
+	data, err := dec.DecodeAll(comp, make([]byte, 0, fr.Raw))
+	decoders.Put(dec)
+	if err != nil {
+		return nil, fmt.Errorf("decode frame %d: %w", i, err)
+	}
+	if int64(len(data)) != fr.Raw {
+		return nil, fmt.Errorf("frame %d decodes to %d bytes, the table of contents says %d", i, len(data), fr.Raw)
+	}
+	return data, nil
+}
+
+// statPacked describes a blob held in a pack, or returns ErrNotFound.
+func (s *Store) statPacked(ctx context.Context, b Blob) (BlobInfo, error) {
+	lp, e, ok, err := s.lookup(ctx, b)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	if !ok {
+		return BlobInfo{}, fmt.Errorf("cas: stat %s: %w", b.FileName(), ErrNotFound)
+	}
+	return BlobInfo{Blob: b, Size: e.Size, ModTime: lp.modTime, Pack: lp.name}, nil
+}
+
+// Packs lists the store's pack files with their tables of contents, and
+// the temp files left in packs/ by writes in progress or crashes. A pack
+// whose table of contents does not load is listed in bad with the error.
+func (s *Store) Packs(ctx context.Context) (packs []PackInfo, temps []Entry, bad map[string]error, err error) {
+	des, err := s.fs.ReadDir(PacksDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cas: list %s: %w", s.abs(PacksDir), err)
+	}
+	bad = map[string]error{}
+	for _, de := range des {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		name := de.Name()
+		if isTempName(name) {
+			fi, err := de.Info()
+			if err != nil {
+				continue
+			}
+			temps = append(temps, Entry{Kind: EntryTemp, RelPath: PacksDir + "/" + name, Size: fi.Size(), ModTime: fi.ModTime()})
+			continue
+		}
+		d, err := ParsePackName(name)
+		if err != nil {
+			continue
+		}
+		lp, err := s.loadPack(name)
+		if err != nil {
+			bad[name] = err
+			continue
+		}
+		pi := PackInfo{Name: name, Digest: d, Size: lp.size, ModTime: lp.modTime, Entries: lp.toc.entries}
+		for _, e := range lp.toc.entries {
+			pi.Raw += e.Size
+		}
+		packs = append(packs, pi)
+	}
+	sort.Slice(packs, func(i, j int) bool { return packs[i].Name < packs[j].Name })
+	return packs, temps, bad, nil
+}
+
+// PackBytes reports how many bytes each frame-to-be holds, for tests.
+type countingWriter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// WritePack writes the given blobs, in that order (callers put similar blobs
+// next to each other), into one new pack file and returns it once it is
+// durable (in SyncFull mode) under its final name. Each blob is read through
+// Open and so checked first: a corrupt or missing blob stops the pack with an
+// error naming it, and nothing is left behind. A blob listed twice is packed
+// once. Nothing is removed: the caller records the pack and then removes the
+// loose files.
+func (s *Store) WritePack(ctx context.Context, blobs []Blob) (PackInfo, error) {
+	if len(blobs) == 0 {
+		return PackInfo{}, errors.New("cas: write pack: no blobs")
+	}
+	created, err := s.mkdir(PacksDir)
+	if err != nil {
+		return PackInfo{}, err
+	}
+	if created && s.durability == SyncFull {
+		if err := s.fs.SyncDir("."); err != nil {
+			return PackInfo{}, fmt.Errorf("cas: sync %s: %w", s.dir, err)
+		}
+	}
+	tmp, f, err := s.createTempIn(PacksDir)
+	if err != nil {
+		return PackInfo{}, err
+	}
+	info, err := s.writePack(ctx, f, blobs)
+	if err != nil {
+		s.discard(tmp, f)
+		return PackInfo{}, err
+	}
+	if s.durability == SyncFull {
+		if err := f.Sync(); err != nil {
+			s.discard(tmp, f)
+			return PackInfo{}, s.writeError(Blob{}, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		s.fs.Remove(tmp)
+		return PackInfo{}, s.writeError(Blob{}, err)
+	}
+	info.Name = PackName(info.Digest)
+	if err := s.fs.Rename(tmp, PacksDir+"/"+info.Name); err != nil {
+		s.fs.Remove(tmp)
+		return PackInfo{}, fmt.Errorf("cas: rename into %s: %w", s.abs(PacksDir+"/"+info.Name), err)
+	}
+	if s.durability == SyncFull {
+		if err := s.fs.SyncDir(PacksDir); err != nil {
+			return PackInfo{}, fmt.Errorf("cas: sync %s: %w", s.abs(PacksDir), err)
+		}
+	}
+	info.ModTime = s.now()
+	return info, nil
+}
+
+func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, error) {
+	cw := &countingWriter{w: f, h: NewHash()}
+	bw := bufio.NewWriterSize(cw, chunkSize)
+	enc, err := zstd.NewWriter(bw, packEncoderOptions...)
+	if err != nil {
+		return PackInfo{}, err
+	}
+	var (
+		toc   packTOC
+		seen  = map[Blob]bool{}
+		raw   int64 // uncompressed bytes in the open frame
+		start int64 // where the open frame starts in the file
+		info  PackInfo
+	)
+	closeFrame := func() error {
+		if err := enc.Close(); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		toc.frames = append(toc.frames, packFrame{Off: start, Len: cw.n - start, Raw: raw})
+		start, raw = cw.n, 0
+		enc.Reset(bw)
+		return nil
+	}
+	for _, b := range blobs {
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		if err := ctx.Err(); err != nil {
+			return PackInfo{}, err
+		}
+		r, err := s.Open(ctx, b)
+		if err != nil {
+			return PackInfo{}, fmt.Errorf("cas: write pack: %w", err)
+		}
+		size := r.Size()
+		if raw > 0 && raw+size > FrameSize {
+			if err := closeFrame(); err != nil {
+				r.Close()
+				return PackInfo{}, s.writeError(Blob{}, err)
+			}
+		}
+		e := PackEntry{Blob: b, Frame: len(toc.frames), Offset: raw, Size: size}
+		// Bytes go into the frame only once they are checked: small blobs
+		// are read whole first; a large one has its frame to itself and a
+		// bad byte in it stops the whole pack.
+		var n int64
+		if size < FrameSize {
+			data, err := io.ReadAll(r)
+			if err == nil {
+				_, err = enc.Write(data)
+			}
+			n = int64(len(data))
+			if err != nil {
+				r.Close()
+				return PackInfo{}, fmt.Errorf("cas: write pack: %s: %w", b, err)
+			}
+		} else if n, err = io.Copy(enc, r); err != nil {
+			r.Close()
+			return PackInfo{}, fmt.Errorf("cas: write pack: %s: %w", b, err)
+		}
+		r.Close()
+		e.Size = n
+		raw += n
+		toc.entries = append(toc.entries, e)
+		info.Raw += n
+	}
+	if err := closeFrame(); err != nil {
+		return PackInfo{}, s.writeError(Blob{}, err)
+	}
+	sort.Slice(toc.entries, func(i, j int) bool { return toc.entries[i].Blob.FileName() < toc.entries[j].Blob.FileName() })
+	if _, err := bw.Write(tocFrame(toc.marshal(), cw.n)); err != nil {
+		return PackInfo{}, s.writeError(Blob{}, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return PackInfo{}, s.writeError(Blob{}, err)
+	}
+	cw.h.Sum(info.Digest[:0])
+	info.Size = cw.n
+	info.Entries = toc.entries
+	return info, nil
+}
+
+// RemovePack deletes a pack file. Only gc calls it, once no index row uses
+// any blob in it, or once its live blobs are in a new pack whose rows are
+// committed.
+func (s *Store) RemovePack(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := ParsePackName(name); err != nil {
+		return fmt.Errorf("cas: remove pack: %w", err)
+	}
+	if err := s.fs.Remove(PacksDir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: remove %s: %w", s.abs(PacksDir+"/"+name), err)
+	}
+	s.packs.mu.Lock()
+	delete(s.packs.loaded, name)
+	s.packs.mu.Unlock()
+	return nil
+}
+
+// RemoveTempPack deletes a temp file in packs/ that Packs reported.
+func (s *Store) RemoveTempPack(ctx context.Context, rel string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(rel) <= len(PacksDir)+1 || rel[:len(PacksDir)+1] != PacksDir+"/" || !isTempName(rel[len(PacksDir)+1:]) {
+		return fmt.Errorf("cas: remove temp: %q is not a temp file of the store's packs", clip(rel))
+	}
+	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+	}
+	return nil
+}
+
+// PackProblem is something VerifyPack found wrong.
+type PackProblem struct {
+	Pack string
+	// Blob is set when the problem is one blob's; zero for the whole pack.
+	Blob   Blob
+	Reason string
+}
+
+// VerifyPack re-hashes a pack file against its name and every blob in it
+// against its digest, frame by frame, and returns what it found wrong. A
+// pack whose table of contents does not load gives one problem and no
+// blobs. ok lists the blobs found whole.
+func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, problems []PackProblem, err error) {
+	d, err := ParsePackName(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cas: verify pack: %w", err)
+	}
+	f, _, err := s.openPackFile(name)
+	if err != nil {
+		return nil, []PackProblem{{Pack: name, Reason: err.Error()}}, nil
+	}
+	h := NewHash()
+	_, err = io.Copy(h, &ctxReader{ctx: ctx, r: f})
+	f.Close()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, []PackProblem{{Pack: name, Reason: err.Error()}}, nil
+	}
+	var got Digest
+	h.Sum(got[:0])
+	if got != d {
+		problems = append(problems, PackProblem{Pack: name, Reason: "content hashes to " + got.String()})
+	}
+	lp, err := s.loadPack(name)
+	if err != nil {
+		return nil, append(problems, PackProblem{Pack: name, Reason: err.Error()}), nil
+	}
+	// Frame by frame, as reads go: a frame of small blobs is decoded whole
+	// (so damage anywhere in it fails every blob in it, as it fails their
+	// reads), a frame of one large blob is streamed.
+	byFrame := make([][]PackEntry, len(lp.toc.frames))
+	for _, e := range lp.toc.entries {
+		byFrame[e.Frame] = append(byFrame[e.Frame], e)
+	}
+	for i, fr := range lp.toc.frames {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		bad := func(e PackEntry, reason string) {
+			problems = append(problems, PackProblem{Pack: name, Blob: e.Blob, Reason: reason})
+		}
+		pf, _, err := s.openPackFile(name)
+		if err != nil {
+			for _, e := range byFrame[i] {
+				bad(e, err.Error())
+			}
+			continue
+		}
+		if fr.Raw <= FrameSize {
+			data, err := decodeFrame(pf, i, fr)
+			pf.Close()
+			for _, e := range byFrame[i] {
+				switch {
+				case err != nil:
+					bad(e, err.Error())
+				case Sum(data[e.Offset:e.Offset+e.Size]) != e.Blob.Digest:
+					bad(e, "content hashes to "+Sum(data[e.Offset:e.Offset+e.Size]).String())
+				default:
+					ok = append(ok, e)
+				}
+			}
+			continue
+		}
+		for k, e := range byFrame[i] {
+			if k > 0 {
+				if pf, _, err = s.openPackFile(name); err != nil {
+					bad(e, err.Error())
+					continue
+				}
+			}
+			frr, err := openEntry(pf, name, fr, e)
+			if err != nil {
+				bad(e, err.Error())
+				continue
+			}
+			r := &Reader{f: frr, blob: e.Blob, size: e.Size, h: NewHash(), pack: name}
+			_, err = io.Copy(io.Discard, r)
+			r.Close()
+			if err != nil {
+				bad(e, err.Error())
+				continue
+			}
+			ok = append(ok, e)
+		}
+	}
+	return ok, problems, nil
+}
+
+// ctxReader stops a long read when its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// RemoveEmptyShards removes shard directories that hold nothing, as packing
+// leaves them; a write recreates its shard when it needs it. A directory that
+// is not empty is left alone, whatever another process does meanwhile.
+func (s *Store) RemoveEmptyShards(ctx context.Context) (int, error) {
+	top, err := s.fs.ReadDir(BlobsDir)
+	if err != nil {
+		return 0, fmt.Errorf("cas: list %s: %w", s.abs(BlobsDir), err)
+	}
+	n := 0
+	for _, de := range top {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if !de.IsDir() || !isShardName(de.Name()) {
+			continue
+		}
+		// Remove fails on a directory that is not empty, which is what keeps
+		// this safe against a writer creating a file in it meanwhile.
+		if err := s.fs.Remove(BlobsDir + "/" + de.Name()); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

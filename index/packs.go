@@ -1,0 +1,191 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// PackRecord describes a pack file to record.
+type PackRecord struct {
+	Name  string
+	Size  int64
+	Raw   int64
+	Blobs []cas.Blob
+}
+
+// PackRow is a row of the packs table, with what its blobs' rows say.
+type PackRow struct {
+	Name      string
+	Size      int64
+	Raw       int64
+	Blobs     int64
+	CreatedAt time.Time
+	// LiveBlobs and LiveBytes count the blob rows that name the pack: the
+	// blobs some part may still use. The rest of Raw is dead weight that a
+	// rewrite would drop.
+	LiveBlobs int64
+	LiveBytes int64
+}
+
+// PackCandidate is a loose blob that packing may take.
+type PackCandidate struct {
+	Blob cas.Blob
+	Size int64
+	// Tool, Run and Key are those of the first part that used the blob, to
+	// put similar blobs next to each other.
+	Tool, Run, Key string
+}
+
+// PackCandidates returns the blobs that some part uses, that no pack holds
+// and that were last referenced before cutoff.
+func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCandidate, error) {
+	type row struct {
+		Digest []byte `db:"digest"`
+		Ext    string `db:"ext"`
+		Size   int64  `db:"size"`
+		Tool   string `db:"tool"`
+		Run    string `db:"run"`
+		Key    string `db:"key"`
+	}
+	var rows []row
+	err := x.read(ctx, func() error {
+		rows = rows[:0]
+		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext, b.size, p.tool, p.run, p.key
+			FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id)
+			WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: pack candidates: %w", err)
+	}
+	out := make([]PackCandidate, 0, len(rows))
+	for _, r := range rows {
+		if len(r.Digest) != cas.DigestSize {
+			return nil, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+		}
+		out = append(out, PackCandidate{Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
+			Tool: r.Tool, Run: r.Run, Key: r.Key})
+	}
+	return out, nil
+}
+
+// RecordPack records a new pack and marks its blobs as held by it, in one
+// transaction. Blobs without a row are skipped: no part uses them.
+func (x *Index) RecordPack(ctx context.Context, p PackRecord) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		_, err := x.insertPack(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("index: record pack %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (x *Index) insertPack(ctx context.Context, tx *sql.Tx, p PackRecord) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO packs (name, size, raw, blobs, created_at) VALUES (?, ?, ?, ?, ?)`,
+		p.Name, p.Size, p.Raw, len(p.Blobs), x.now().UnixNano())
+	if err != nil {
+		return 0, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET pack_id = ? WHERE digest = ? AND ext = ?`)
+	if err != nil {
+		return 0, err
+	}
+	defer stmt.Close()
+	for _, b := range p.Blobs {
+		if _, err := stmt.ExecContext(ctx, id, b.Digest[:], b.Ext); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
+}
+
+// ReplacePack records a pack that takes over the live blobs of an old one,
+// in one transaction: the new row, its blobs moved to it, any blob row still
+// naming the old pack cleared (it is no longer held anywhere but as a loose
+// file, if at all), and the old pack's row deleted. With an empty
+// replacement (no live blobs) only the old row goes.
+func (x *Index) ReplacePack(ctx context.Context, old string, p PackRecord) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		var oldID int64
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM packs WHERE name = ?`, old).Scan(&oldID); err != nil {
+			return err
+		}
+		if len(p.Blobs) > 0 {
+			if _, err := x.insertPack(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE blobs SET pack_id = NULL WHERE pack_id = ?`, oldID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM packs WHERE id = ?`, oldID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("index: replace pack %s: %w", old, err)
+	}
+	return nil
+}
+
+// Packs lists the recorded packs with their live blobs and bytes.
+func (x *Index) Packs(ctx context.Context) ([]PackRow, error) {
+	type row struct {
+		Name      string `db:"name"`
+		Size      int64  `db:"size"`
+		Raw       int64  `db:"raw"`
+		Blobs     int64  `db:"blobs"`
+		CreatedAt int64  `db:"created_at"`
+		LiveBlobs int64  `db:"live_blobs"`
+		LiveBytes int64  `db:"live_bytes"`
+	}
+	var rows []row
+	err := x.read(ctx, func() error {
+		rows = rows[:0]
+		return x.db.SelectContext(ctx, &rows, `SELECT p.name, p.size, p.raw, p.blobs, p.created_at,
+			count(b.id) AS live_blobs, coalesce(sum(b.size), 0) AS live_bytes
+			FROM packs p LEFT JOIN blobs b ON b.pack_id = p.id GROUP BY p.id ORDER BY p.name`)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: packs: %w", err)
+	}
+	out := make([]PackRow, len(rows))
+	for i, r := range rows {
+		out[i] = PackRow{Name: r.Name, Size: r.Size, Raw: r.Raw, Blobs: r.Blobs, CreatedAt: time.Unix(0, r.CreatedAt),
+			LiveBlobs: r.LiveBlobs, LiveBytes: r.LiveBytes}
+	}
+	return out, nil
+}
+
+// PackedBlobs returns the blobs whose rows name a pack, with the pack's name.
+func (x *Index) PackedBlobs(ctx context.Context, pack string) ([]cas.Blob, error) {
+	type row struct {
+		Digest []byte `db:"digest"`
+		Ext    string `db:"ext"`
+	}
+	var rows []row
+	err := x.read(ctx, func() error {
+		rows = rows[:0]
+		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext FROM blobs b JOIN packs p ON b.pack_id = p.id
+			WHERE p.name = ? ORDER BY b.id`, pack)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: blobs of pack %s: %w", pack, err)
+	}
+	out := make([]cas.Blob, 0, len(rows))
+	for _, r := range rows {
+		if len(r.Digest) != cas.DigestSize {
+			return nil, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+		}
+		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
+	}
+	return out, nil
+}

@@ -1,0 +1,406 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// textOf makes a few KiB of text that compresses like tool output.
+func textOf(run string, i int) string {
+	var b strings.Builder
+	for j := range 150 {
+		fmt.Fprintf(&b, "%s: file_%d.go:%d: func handle%d(ctx context.Context) error {\n", run, i, j, j%7)
+	}
+	return b.String()
+}
+
+// packedStore writes three runs (one sharing content with another, and an
+// image), ages them past DefaultPackAge and packs them.
+func packedStore(t *testing.T) (*Store, *clock, map[string][]byte, map[string]hook.Stored) {
+	t.Helper()
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	want := map[string][]byte{}
+	stored := map[string]hook.Stored{}
+	for _, run := range []string{"a", "b", "c"} {
+		var items []hook.Item
+		for i := range 8 {
+			text := textOf(run, i)
+			if run == "b" && i < 2 {
+				text = textOf("a", i) // the same content as run a's
+			}
+			items = append(items, hook.Item{Key: hook.Key{Run: run, Step: i, Tool: "grep", CallID: "c", Part: -1, Ext: ".txt"}, Part: hook.Text(text)})
+		}
+		img := bytes.Repeat([]byte{0x89, 'P', 'N', 'G', run[0]}, 300)
+		items = append(items, hook.Item{Key: hook.Key{Run: run, Step: 9, Tool: "screenshot", CallID: "c", Part: -1, Ext: ".png"}, Part: hook.Image("image/png", img)})
+		for i, st := range mustWrite(t, s, items...) {
+			stored[st.Key] = st
+			if items[i].Part.Kind == hook.KindText {
+				want[st.Key] = []byte(items[i].Part.Text)
+			} else {
+				want[st.Key] = items[i].Part.Data
+			}
+		}
+	}
+	c.t = c.t.Add(DefaultPackAge + time.Hour)
+	res, err := s.Pack(ctx, PackOptions{OlderThan: DefaultPackAge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Blobs != 25 || len(res.Packs) != 1 || res.RemovedLoose != 25 || res.PackBytes*3 > res.RawBytes {
+		t.Fatalf("Pack = %+v, want 25 blobs (27 parts, 2 shared) in one pack at least 3x smaller", res)
+	}
+	return s, c, want, stored
+}
+
+func TestPackReadsEverywhere(t *testing.T) {
+	ctx := context.Background()
+	s, _, want, stored := packedStore(t)
+	for key, data := range want {
+		st := stored[key]
+		if _, err := os.Lstat(st.Path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("loose file of %s still there after pack: %v", key, err)
+		}
+		run := strings.SplitN(key, "/", 2)[0]
+		for _, ref := range []string{key, st.Path, st.Digest.String(), st.Digest.Hex()[:12]} {
+			scope := run
+			if ref == st.Digest.Hex()[:12] {
+				scope = "" // a short prefix may be shared across runs
+			}
+			c, err := s.Read(ctx, scope, ref)
+			if err != nil || !bytes.Equal(c.Data, data) {
+				t.Fatalf("Read(%q, %q) after pack = %v; want the stored bytes", scope, ref, err)
+			}
+		}
+		d, err := s.Show(ctx, key)
+		if err != nil || d.OnDiskErr != nil || d.OnDisk.Pack == "" || d.OnDisk.Size != int64(len(data)) {
+			t.Fatalf("Show(%s) = %+v, %v; want it packed", key, d.OnDisk, err)
+		}
+		var buf bytes.Buffer
+		if _, err := s.Copy(ctx, &buf, d.Part); err != nil || !bytes.Equal(buf.Bytes(), data) {
+			t.Fatalf("Copy(%s) = %v", key, err)
+		}
+	}
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK || v.Checked != 25 || len(v.Orphans) != 0 || len(v.Temp) != 0 {
+		t.Fatalf("verify of a packed store = %+v, %v", v, err)
+	}
+	st, err := s.Stats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PackedBlobs != 25 || st.PackedBytes != st.StoredBytes || st.Packs != 1 || st.CompressionRatio < 3 {
+		t.Errorf("stats = packed %d blobs %d bytes of %d stored, %d packs, ratio %.2f", st.PackedBlobs, st.PackedBytes, st.StoredBytes, st.Packs, st.CompressionRatio)
+	}
+	// gc with no grace finds nothing missing and removes nothing used.
+	g, err := s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil || g.RemovedBlobs != 0 || g.Packs != (PackSweep{}) {
+		t.Fatalf("gc of a packed store = %+v, %v", g, err)
+	}
+	// Empty shard directories went with the loose files.
+	des, _ := os.ReadDir(filepath.Join(s.Dir(), cas.BlobsDir))
+	if len(des) != 0 {
+		t.Errorf("blobs/ after packing everything holds %d entries", len(des))
+	}
+	// A write after packing makes its shard again.
+	mustWrite(t, s, item("d", 1, "new after packing"))
+	if c, err := s.Read(ctx, "d", "d/1_t_c.txt"); err != nil || string(c.Data) != "new after packing" {
+		t.Fatalf("read of a write after packing = %v", err)
+	}
+}
+
+func TestPackGCRewritesAndDrops(t *testing.T) {
+	ctx := context.Background()
+	s, c, want, _ := packedStore(t)
+	packsBefore, _, _, _ := s.Blobs().Packs(ctx)
+	// Run a shares two blobs with run b; pruning a and c kills well over
+	// half of the pack's bytes.
+	for _, run := range []string{"a", "c"} {
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Blobs written within the grace period stay, packed or not.
+	g, err := s.GC(ctx, GCOptions{Grace: DefaultPackAge + 2*time.Hour})
+	if err != nil || g.Packs.Rewritten != 0 {
+		t.Fatalf("gc inside the grace period = %+v, %v", g, err)
+	}
+	dry, err := s.GC(ctx, GCOptions{Grace: time.Hour, DryRun: true})
+	if err != nil || dry.Packs.Rewritten != 1 {
+		t.Fatalf("gc dry run = %+v, %v; want one pack to rewrite", dry, err)
+	}
+	g, err = s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil || g.Packs.Rewritten != 1 || g.Packs.FreedBytes <= 0 {
+		t.Fatalf("gc = %+v, %v; want the pack rewritten", g, err)
+	}
+	packs, _, _, err := s.Blobs().Packs(ctx)
+	if err != nil || len(packs) != 1 || packs[0].Name == packsBefore[0].Name || len(packs[0].Entries) != 9 {
+		t.Fatalf("packs after rewrite = %v, %v; want one new pack of run b's 9 blobs", packs, err)
+	}
+	for key, data := range want {
+		got, err := s.Read(ctx, "", key)
+		if strings.HasPrefix(key, "b/") {
+			if err != nil || !bytes.Equal(got.Data, data) {
+				t.Errorf("read %s after rewrite: %v", key, err)
+			}
+		} else if err == nil {
+			t.Errorf("pruned %s still resolves", key)
+		}
+	}
+	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || v.Checked != 9 || len(v.Orphans) != 0 {
+		t.Fatalf("verify after rewrite = %+v, %v", v, err)
+	}
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Hour)
+	if g, err = s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || g.Packs.Dropped != 1 {
+		t.Fatalf("gc of a dead pack = %+v, %v", g, err)
+	}
+	if packs, _, _, _ := s.Blobs().Packs(ctx); len(packs) != 0 {
+		t.Errorf("packs left: %v", packs)
+	}
+	if st, _ := s.Stats(ctx, ""); st.Packs != 0 {
+		t.Errorf("stats still counts %d packs", st.Packs)
+	}
+}
+
+// TestPackFailures stops a pack at each step: before the pack is written,
+// after it is written but not recorded, after it is recorded but before the
+// loose files go. Every blob stays readable; verify finds nothing missing;
+// gc cleans up what was left and a later pack finishes the job.
+func TestPackFailures(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"pack:write", "pack:record", "pack:remove"} {
+		t.Run(point, func(t *testing.T) {
+			c := &clock{time.Now()}
+			boom := errors.New("injected")
+			var failing bool
+			s := MustOpen(t, WithClock(c.now), withFaults(func(p string) error {
+				if failing && p == point {
+					return boom
+				}
+				return nil
+			}))
+			var all []hook.Stored
+			for i := range 6 {
+				all = append(all, mustWrite(t, s, item("r", i, textOf("r", i)))...)
+			}
+			c.t = c.t.Add(48 * time.Hour)
+			failing = true
+			if _, err := s.Pack(ctx, PackOptions{}); !errors.Is(err, boom) {
+				t.Fatalf("Pack with %s failing = %v", point, err)
+			}
+			failing = false
+			check := func(when string) {
+				t.Helper()
+				for i, st := range all {
+					got, err := s.Read(ctx, "r", st.Key)
+					if err != nil || string(got.Data) != textOf("r", i) {
+						t.Fatalf("%s: read %s = %v", when, st.Key, err)
+					}
+				}
+				v, err := s.Verify(ctx, VerifyOptions{})
+				if err != nil || len(v.Missing) > 0 || len(v.Corrupt) > 0 {
+					t.Fatalf("%s: verify = %+v, %v", when, v, err)
+				}
+			}
+			check("after the failure")
+			// Files left by a failing pack are the next gc's.
+			if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+				t.Fatal(err)
+			}
+			check("after gc")
+			if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+				t.Fatal(err)
+			}
+			check("after packing again")
+			v, _ := s.Verify(ctx, VerifyOptions{})
+			if !v.OK || len(v.Orphans) > 0 || len(v.Temp) > 0 {
+				t.Errorf("verify at the end = %+v", v)
+			}
+			for _, st := range all {
+				if _, err := os.Lstat(st.Path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("loose %s still there at the end: %v", st.Key, err)
+				}
+			}
+			if st, _ := s.Stats(ctx, ""); st.PackedBlobs != 6 {
+				t.Errorf("packed blobs at the end = %d, want 6", st.PackedBlobs)
+			}
+		})
+	}
+}
+
+// TestPackDamageFound corrupts a pack on purpose: verify names the damaged
+// blobs with their keys, reads fail rather than return wrong bytes, and gc
+// does not delete anything because of it.
+func TestPackDamageFound(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"flip", "truncate", "remove"} {
+		t.Run(how, func(t *testing.T) {
+			s, _, want, _ := packedStore(t)
+			packs, _, _, _ := s.Blobs().Packs(ctx)
+			path := filepath.Join(s.Dir(), cas.PacksDir, packs[0].Name)
+			os.Chmod(path, 0o644)
+			switch how {
+			case "flip":
+				b, _ := os.ReadFile(path)
+				b[100] ^= 1
+				os.WriteFile(path, b, 0o644)
+			case "truncate":
+				os.Truncate(path, packs[0].Size-40)
+			case "remove":
+				os.Remove(path)
+			}
+			s2, err := Open(ctx, s.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			v, err := s2.Verify(ctx, VerifyOptions{})
+			if err != nil || v.OK || len(v.Corrupt)+len(v.Missing) == 0 {
+				t.Fatalf("verify of a damaged pack = %+v, %v", v, err)
+			}
+			keys := 0
+			for _, p := range append(v.Corrupt, v.Missing...) {
+				keys += len(p.Keys)
+			}
+			if keys == 0 {
+				t.Errorf("verify names no key that lost its bytes: %+v", v)
+			}
+			for key, data := range want {
+				if got, err := s2.Read(ctx, "", key); err == nil && !bytes.Equal(got.Data, data) {
+					t.Fatalf("read %s from a damaged pack returned wrong bytes", key)
+				}
+			}
+			// gc refuses a pack whose table of contents is gone, as it
+			// refuses missing blobs, and never deletes a damaged pack.
+			_, err = s2.GC(ctx, GCOptions{Grace: 0})
+			switch how {
+			case "remove", "truncate":
+				if err == nil {
+					t.Error("gc ran with rows pointing at a missing or unreadable pack")
+				}
+			default:
+				if err != nil {
+					t.Errorf("gc = %v", err)
+				}
+			}
+			if _, err := os.Stat(path); how != "remove" && err != nil {
+				t.Errorf("damaged pack gone after gc: %v", err)
+			}
+
+			// Repair: what reads whole goes to a new pack, the damaged
+			// pack to quarantine; keys of corrupt blobs stay, keys of
+			// blobs no table of contents lists any more are lost.
+			rep, err := s2.Repair(ctx, RepairOptions{})
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			v, err = s2.Verify(ctx, VerifyOptions{})
+			if err != nil || !v.OK || len(v.Corrupt) > 0 || len(v.Missing) > 0 {
+				t.Fatalf("verify after repair = %+v, %v", v, err)
+			}
+			if _, err := s2.GC(ctx, GCOptions{Grace: 0}); err != nil {
+				t.Fatalf("gc after repair: %v", err)
+			}
+			lost := map[string]bool{}
+			for _, r := range rep.Lost {
+				for _, k := range r.Keys {
+					lost[k] = true
+				}
+			}
+			healed := 0
+			for key, data := range want {
+				got, err := s2.Read(ctx, "", key)
+				switch {
+				case err == nil && !bytes.Equal(got.Data, data):
+					t.Fatalf("read %s after repair returned wrong bytes", key)
+				case err == nil:
+				case lost[key]:
+				default:
+					// Corrupt and kept: the same content written again heals it.
+					run, _, _ := strings.Cut(key, "/")
+					kind := hook.Text(string(data))
+					ext := ".txt"
+					if strings.HasSuffix(key, ".png") {
+						kind, ext = hook.Image("image/png", data), ".png"
+					}
+					mustWrite(t, s2, hook.Item{Key: hook.Key{Run: run + "-again", Step: 1, Tool: "t", CallID: "c", Part: -1, Ext: ext}, Part: kind})
+					if got, err := s2.Read(ctx, "", key); err != nil || !bytes.Equal(got.Data, data) {
+						t.Fatalf("read %s after writing its content again = %v", key, err)
+					}
+					healed++
+				}
+			}
+			if how == "flip" && (healed == 0 || len(rep.Lost) != 0) {
+				t.Errorf("repair of a flipped pack: %d healed, %d lost; want some healed, none lost", healed, len(rep.Lost))
+			}
+			if how != "flip" && len(rep.Lost) == 0 {
+				t.Errorf("repair of a %s pack lost nothing", how)
+			}
+			v, err = s2.Verify(ctx, VerifyOptions{})
+			if err != nil || !v.OK || len(v.Quarantined) != 0 {
+				t.Fatalf("verify after healing = %+v, %v", v, err)
+			}
+		})
+	}
+}
+
+// packLoop packs everything loose, prunes a junk run and collects garbage
+// with no grace period, so that packs are written, recorded, emptied of
+// their loose files and rewritten, again and again until killed.
+func packLoop(dir string) error {
+	ctx := context.Background()
+	s, err := openChild(ctx, dir, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i := 0; ; i++ {
+		if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+			return err
+		}
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
+			return err
+		}
+		if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+			return err
+		}
+	}
+}
+
+func TestPackIfOver(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	for i := range 4 {
+		mustWrite(t, s, item("r", i, textOf("r", i)))
+	}
+	if res, did, err := s.PackIfOver(ctx, 1, PackOptions{OlderThan: DefaultPackAge}); err != nil || did || res.Blobs != 0 {
+		t.Fatalf("PackIfOver of young blobs = %+v, %v, %v", res, did, err)
+	}
+	c.t = c.t.Add(DefaultPackAge + time.Minute)
+	if _, did, err := s.PackIfOver(ctx, 1<<30, PackOptions{OlderThan: DefaultPackAge}); err != nil || did {
+		t.Fatalf("PackIfOver under the limit packed: %v, %v", did, err)
+	}
+	res, did, err := s.PackIfOver(ctx, 1000, PackOptions{OlderThan: DefaultPackAge})
+	if err != nil || !did || res.Blobs != 4 {
+		t.Fatalf("PackIfOver over the limit = %+v, %v, %v", res, did, err)
+	}
+}
