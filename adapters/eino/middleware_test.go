@@ -56,15 +56,14 @@ func loopScript(in []*schema.Message) *schema.Message {
 }
 
 type fixture struct {
-	model  *scriptedModel
-	runner *adk.Runner
-	store  *store.Store
+	model *scriptedModel
+	mw    *toolcaseino.Middleware
+	store *store.Store
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), store.WithCreate())
+	st, err := store.Open(context.Background(), t.TempDir(), store.WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,27 +74,29 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &scriptedModel{next: loopScript}
+	return &fixture{model: &scriptedModel{next: loopScript}, mw: toolcaseino.MustNew(h, st), store: st}
+}
+
+// run runs an agent on one user message and returns the error any event
+// carried. Each run has an agent of its own, as eino v0.9.13's
+// ChatModelAgent is not safe for concurrent runs (the race detector finds
+// its Run writing shared state); the model, the middleware, the hook and the
+// store are shared.
+func (f *fixture) run(ctx context.Context, seed string, opts ...adk.AgentRunOption) error {
 	log := textTool{name: "fetch_log", out: func(seed string) string { return bigLog(seed, logLines) }}
 	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
 		Name:        "assistant",
 		Description: "reads logs",
-		Model:       m,
+		Model:       f.model,
 		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: []tool.BaseTool{
 			log, streamTool{textTool{name: "stream_log", out: log.out}}, screenshotTool{},
 		}}},
-		Handlers: []adk.ChatModelAgentMiddleware{toolcaseino.MustNew(h, st)},
+		Handlers: []adk.ChatModelAgentMiddleware{f.mw},
 	})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	return &fixture{model: m, runner: adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent}), store: st}
-}
-
-// run runs the agent on one user message and returns the error any event
-// carried.
-func (f *fixture) run(ctx context.Context, seed string, opts ...adk.AgentRunOption) error {
-	it := f.runner.Run(ctx, []adk.Message{schema.UserMessage(seed)}, opts...)
+	it := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent}).Run(ctx, []adk.Message{schema.UserMessage(seed)}, opts...)
 	for {
 		ev, ok := it.Next()
 		if !ok {
@@ -186,8 +187,9 @@ func TestAgentLoop(t *testing.T) {
 	}
 }
 
-// Concurrent runs share one agent and one store on disk; each sees only its
-// own results, named runs and runs named by the middleware alike.
+// Concurrent runs share one middleware, one model and one store on disk;
+// each sees only its own results, named runs and runs named by the
+// middleware alike.
 func TestConcurrentRuns(t *testing.T) {
 	f := newFixture(t)
 	const n = 8
