@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -231,5 +232,42 @@ func TestSameCallTwice(t *testing.T) {
 	}
 	if len(keys) != 2 || keys[0] == keys[1] {
 		t.Errorf("keys %q, want one per tool_use id", keys)
+	}
+}
+
+// pdfTool returns a PDF document block.
+type pdfTool struct{ data []byte }
+
+func (pdfTool) Name() string        { return "fetch_report" }
+func (pdfTool) Description() string { return "returns a report" }
+func (pdfTool) InputSchema() anthropic.BetaToolInputSchemaParam {
+	return anthropic.BetaToolInputSchemaParam{}
+}
+func (t pdfTool) Execute(context.Context, json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
+	return []anthropic.BetaToolResultBlockParamContentUnion{{OfDocument: &anthropic.BetaRequestDocumentBlockParam{
+		Source: anthropic.BetaRequestDocumentBlockSourceUnionParam{OfBase64: &anthropic.BetaBase64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(t.data)}}}}}, nil
+}
+
+// A PDF goes to the store like text and images, and comes back as the same
+// document; an unbound Offloader keys it by a hash of the input.
+func TestPDFUnbound(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	off := toolcasanthropic.Must(toolcasanthropic.New(f.hook, f.store, toolcasanthropic.WithRun("run-p")))
+	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("stream of a long report\n"), 200)...)
+	out, err := off.Wrap(pdfTool{pdf})[0].Execute(ctx, []byte(`{}`))
+	if err != nil || len(out) != 1 || out[0].OfText == nil || !strings.HasPrefix(out[0].OfText.Text, "Tool result offloaded to application/pdf") {
+		t.Fatalf("Execute = %+v, %v; want one text block, a pointer", out, err)
+	}
+	key := pointerKeys(out[0].OfText.Text)[0]
+	if !strings.HasPrefix(key, "run-p/0_fetch_report_in-") || !strings.HasSuffix(key, ".pdf") {
+		t.Errorf("key %s, want run-p/0_fetch_report_in-<hash>.pdf", key)
+	}
+	back, err := off.ReadTool().Execute(ctx, []byte(`{"ref": "`+key+`"}`))
+	if err != nil || len(back) != 2 || back[1].OfDocument == nil {
+		t.Fatalf("read back = %+v, %v; want a header and a document", back, err)
+	}
+	if got, _ := base64.StdEncoding.DecodeString(back[1].OfDocument.Source.OfBase64.Data); !bytes.Equal(got, pdf) {
+		t.Errorf("read back %d bytes, want the PDF's exact %d", len(got), len(pdf))
 	}
 }

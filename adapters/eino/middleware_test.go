@@ -69,7 +69,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	h, err := hook.New(st, policy.MustStrategies(
-		policy.For("screenshot", policy.Always),
+		policy.ForGroup([]string{"screenshot", "stream_shot"}, policy.Always),
 		policy.Default(policy.OverChars(2000))))
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +227,59 @@ func TestBadRunName(t *testing.T) {
 	err := f.run(context.Background(), "s1", toolcaseino.RunOption("../etc"))
 	if err == nil || !strings.Contains(err.Error(), toolcaseino.RunKey) {
 		t.Fatalf("run named ../etc: err = %v, want an error naming %s", err, toolcaseino.RunKey)
+	}
+}
+
+// A multimodal result streamed in chunks is collected, offloaded part by
+// part, and read back byte for byte.
+func TestEnhancedStreamable(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.model.next = func(in []*schema.Message) *schema.Message {
+		last := in[len(in)-1]
+		switch {
+		case last.Role == schema.User:
+			return callTool("call-1", "stream_shot", map[string]string{})
+		case last.ToolName == "stream_shot":
+			msg := schema.AssistantMessage("", nil)
+			for i, k := range pointerKeys(toolText(last)) {
+				msg.ToolCalls = append(msg.ToolCalls, callTool(fmt.Sprintf("read-%d", i), hook.ReadToolName, map[string]string{"ref": k}).ToolCalls[0])
+			}
+			return msg
+		}
+		return schema.AssistantMessage("done", nil)
+	}
+	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
+		Name: "assistant", Description: "looks", Model: f.model,
+		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: []tool.BaseTool{streamShotTool{}}}},
+		Handlers:    []adk.ChatModelAgentMiddleware{f.mw},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent}).Run(ctx, []adk.Message{schema.UserMessage("look")}, toolcaseino.RunOption("run-s"))
+	for ev, ok := it.Next(); ok; ev, ok = it.Next() {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+	}
+	reqs := f.model.requests()
+	if len(reqs) != 3 {
+		last := reqs[len(reqs)-1][len(reqs[len(reqs)-1])-1]
+		t.Fatalf("model got %d requests, want 3; the last ended with %s %s %.200q", len(reqs), last.Role, last.ToolName, toolText(last))
+	}
+	ptr := reqs[1][len(reqs[1])-1]
+	if imgs := toolImages(ptr); len(imgs) > 0 || !strings.HasPrefix(toolText(ptr), "Tool result offloaded to 2 files") {
+		t.Errorf("model was sent %q and %d images, want a pointer to 2 files", toolText(ptr), len(imgs))
+	}
+	reads := tail(reqs[2])
+	if len(reads) != 2 {
+		t.Fatalf("%d read-back results, want 2", len(reads))
+	}
+	if got, _ := unpage(toolText(reads[0])); got != "the page as rendered" {
+		t.Errorf("read back the caption: %q", got)
+	}
+	if imgs := toolImages(reads[1]); len(imgs) != 1 || !bytes.Equal(imgs[0], pngBytes) {
+		t.Errorf("read back the image: %d images, want the screenshot's bytes", len(imgs))
 	}
 }

@@ -180,3 +180,15 @@ func (screenshotTool) InvokableRun(context.Context, *schema.ToolArgument, ...too
 		{Type: schema.ToolPartTypeImage, Image: &schema.ToolOutputImage{MessagePartCommon: schema.MessagePartCommon{Base64Data: &b64, MIMEType: "image/png"}}},
 	}}, nil
 }
+
+// streamShotTool streams a caption and an image in two chunks.
+type streamShotTool struct{}
+
+func (streamShotTool) Info(context.Context) (*schema.ToolInfo, error) {
+	return &schema.ToolInfo{Name: "stream_shot", Desc: "streams a screenshot"}, nil
+}
+
+func (streamShotTool) StreamableRun(ctx context.Context, arg *schema.ToolArgument, opts ...tool.Option) (*schema.StreamReader[*schema.ToolResult], error) {
+	r, _ := screenshotTool{}.InvokableRun(ctx, arg, opts...)
+	return schema.StreamReaderFromArray([]*schema.ToolResult{{Parts: r.Parts[:1]}, {Parts: r.Parts[1:]}}), nil
+}

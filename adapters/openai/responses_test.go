@@ -175,3 +175,37 @@ func TestAppendOutputsRefusesBadImage(t *testing.T) {
 		t.Errorf("AppendOutputs(bad image) = %d items, %v; want the input as it was and an error naming the base64", len(got), err)
 	}
 }
+
+// A file given as file data goes to the store, and the read-back tool
+// returns it as the same file data.
+func TestAppendOutputsFile(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	off := toolcasopenai.Must(toolcasopenai.New(f.hook, f.store, toolcasopenai.WithRun("run-f")))
+	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("stream of a long report\n"), 200)...)
+	in := responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleUser),
+		{OfFunctionCall: &responses.ResponseFunctionToolCallParam{CallID: "c1", Name: "fetch_report", Arguments: "{}"}},
+	}
+	out := &responses.ResponseInputItemFunctionCallOutputParam{CallID: param.NewOpt("c1")}
+	out.Output.OfResponseFunctionCallOutputItemArray = responses.ResponseFunctionCallOutputItemListParam{
+		{OfInputFile: &responses.ResponseInputFileContentParam{Filename: param.NewOpt("q3.pdf"), FileData: param.NewOpt("data:application/pdf;base64," + base64.StdEncoding.EncodeToString(pdf))}},
+	}
+	got, err := off.AppendOutputs(ctx, in, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptr := got[2].OfFunctionCallOutput.Output.OfString.Value
+	if !strings.HasPrefix(ptr, "Tool result offloaded to application/pdf named 'q3.pdf'") {
+		t.Fatalf("output became %.120q, want a pointer to the PDF", ptr)
+	}
+	back := off.ReadOutput(ctx, "c2", `{"ref": "`+pointerKeys(ptr)[0]+`"}`)
+	items := back.OfFunctionCallOutput.Output.OfResponseFunctionCallOutputItemArray
+	if len(items) != 2 || items[1].OfInputFile == nil {
+		t.Fatalf("read back %+v, want a header and a file", items)
+	}
+	data, _ := strings.CutPrefix(items[1].OfInputFile.FileData.Value, "data:application/pdf;base64,")
+	if b, _ := base64.StdEncoding.DecodeString(data); !bytes.Equal(b, pdf) || items[1].OfInputFile.Filename.Value != "q3.pdf" {
+		t.Errorf("read back %d bytes named %q, want the PDF's exact %d named q3.pdf", len(b), items[1].OfInputFile.Filename.Value, len(pdf))
+	}
+}
