@@ -168,12 +168,17 @@ func (s *Store) packBatch(ctx context.Context, batch []index.PackCandidate, res 
 	return nil
 }
 
-// packLock keeps a second packer out while one works.
+// packLock keeps a second packer out while one works; like gc, a packer
+// waits for another at most until its context ends or DefaultGCLockTimeout
+// passes.
 func (s *Store) packLock(ctx context.Context) (func(), error) {
+	start := time.Now()
+	ctx, cancel := withLockDeadline(ctx, DefaultGCLockTimeout)
+	defer cancel()
 	l := flock.New(filepath.Join(s.dir, PackLockFile))
-	if _, err := l.TryLockContext(ctx, 10*time.Millisecond); err != nil {
+	if _, err := l.TryLockContext(ctx, exclusivePoll); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("store: pack: lock %s: %w", l.Path(), err)
+		return nil, lockedError(l.Path(), "another pack", err, time.Since(start))
 	}
 	return func() { l.Unlock(); l.Close() }, nil
 }

@@ -404,3 +404,20 @@ func TestPackIfOver(t *testing.T) {
 		t.Fatalf("PackIfOver over the limit = %+v, %v, %v", res, did, err)
 	}
 }
+
+// TestPackWaitsForPackerWithDeadline: a second packer gives up with
+// ErrLocked, naming the first, when its context ends.
+func TestPackWaitsForPackerWithDeadline(t *testing.T) {
+	s := MustOpen(t)
+	unlock, err := s.packLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = s.Pack(ctx, PackOptions{})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "another pack") {
+		t.Errorf("Pack while another packs = %v, want ErrLocked naming the other pack", err)
+	}
+}
