@@ -323,7 +323,7 @@ func (s *Store) Packs(ctx context.Context) (packs []PackInfo, temps []Entry, bad
 	return packs, temps, bad, nil
 }
 
-// PackBytes reports how many bytes each frame-to-be holds, for tests.
+// countingWriter counts and hashes what goes into a pack file.
 type countingWriter struct {
 	w io.Writer
 	h hash.Hash
