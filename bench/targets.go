@@ -17,7 +17,7 @@ import (
 	"github.com/toolcas/toolcas/store"
 )
 
-// target is one of DESIGN.md's speed targets, measured.
+// target is one of the speed targets of docs/design.md, measured.
 type target struct {
 	What     string  `json:"what"`
 	Target   string  `json:"target"`

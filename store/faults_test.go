@@ -64,7 +64,7 @@ func TestGCFailsClosed(t *testing.T) {
 	}
 }
 
-// TestCorruptionFixtures damages a store every way DESIGN.md names; verify
+// TestCorruptionFixtures damages a store every way docs/design.md names; verify
 // reports each, reads of damaged blobs fail cleanly, and the rest works.
 func TestCorruptionFixtures(t *testing.T) {
 	ctx := context.Background()
