@@ -217,12 +217,14 @@ func TestRunOfSession(t *testing.T) {
 	for _, tc := range []struct{ session, want string }{
 		{"sess-7", "sess-7"},
 		{"", hook.DefaultRun},
+		// Any UTF-8 up to 256 bytes without NUL is a run as it is.
+		{"a session/with spaces and a very long name over forty bytes", "a session/with spaces and a very long name over forty bytes"},
 	} {
 		if got := toolcasadk.Run(tc.session); got != tc.want {
 			t.Errorf("Run(%q) = %q, want %q", tc.session, got, tc.want)
 		}
 	}
-	odd := "a session/with spaces and a very long name over forty bytes"
+	odd := strings.Repeat("a session id no run can be, ", 10) + "\x00"
 	got := toolcasadk.Run(odd)
 	if hook.CheckRun(got) != nil || !strings.HasPrefix(got, "s-") || got != toolcasadk.Run(odd) || got == toolcasadk.Run(odd+"!") {
 		t.Errorf("Run(%q) = %q, want a stable valid run of its own", odd, got)

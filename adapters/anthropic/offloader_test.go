@@ -207,8 +207,8 @@ func TestReadToolRefuses(t *testing.T) {
 			t.Errorf("read %s from run-2 = %v, want an error", in, out)
 		}
 	}
-	if _, err := toolcasanthropic.New(f.hook, f.store, toolcasanthropic.WithRun("../x")); err == nil {
-		t.Error("New with run ../x succeeded")
+	if _, err := toolcasanthropic.New(f.hook, f.store, toolcasanthropic.WithRun("bad\x00run")); err == nil {
+		t.Error("New with a run name holding NUL succeeded")
 	}
 }
 

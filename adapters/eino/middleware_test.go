@@ -224,9 +224,9 @@ func TestConcurrentRuns(t *testing.T) {
 
 func TestBadRunName(t *testing.T) {
 	f := newFixture(t)
-	err := f.run(context.Background(), "s1", toolcaseino.RunOption("../etc"))
+	err := f.run(context.Background(), "s1", toolcaseino.RunOption("bad\x00run"))
 	if err == nil || !strings.Contains(err.Error(), toolcaseino.RunKey) {
-		t.Fatalf("run named ../etc: err = %v, want an error naming %s", err, toolcaseino.RunKey)
+		t.Fatalf("run name with NUL: err = %v, want an error naming %s", err, toolcaseino.RunKey)
 	}
 }
 
