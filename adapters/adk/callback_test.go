@@ -193,6 +193,12 @@ func TestAgentLoop(t *testing.T) {
 // disk; each reads back only its own log.
 func TestConcurrentSessions(t *testing.T) {
 	f := newFixture(t, true)
+	// adk-go v2.2.0's Runner.Run sets its root agent's mode on the first
+	// run without a lock (a data race of its own when the first runs are
+	// concurrent); one run first sets it.
+	if err := f.run(context.Background(), "sess-first", "first"); err != nil {
+		t.Fatal(err)
+	}
 	const n = 8
 	errs := make([]error, n)
 	var wg sync.WaitGroup
