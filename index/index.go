@@ -211,7 +211,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 // on a connection once): parsing SQL was a fifth of the cost of recording
 // a part.
 type statements struct {
-	upsertBlob, keyOwner, sameAs, insertPart *sql.Stmt
+	upsertBlob, keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -223,6 +223,8 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
 		{&x.stmts.insertPart, insertPartSQL},
+		{&x.stmts.runID, runIDSQL},
+		{&x.stmts.insertRun, insertRunSQL},
 	} {
 		err := retryBusy(ctx, x.retry, func() error {
 			st, err := x.db.PrepareContext(ctx, p.q)
@@ -340,7 +342,7 @@ func (x *Index) Path() string { return x.path }
 
 // Close closes the database.
 func (x *Index) Close() error {
-	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart} {
+	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun} {
 		if st != nil {
 			st.Close()
 		}

@@ -88,9 +88,9 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		q, args := `SELECT run, tool, blob_id, bytes, created_at FROM parts`, []any{}
+		q, args := `SELECT (SELECT name FROM runs WHERE id = run_id), tool, blob_id, bytes, created_at FROM parts`, []any{}
 		if run != "" {
-			q, args = q+` WHERE run = ?`, []any{run}
+			q, args = q+` WHERE run_id IN (SELECT id FROM runs WHERE name = ?)`, []any{run}
 		}
 		if rows, err = x.db.QueryContext(ctx, q, args...); err != nil {
 			return err
