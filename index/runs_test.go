@@ -60,3 +60,27 @@ func TestRunWithTwoKeyPrefixes(t *testing.T) {
 		t.Errorf("Runs after prune = %v", runs)
 	}
 }
+
+// A new index has small pages, so that a step's write-ahead log is small;
+// one made before keeps its pages.
+func TestNewIndexPageSize(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var n int
+	if err := x.db.GetContext(ctx, &n, `PRAGMA page_size`); err != nil || n != pageSize {
+		t.Errorf("page size %d (%v), want %d", n, err, pageSize)
+	}
+	var mode string
+	if err := x.db.GetContext(ctx, &mode, `PRAGMA journal_mode`); err != nil || mode != "wal" {
+		t.Errorf("journal mode %q (%v), want wal", mode, err)
+	}
+	old := fixtureAt(t, 1)
+	y, err := Open(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if err := y.db.GetContext(ctx, &n, `PRAGMA page_size`); err != nil || n != 4096 {
+		t.Errorf("an older index's page size is now %d (%v), want its 4096", n, err)
+	}
+}
