@@ -2,8 +2,12 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
 )
 
 // A run whose keys were rendered two ways (an older build's escaping, a
@@ -82,5 +86,27 @@ func TestNewIndexPageSize(t *testing.T) {
 	defer y.Close()
 	if err := y.db.GetContext(ctx, &n, `PRAGMA page_size`); err != nil || n != 4096 {
 		t.Errorf("an older index's page size is now %d (%v), want its 4096", n, err)
+	}
+}
+
+// MarkVerified marks more blobs than one transaction takes: every one.
+func TestMarkVerifiedInChunks(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	var blobs []cas.Blob
+	for i := range markChunk + 5 {
+		p := newPart("r", i, "t", fmt.Sprint("c", i), fmt.Sprint("content ", i))
+		ps = append(ps, p)
+		blobs = append(blobs, p.Blob)
+	}
+	mustRecord(t, x, ps...)
+	at := time.Unix(0, 12345)
+	if err := x.MarkVerified(ctx, blobs, at); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := x.db.GetContext(ctx, &n, `SELECT count(*) FROM blobs WHERE verified_at = ?`, at.UnixNano()); err != nil || n != len(blobs) {
+		t.Errorf("%d blobs marked (%v), want %d", n, err, len(blobs))
 	}
 }
