@@ -432,6 +432,24 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 	return parts(rows)
 }
 
+// SharingFirst returns the first limit parts (oldest first), in any run and
+// any version, whose bytes are in blob b: for a blob that very many parts
+// share, a page of them rather than all. Blob's Parts counts them all.
+func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part, error) {
+	if limit <= 0 {
+		return x.Sharing(ctx, b)
+	}
+	var rows []partRow
+	err := x.read(ctx, func() error {
+		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
+			WHERE b.digest = ? AND b.ext = ? ORDER BY p.id LIMIT ?`, b.Digest[:], b.Ext, limit)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
+	}
+	return parts(rows)
+}
+
 // Versions returns every version of a key, newest first.
 func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {
 	var rows []partRow
