@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -162,4 +163,46 @@ func (r *realReport) check() []string {
 		}
 	}
 	return bad
+}
+
+// replayRounds replays a trace into every store, rounds times, the order of
+// the stores turning each round, and returns every replay, round by round.
+func replayRounds(ctx context.Context, stores []string, rounds int, progress func(string, ...any), what string, config func(string) replayConfig) ([]replayResult, error) {
+	var out []replayResult
+	for round := range rounds {
+		for i := range stores {
+			name := stores[(i+round)%len(stores)]
+			progress("replaying %s into %s (round %d of %d)…", what, name, round+1, rounds)
+			cfg := config(name)
+			var res replayResult
+			if err := runChild(ctx, "replay", cfg, &res); err != nil {
+				return nil, fmt.Errorf("replay of %s into %s: %w", what, name, err)
+			}
+			os.RemoveAll(cfg.Dir)
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// medianRounds returns, for each store in order, its replay of median
+// throughput over the rounds (the lower middle of an even count).
+func medianRounds(all []replayResult, stores []string) []replayResult {
+	rs := realReport{Results: all}
+	var out []replayResult
+	for _, name := range stores {
+		of := rs.of(name)
+		if len(of) == 0 {
+			continue
+		}
+		slices.SortStableFunc(of, func(a, b replayResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
+		out = append(out, of[(len(of)-1)/2])
+	}
+	return out
+}
+
+// roundRatios returns, per round, f(a) / f(b), and their minimum and
+// median.
+func roundRatios(all []replayResult, a, b string, f func(replayResult) float64) (min, median float64) {
+	return (&realReport{Results: all}).ratios(a, b, f)
 }
