@@ -60,6 +60,9 @@ type Store struct {
 	noIntent bool
 	readOnly bool
 	reserve  int64
+
+	// commits gathers the rows of concurrent writes into one transaction.
+	commits committer
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -280,7 +283,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	err = s.fault("write:record")
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.index.Record(ctx, nps)
+		recs, err = s.record(ctx, nps)
 	}
 	if err != nil {
 		s.expire(puts)
@@ -369,7 +372,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	err = s.fault("write:record")
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.index.Record(ctx, []index.NewPart{np})
+		recs, err = s.record(ctx, []index.NewPart{np})
 	}
 	if err != nil {
 		s.expire([]cas.PutResult{res})
