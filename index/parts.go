@@ -432,23 +432,31 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 	return parts(rows)
 }
 
-// SharingFirst returns the first limit parts (oldest first), in any run and
-// any version, whose bytes are in blob b: for a blob that very many parts
-// share, a page of them rather than all. Blob's Parts counts them all.
+// SharingFirst returns limit of the parts, in any run and any version,
+// whose bytes are in blob b, by run and oldest first within a run (0: all,
+// as Sharing): for a blob that very many parts share, a page of them read
+// without reading the rest. Blob's Parts counts them all.
 func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part, error) {
 	if limit <= 0 {
 		return x.Sharing(ctx, b)
 	}
 	var rows []partRow
 	err := x.read(ctx, func() error {
-		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
-			WHERE b.digest = ? AND b.ext = ? ORDER BY p.id LIMIT ?`, b.Digest[:], b.Ext, limit)
+		// The ids are the first entries of the blob's index, in its order
+		// (by run, oldest first within a run): no sharing row beyond the
+		// page is read or sorted.
+		return x.db.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
 	}
 	return parts(rows)
 }
+
+const sharingFirstSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
+	WHERE p.id IN (SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE digest = ? AND ext = ?)
+		ORDER BY q.blob_id, q.run_id, q.id LIMIT ?)
+	ORDER BY p.run_id, p.id`
 
 // Versions returns every version of a key, newest first.
 func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {

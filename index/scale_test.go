@@ -14,9 +14,10 @@ import (
 var scaleSizes = flag.String("index.scale", "10000,100000", "with -bench Scale: the index sizes, in parts, comma-separated")
 
 // BenchmarkScale times what maintenance asks of the index at each size of
-// -index.scale (10,000 and 100,000 parts unless told; a million takes a
-// minute to fill): stats, show of a blob that 50,000 parts (or a tenth of
-// them) share, listing the newest 50, gc's list of the referenced blobs,
+// -index.scale (10,000 and 100,000 parts unless told; a million takes
+// minutes to fill): stats, show of a blob that 50,000 parts (or a tenth of
+// them) share (a page and the count, and, as show did, every one of them),
+// listing the newest 50, gc's list of the referenced blobs,
 // and recording one more part. The parts use 5,000 distinct blobs.
 //
 //	go test ./index -run '^$' -bench Scale -benchtime 5x -index.scale 10000,100000,1000000
@@ -45,6 +46,13 @@ func BenchmarkScale(b *testing.B) {
 				if err == nil && len(ps) != 11 {
 					err = fmt.Errorf("%d parts share the blob", len(ps))
 				}
+				return err
+			}},
+			{"show-shared-all", func() error {
+				if _, err := x.Blob(ctx, hot); err != nil {
+					return err
+				}
+				_, err := x.Sharing(ctx, hot)
 				return err
 			}},
 			{"list-50", func() error { _, err := x.List(ctx, ListOptions{Limit: 50}); return err }},

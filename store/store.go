@@ -545,8 +545,9 @@ func (s *Store) ShowPart(ctx context.Context, p index.Part) (Detail, error) {
 }
 
 // ShowPartFirst is ShowPart listing at most most of the parts sharing the
-// blob (0: all), oldest first, and counting the rest: a blob that tens of
-// thousands of parts share is shown as fast as any.
+// blob (0: all, oldest first), by run and oldest first within a run, and
+// counting the rest: a blob that tens of thousands of parts share is shown
+// as fast as any.
 func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Detail, error) {
 	var err error
 	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
