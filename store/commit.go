@@ -88,7 +88,12 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	for _, r := range batch {
 		all = append(all, r.parts...)
 	}
-	recs, err := s.index.Record(ctx, all)
+	// A test's stand-in for a shared transaction that failed.
+	err := s.fault("write:shared")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, all)
+	}
 	if err == nil {
 		for _, r := range batch {
 			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -13,12 +14,25 @@ import (
 // Writes that arrive while one commits are committed together, in one
 // transaction, and each gets its own rows back.
 func TestGroupCommit(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { testGroupCommit(t, false) })
+	// A shared transaction that fails: each write is recorded alone.
+	t.Run("shared fails", func(t *testing.T) { testGroupCommit(t, true) })
+}
+
+func testGroupCommit(t *testing.T, sharedFails bool) {
 	ctx := context.Background()
 	const writers = 6
 	hold := make(chan struct{})
 	var s *Store
 	first := true
+	shared := 0
 	s = MustOpen(t, withFaults(func(point string) error {
+		if point == "write:shared" {
+			shared++
+			if sharedFails {
+				return errors.New("injected failure of a shared transaction")
+			}
+		}
 		if point != "write:commit" || !first {
 			return nil
 		}
@@ -73,7 +87,7 @@ func TestGroupCommit(t *testing.T) {
 	s.commits.mu.Lock()
 	batches := append([]int(nil), s.commits.batches...)
 	s.commits.mu.Unlock()
-	if len(batches) >= writers {
-		t.Errorf("%d transactions for %d writes (%v): none was shared", len(batches), writers, batches)
+	if len(batches) >= writers || shared == 0 {
+		t.Errorf("%d batches for %d writes (%v), %d shared: none was shared", len(batches), writers, batches, shared)
 	}
 }
