@@ -100,6 +100,14 @@ func (r *realReport) targets() []target {
 		}
 		return blocks(x)
 	})
+	// The same without the CAS store's reserve file, a fixed size kept
+	// free for gc on a full disk: said beside the figure, not counted.
+	rmin, rmed := r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
+		if x.Store == storeCASFull {
+			return packed(x) - float64(x.PackedReserve)
+		}
+		return blocks(x)
+	})
 	tmin, tmed := r.ratios(storeCASFull, storeDirFull, perSec)
 	p99 := r.worst(storeCASFull, func(x replayResult) float64 { return x.PackedReadP99 })
 	ok := true
@@ -109,7 +117,8 @@ func (r *realReport) targets() []target {
 	name := filepath.Base(r.Path)
 	return []target{
 		{fmt.Sprintf("real trace %s: on disk after pack", name), "≥ 5 × smaller than the durable directory store",
-			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×)", dmin, r.Rounds, dmed), dmin, dmin >= 5},
+			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×); without the reserve file %.2f × (median %.2f ×)",
+				dmin, r.Rounds, dmed, rmin, rmed), dmin, dmin >= 5},
 		{fmt.Sprintf("real trace %s: durable replay throughput", name), "≥ 1.0 × the durable directory store",
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", tmin, r.Rounds, tmed), tmin, tmin >= 1},
 		{fmt.Sprintf("real trace %s: reading a packed blob ≤ 64 KiB", name), "≤ 2 ms p99",

@@ -110,11 +110,14 @@ type replayResult struct {
 	// After packing everything (CAS stores, real traces): the time it
 	// took, what the store then takes on disk, and the latency of reading
 	// packed blobs of at most 64 KiB back by key.
-	PackSeconds   float64 `json:"pack_seconds,omitempty"`
-	PackedBlocks  int64   `json:"packed_block_bytes,omitempty"`
-	PackedData    int64   `json:"packed_data_bytes,omitempty"`
-	PackedIndex   int64   `json:"packed_index_bytes,omitempty"`
-	PackedFiles   int     `json:"packed_files,omitempty"`
+	PackSeconds  float64 `json:"pack_seconds,omitempty"`
+	PackedBlocks int64   `json:"packed_block_bytes,omitempty"`
+	PackedData   int64   `json:"packed_data_bytes,omitempty"`
+	PackedIndex  int64   `json:"packed_index_bytes,omitempty"`
+	PackedFiles  int     `json:"packed_files,omitempty"`
+	// PackedReserve is the blocks of the store's reserve file (space kept
+	// for gc on a full disk), part of PackedBlocks.
+	PackedReserve int64   `json:"packed_reserve_bytes,omitempty"`
 	PackedReads   int     `json:"packed_reads,omitempty"`
 	PackedReadP50 float64 `json:"packed_read_p50_ms,omitempty"`
 	PackedReadP99 float64 `json:"packed_read_p99_ms,omitempty"`
@@ -340,7 +343,9 @@ func firstRun(st index.Stats) string {
 // usage is what a store takes on disk.
 type usage struct {
 	data, index, blocks int64
-	files, dirs         int
+	// reserve is the blocks of the reserve file, part of blocks.
+	reserve     int64
+	files, dirs int
 }
 
 // du walks a store: data files (blobs or result files), the index files,
@@ -357,6 +362,9 @@ func du(dir string) usage {
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			u.blocks += st.Blocks * 512
+			if !d.IsDir() && d.Name() == store.ReserveFile {
+				u.reserve += st.Blocks * 512
+			}
 		}
 		if d.IsDir() {
 			u.dirs++
@@ -401,6 +409,7 @@ func packFinish(ctx context.Context, s *store.Store, dir string, res *replayResu
 	}
 	u := du(dir)
 	res.PackedBlocks, res.PackedData, res.PackedIndex, res.PackedFiles = u.blocks, u.data, u.index, u.files
+	res.PackedReserve = u.reserve
 	parts, err := s.List(ctx, index.ListOptions{})
 	if err != nil {
 		return err
