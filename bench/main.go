@@ -94,8 +94,12 @@ type Report struct {
 	Seconds  float64        `json:"seconds"`
 	Repeat   []replayResult `json:"repeat"`
 	NoRepeat []replayResult `json:"no_repeat"`
-	Targets  []target       `json:"targets"`
-	Checks   []string       `json:"checks"`
+	// RepeatRounds and NoRepeatRounds hold every replay, round by round;
+	// Repeat and NoRepeat each store's median round of them.
+	RepeatRounds   []replayResult `json:"repeat_rounds,omitempty"`
+	NoRepeatRounds []replayResult `json:"no_repeat_rounds,omitempty"`
+	Targets        []target       `json:"targets"`
+	Checks         []string       `json:"checks"`
 	// Real is the replay of a real trace, when one was given.
 	Real *realReport `json:"real_trace,omitempty"`
 }
@@ -115,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.targets, "targets", true, "measure the speed targets")
 	fs.StringVar(&o.trace, "trace", "", "also replay this real trace (JSON lines of tool results, chat message lists, .traj.json; a file or a directory)")
 	fs.IntVar(&o.threshold, "threshold", 2000, "with -trace: offload results over this many characters")
-	fs.IntVar(&o.rounds, "rounds", 0, "with -trace: rounds of replays, the stores taking turns (default 3, 1 with -quick)")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
 	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
 	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
@@ -196,16 +200,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !o.synthetic {
 		stores = nil
 	}
-	for _, name := range stores {
-		progress("replaying the trace into %s…", name)
-		var r replayResult
-		cfg := replayConfig{Store: name, Dir: filepath.Join(work, name), Trace: rep.Trace, Samples: samples, TraceTag: "repeat"}
-		if err := runChild(ctx, "replay", cfg, &r); err != nil {
-			return fmt.Errorf("replay into %s: %w", name, err)
-		}
-		os.RemoveAll(cfg.Dir)
-		rep.Repeat = append(rep.Repeat, r)
+	// The stores take turns, round by round, the order turning each round,
+	// so that none always runs first on a cold disk or last on a tired one;
+	// the tables show each store's median round, the ratios every round.
+	var err error
+	rep.RepeatRounds, err = replayRounds(ctx, stores, o.rounds, progress, "the trace", func(name string) replayConfig {
+		return replayConfig{Store: name, Dir: filepath.Join(work, name), Trace: rep.Trace, Samples: samples, TraceTag: "repeat"}
+	})
+	if err != nil {
+		return err
 	}
+	rep.Repeat = medianRounds(rep.RepeatRounds, stores)
 	norep := rep.Trace
 	norep.NoRepeat = true
 	norep.Runs = max(1, rep.Trace.Runs/3)
@@ -213,16 +218,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !o.synthetic {
 		norepStores = nil
 	}
-	for _, name := range norepStores {
-		progress("replaying the no-repetition trace into %s…", name)
-		var r replayResult
-		cfg := replayConfig{Store: name, Dir: filepath.Join(work, "norep-"+name), Trace: norep, Samples: samples, TraceTag: "no-repeat"}
-		if err := runChild(ctx, "replay", cfg, &r); err != nil {
-			return fmt.Errorf("replay of the no-repetition trace into %s: %w", name, err)
-		}
-		os.RemoveAll(cfg.Dir)
-		rep.NoRepeat = append(rep.NoRepeat, r)
+	rep.NoRepeatRounds, err = replayRounds(ctx, norepStores, o.rounds, progress, "the no-repetition trace", func(name string) replayConfig {
+		return replayConfig{Store: name, Dir: filepath.Join(work, "norep-"+name), Trace: norep, Samples: samples, TraceTag: "no-repeat"}
+	})
+	if err != nil {
+		return err
 	}
+	rep.NoRepeat = medianRounds(rep.NoRepeatRounds, norepStores)
 	if o.trace != "" {
 		real, err := replayReal(ctx, o, work, progress)
 		if err != nil {

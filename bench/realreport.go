@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -92,16 +93,23 @@ func (r *realReport) targets() []target {
 	// The reserve file is a constant 1 MiB of emergency space whatever the
 	// store holds, not data: the goal compares what the data and the index
 	// take; the table shows the reserve apart.
-	packed := func(x replayResult) float64 { return float64(x.PackedBlocks - x.PackedReserve) }
 	blocks := func(x replayResult) float64 { return float64(x.BlockBytes) }
 	perSec := func(x replayResult) float64 { return x.PerSecond }
-	// Smaller on disk: directory blocks / CAS blocks after pack.
-	dmin, dmed := r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
-		if x.Store == storeCASFull {
-			return packed(x)
-		}
-		return blocks(x)
-	})
+	// Smaller on disk: directory blocks / CAS blocks after pack, with and
+	// without the reserve file.
+	ratio := func(withReserve bool) (float64, float64) {
+		return r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
+			if x.Store != storeCASFull {
+				return blocks(x)
+			}
+			if withReserve {
+				return float64(x.PackedBlocks)
+			}
+			return float64(x.PackedBlocks - x.PackedReserve)
+		})
+	}
+	dmin, dmed := ratio(false)
+	amin, amed := ratio(true)
 	tmin, tmed := r.ratios(storeCASFull, storeDirFull, perSec)
 	p99 := r.worst(storeCASFull, func(x replayResult) float64 { return x.PackedReadP99 })
 	ok := true
@@ -111,7 +119,8 @@ func (r *realReport) targets() []target {
 	name := filepath.Base(r.Path)
 	return []target{
 		{fmt.Sprintf("real trace %s: on disk after pack, without the 1 MiB reserve file", name), "≥ 5 × smaller than the durable directory store",
-			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×)", dmin, r.Rounds, dmed), dmin, dmin >= 5},
+			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×); with the reserve file %.2f × (median %.2f ×)",
+				dmin, r.Rounds, dmed, amin, amed), dmin, dmin >= 5},
 		{fmt.Sprintf("real trace %s: durable replay throughput", name), "≥ 1.0 × the durable directory store",
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", tmin, r.Rounds, tmed), tmin, tmin >= 1},
 		{fmt.Sprintf("real trace %s: reading a packed blob ≤ 64 KiB", name), "≤ 2 ms p99",
@@ -165,4 +174,46 @@ func (r *realReport) check() []string {
 		}
 	}
 	return bad
+}
+
+// replayRounds replays a trace into every store, rounds times, the order of
+// the stores turning each round, and returns every replay, round by round.
+func replayRounds(ctx context.Context, stores []string, rounds int, progress func(string, ...any), what string, config func(string) replayConfig) ([]replayResult, error) {
+	var out []replayResult
+	for round := range rounds {
+		for i := range stores {
+			name := stores[(i+round)%len(stores)]
+			progress("replaying %s into %s (round %d of %d)…", what, name, round+1, rounds)
+			cfg := config(name)
+			var res replayResult
+			if err := runChild(ctx, "replay", cfg, &res); err != nil {
+				return nil, fmt.Errorf("replay of %s into %s: %w", what, name, err)
+			}
+			os.RemoveAll(cfg.Dir)
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+// medianRounds returns, for each store in order, its replay of median
+// throughput over the rounds (the lower middle of an even count).
+func medianRounds(all []replayResult, stores []string) []replayResult {
+	rs := realReport{Results: all}
+	var out []replayResult
+	for _, name := range stores {
+		of := rs.of(name)
+		if len(of) == 0 {
+			continue
+		}
+		slices.SortStableFunc(of, func(a, b replayResult) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
+		out = append(out, of[(len(of)-1)/2])
+	}
+	return out
+}
+
+// roundRatios returns, per round, f(a) / f(b), and their minimum and
+// median.
+func roundRatios(all []replayResult, a, b string, f func(replayResult) float64) (min, median float64) {
+	return (&realReport{Results: all}).ratios(a, b, f)
 }

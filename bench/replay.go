@@ -110,10 +110,10 @@ type replayResult struct {
 	// After packing everything (CAS stores, real traces): the time it
 	// took, what the store then takes on disk, and the latency of reading
 	// packed blobs of at most 64 KiB back by key.
-	PackSeconds   float64 `json:"pack_seconds,omitempty"`
-	PackedBlocks  int64   `json:"packed_block_bytes,omitempty"`
+	PackSeconds  float64 `json:"pack_seconds,omitempty"`
+	PackedBlocks int64   `json:"packed_block_bytes,omitempty"`
 	// PackedReserve is the part of PackedBlocks that is the reserve file.
-	PackedReserve int64 `json:"packed_reserve_bytes,omitempty"`
+	PackedReserve int64   `json:"packed_reserve_bytes,omitempty"`
 	PackedData    int64   `json:"packed_data_bytes,omitempty"`
 	PackedIndex   int64   `json:"packed_index_bytes,omitempty"`
 	PackedFiles   int     `json:"packed_files,omitempty"`

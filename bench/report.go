@@ -92,6 +92,13 @@ func headline(rep Report) []string {
 		out = append(out, fmt.Sprintf("Throughput, no fsync: CAS %.0f results/s against directory %.0f (%.2f ×); p99 %.2f ms against %.2f ms.",
 			cn.PerSecond, dn.PerSecond, cn.PerSecond/dn.PerSecond, cn.P99, dn.P99))
 	}
+	if n := len(rep.RepeatRounds) / max(len(rep.Repeat), 1); n > 1 {
+		perSecond := func(r replayResult) float64 { return r.PerSecond }
+		fmin, fmed := roundRatios(rep.RepeatRounds, storeCASFull, storeDirFull, perSecond)
+		nmin, nmed := roundRatios(rep.RepeatRounds, storeCASNone, storeDirNone, perSecond)
+		out = append(out, fmt.Sprintf("Over %d rounds, the stores taking turns (the tables show each store's median round): CAS against directory throughput, durable %.2f × min, %.2f × median; no fsync %.2f × min, %.2f × median.",
+			n, fmin, fmed, nmin, nmed))
+	}
 	ncf, ndf := find(rep.NoRepeat, storeCASFull), find(rep.NoRepeat, storeDirFull)
 	if ncf != nil && ndf != nil {
 		out = append(out, fmt.Sprintf("Where dedup cannot help (no repetition): CAS %.0f results/s against directory %.0f (%.2f ×), on disk %s against %s.",

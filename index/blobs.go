@@ -189,8 +189,26 @@ func (x *Index) PartsMissingBlob(ctx context.Context, present func(cas.Blob) boo
 	return out, nil
 }
 
-// MarkVerified records that verify found these blobs whole at time t.
+// markChunk is how many blobs MarkVerified marks per transaction: one
+// transaction for a million blobs held the write lock, and a log of every
+// page it changed, for as long as it took.
+const markChunk = 10000
+
+// MarkVerified records that verify found these blobs whole at time t. It
+// commits every markChunk blobs, so that writers wait for one chunk at
+// most; an error leaves the chunks before it marked.
 func (x *Index) MarkVerified(ctx context.Context, blobs []cas.Blob, t time.Time) error {
+	for len(blobs) > 0 {
+		n := min(len(blobs), markChunk)
+		if err := x.markVerified(ctx, blobs[:n], t); err != nil {
+			return err
+		}
+		blobs = blobs[n:]
+	}
+	return nil
+}
+
+func (x *Index) markVerified(ctx context.Context, blobs []cas.Blob, t time.Time) error {
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET verified_at = ? WHERE digest = ? AND ext = ?`)
 		if err != nil {

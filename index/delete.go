@@ -21,7 +21,9 @@ func (x *Index) DeleteKey(ctx context.Context, key string, version int) (int64, 
 	}
 	var n int64
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE key = ? AND (? = 0 OR version = ?)`, key, version, version)
+		prefix, rest := splitKey(key)
+		res, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE key = ? AND (SELECT prefix FROM runs WHERE id = run_id) = ?
+			AND (? = 0 OR version = ?)`, rest, prefix, version, version)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,6 +150,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 		}
 		return x, err
 	}
+	if err := create(ctx, abs); err != nil {
+		return nil, err
+	}
 	db, err := sqlx.Open("sqlite", dsn(abs, c))
 	if err != nil {
 		return nil, fmt.Errorf("index: open %s: %w", abs, err)
@@ -166,6 +170,39 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 		return nil, err
 	}
 	return x, nil
+}
+
+// pageSize is the page size of a new index database. Every page a write
+// transaction changes is appended whole to the write-ahead log and synced,
+// so small pages make a one-part step's log small; a larger page would
+// only help scans of many rows, which the index answers from indexes.
+const pageSize = 1024
+
+// create makes a new, empty database file with pageSize pages in WAL mode,
+// unless it exists already. The page size has to be set before anything
+// is written, which the connection pragmas of Open (applied in their name's
+// order, journal_mode first) cannot do.
+func create(ctx context.Context, abs string) error {
+	if fi, err := os.Stat(abs); err == nil && fi.Size() > 0 {
+		return nil
+	}
+	lk := flock.New(abs + "-migrate.lock")
+	if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
+		return fmt.Errorf("index: lock %s to create it: %w", abs, err)
+	}
+	defer lk.Unlock()
+	if fi, err := os.Stat(abs); err == nil && fi.Size() > 0 {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+uriPath(abs)+"?_pragma=page_size("+strconv.Itoa(pageSize)+")")
+	if err != nil {
+		return fmt.Errorf("index: create %s: %w", abs, err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `PRAGMA journal_mode=WAL`); err != nil {
+		return fmt.Errorf("index: create %s: %w", abs, err)
+	}
+	return db.Close()
 }
 
 // openReadOnly opens the database without writing to it: no migration,
@@ -211,7 +248,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 // on a connection once): parsing SQL was a fifth of the cost of recording
 // a part.
 type statements struct {
-	upsertBlob, keyOwner, sameAs, insertPart *sql.Stmt
+	upsertBlob, keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -223,6 +260,8 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
 		{&x.stmts.insertPart, insertPartSQL},
+		{&x.stmts.runID, runIDSQL},
+		{&x.stmts.insertRun, insertRunSQL},
 	} {
 		err := retryBusy(ctx, x.retry, func() error {
 			st, err := x.db.PrepareContext(ctx, p.q)
@@ -340,7 +379,7 @@ func (x *Index) Path() string { return x.path }
 
 // Close closes the database.
 func (x *Index) Close() error {
-	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart} {
+	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun} {
 		if st != nil {
 			st.Close()
 		}

@@ -62,6 +62,21 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 		mustExec(t, db, `INSERT INTO packs (id, name, size, raw, blobs, created_at) VALUES (1, 'pack-x.zst', 40, 100, 1, 7)`)
 		mustExec(t, db, `UPDATE blobs SET pack_id = 1 WHERE id = 2`)
 	},
+	4: func(t *testing.T, db *sql.DB) {
+		for i := range 3 {
+			d := cas.Sum([]byte(fmt.Sprint("fixture", i)))
+			mustExec(t, db, `INSERT INTO blobs (id, digest, ext, size, first_stored, last_referenced) VALUES (?, ?, '.txt', 100, 1, 2)`, i+1, d[:])
+		}
+		mustExec(t, db, `UPDATE blobs SET verified_at = 5 WHERE id = 1`)
+		mustExec(t, db, `INSERT INTO packs (id, name, size, raw, blobs, created_at) VALUES (1, 'pack-x.zst', 40, 100, 1, 7)`)
+		mustExec(t, db, `UPDATE blobs SET pack_id = 1 WHERE id = 2`)
+		mustExec(t, db, `INSERT INTO runs (id, name, prefix) VALUES (1, 'old-run', 'old-run/')`)
+		for i := range 3 {
+			mustExec(t, db, `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
+				VALUES (1, ?, ?, 'read_file', ?, -1, 1, 'text', 'text/plain', '', 100, 100, ?, ?)`,
+				fmt.Sprintf("%d_read_file_c%d.txt", i, i), i, fmt.Sprint("c", i), i+1, 1000+i)
+		}
+	},
 }
 
 func fixtureV1(t *testing.T, db *sql.DB) {

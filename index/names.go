@@ -29,7 +29,17 @@ func (x *Index) Keys(ctx context.Context, prefix string, limit int) ([]string, e
 // names lists the distinct values of a column of parts that start with
 // prefix. The column name is one of the three above, never user input.
 func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]string, error) {
-	q := `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
+	var q string
+	switch column {
+	case "run":
+		q = `SELECT DISTINCT name FROM runs r WHERE substr(name, 1, ?) = ?
+			AND EXISTS (SELECT 1 FROM parts p WHERE p.run_id = r.id) ORDER BY name`
+	case "key":
+		q = `SELECT DISTINCT k FROM (SELECT r.prefix || p.key AS k FROM parts p JOIN runs r ON r.id = p.run_id)
+			WHERE substr(k, 1, ?) = ? ORDER BY k`
+	default:
+		q = `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
+	}
 	args := []any{len(prefix), prefix}
 	if limit > 0 {
 		q += ` LIMIT ?`
@@ -54,8 +64,12 @@ func (x *Index) HasTool(ctx context.Context, tool string) (bool, error) {
 
 func (x *Index) has(ctx context.Context, column, value string) (bool, error) {
 	var one int
+	cond := column + ` = ?`
+	if column == "run" {
+		cond = `run_id IN (SELECT id FROM runs WHERE name = ?)`
+	}
 	err := x.read(ctx, func() error {
-		return x.db.QueryRowContext(ctx, `SELECT 1 FROM parts WHERE `+column+` = ? LIMIT 1`, value).Scan(&one)
+		return x.db.QueryRowContext(ctx, `SELECT 1 FROM parts WHERE `+cond+` LIMIT 1`, value).Scan(&one)
 	})
 	if err == sql.ErrNoRows {
 		return false, nil

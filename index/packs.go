@@ -54,8 +54,8 @@ func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCan
 	var rows []row
 	err := x.read(ctx, func() error {
 		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext, b.size, p.tool, p.run, p.key
-			FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id)
+		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext, b.size, p.tool, r.name AS run, r.prefix || p.key AS key
+			FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id) JOIN runs r ON r.id = p.run_id
 			WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
 	})
 	if err != nil {

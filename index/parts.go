@@ -98,7 +98,9 @@ type partRow struct {
 	CreatedAt int64  `db:"created_at"`
 }
 
-const partColumns = `p.id, p.key, p.run, p.step, p.tool, p.call_id, p.part, p.version, p.kind, p.mime,
+// partColumns gives a part's full key and run name from its runs row.
+const partColumns = `p.id, (SELECT prefix FROM runs WHERE id = p.run_id) || p.key AS key,
+	(SELECT name FROM runs WHERE id = p.run_id) AS run, p.step, p.tool, p.call_id, p.part, p.version, p.kind, p.mime,
 	p.filename, p.chars, p.bytes, b.digest, b.ext, p.created_at`
 
 func (r partRow) part() (Part, error) {
@@ -192,12 +194,22 @@ const (
 	upsertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
 		RETURNING id`
-	insertPartSQL = `INSERT INTO parts (key, run, step, tool, call_id, part, version, kind, mime, filename,
+	insertPartSQL = `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
 		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// keyOwnerSQL returns the newest version of a key and the call that owns
-	// it: every version of a key belongs to one (run, step, tool, call id, part).
-	keyOwnerSQL = `SELECT version, run, step, tool, call_id, part FROM parts WHERE key = ? ORDER BY version DESC LIMIT 1`
-	sameAsSQL   = `SELECT key FROM parts WHERE blob_id = ? AND run = ? AND key <> ? ORDER BY id LIMIT 1`
+	// runIDSQL finds the runs row of a run whose keys start with a prefix;
+	// insertRunSQL makes it.
+	runIDSQL     = `SELECT id FROM runs WHERE name = ? AND prefix = ?`
+	insertRunSQL = `INSERT INTO runs (name, prefix) VALUES (?, ?) RETURNING id`
+	// keyOwnerSQL returns the newest version of a key (its prefix, then the
+	// rest) and the call that owns it: every version of a key belongs to one
+	// (run, step, tool, call id, part).
+	keyOwnerSQL = `SELECT p.version, r.name, p.step, p.tool, p.call_id, p.part FROM parts p JOIN runs r ON r.id = p.run_id
+		WHERE p.key = ? AND r.prefix = ? ORDER BY p.version DESC LIMIT 1`
+	// sameAsSQL takes a blob id, a run name and the part's own runs row id
+	// and key rest.
+	sameAsSQL = `SELECT (SELECT prefix FROM runs WHERE id = p.run_id) || p.key FROM parts p
+		WHERE p.blob_id = ? AND p.run_id IN (SELECT id FROM runs WHERE name = ?) AND NOT (p.run_id = ? AND p.key = ?)
+		ORDER BY p.id LIMIT 1`
 )
 
 // Record records parts and their blobs in one transaction: all or none. A
@@ -219,6 +231,8 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 		now := x.now().UnixNano()
 		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
 		keyOwner := tx.StmtContext(ctx, x.stmts.keyOwner)
+		runID := tx.StmtContext(ctx, x.stmts.runID)
+		insertRun := tx.StmtContext(ctx, x.stmts.insertRun)
 		sameAsKey := tx.StmtContext(ctx, x.stmts.sameAs)
 		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
 		for i, p := range ps {
@@ -231,12 +245,21 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 				return err
 			}
 			p.Key = key
+			prefix, rest := splitKey(p.Key)
+			var run int64
+			err = runID.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = insertRun.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+			}
+			if err != nil {
+				return fmt.Errorf("run %s: %w", clip(p.Run), err)
+			}
 			var sameAs sql.NullString
-			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, p.Key).Scan(&sameAs)
+			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("same content as %s: %w", p.Key, err)
 			}
-			res, err := insertPart.ExecContext(ctx, p.Key, p.Run, p.Step, p.Tool, p.CallID, p.Part, version,
+			res, err := insertPart.ExecContext(ctx, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
 				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
 			if err != nil {
 				return fmt.Errorf("insert %s: %w", p.Key, err)
@@ -262,7 +285,8 @@ func freeKey(ctx context.Context, keyOwner *sql.Stmt, p NewPart) (string, int, e
 			version, step, part int
 			run, tool, callID   string
 		)
-		err := keyOwner.QueryRowContext(ctx, key).Scan(&version, &run, &step, &tool, &callID, &part)
+		prefix, rest := splitKey(key)
+		err := keyOwner.QueryRowContext(ctx, rest, prefix).Scan(&version, &run, &step, &tool, &callID, &part)
 		if errors.Is(err, sql.ErrNoRows) {
 			return key, 1, nil
 		}
@@ -274,6 +298,13 @@ func freeKey(ctx context.Context, keyOwner *sql.Stmt, p NewPart) (string, int, e
 		}
 	}
 	return "", 0, fmt.Errorf("%w %q: %d other calls of the run use this key", ErrInvalidPart, clip(p.Key), maxSuffix)
+}
+
+// splitKey splits a key into what its runs row holds, the first element and
+// its '/' ("" when it has none), and what its parts row holds, the rest.
+func splitKey(key string) (prefix, rest string) {
+	i := strings.IndexByte(key, '/')
+	return key[:i+1], key[i+1:]
 }
 
 // suffixed returns key with "~n" before its extension ext, or key itself
@@ -324,8 +355,22 @@ func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
 		args  []any
 	)
 	if o.Run != "" {
-		where = append(where, "p.run = ?")
-		args = append(args, o.Run)
+		// The run's ids are looked up first so that the usual one id is an
+		// equality, which the run's index serves in created order.
+		ids, err := x.runIDs(ctx, o.Run)
+		if err != nil {
+			return nil, fmt.Errorf("index: list: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		where = append(where, "p.run_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")")
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		if len(ids) == 1 {
+			where[len(where)-1] = "p.run_id = ?"
+		}
 	}
 	if o.Tool != "" {
 		where = append(where, "p.tool = ?")
@@ -340,7 +385,7 @@ func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
 		args = append(args, o.Since.UnixNano())
 	}
 	if !o.AllVersions {
-		where = append(where, "NOT EXISTS (SELECT 1 FROM parts n WHERE n.key = p.key AND n.version > p.version)")
+		where = append(where, "NOT EXISTS (SELECT 1 FROM parts n WHERE n.key = p.key AND n.run_id = p.run_id AND n.version > p.version)")
 	}
 	q := `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id`
 	if len(where) > 0 {
@@ -355,6 +400,17 @@ func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
 		return nil, fmt.Errorf("index: list: %w", err)
 	}
 	return parts(rows)
+}
+
+// runIDs returns the ids of a run's rows in runs: one for each way its
+// keys were rendered, usually one.
+func (x *Index) runIDs(ctx context.Context, run string) ([]int64, error) {
+	var ids []int64
+	err := x.read(ctx, func() error {
+		ids = ids[:0]
+		return x.db.SelectContext(ctx, &ids, `SELECT id FROM runs WHERE name = ? ORDER BY id`, run)
+	})
+	return ids, err
 }
 
 // read runs a query, retrying while a checkpoint or recovery holds the lock.
@@ -376,12 +432,39 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 	return parts(rows)
 }
 
+// SharingFirst returns limit of the parts, in any run and any version,
+// whose bytes are in blob b, by run and oldest first within a run (0: all,
+// as Sharing): for a blob that very many parts share, a page of them read
+// without reading the rest. Blob's Parts counts them all.
+func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part, error) {
+	if limit <= 0 {
+		return x.Sharing(ctx, b)
+	}
+	var rows []partRow
+	err := x.read(ctx, func() error {
+		// The ids are the first entries of the blob's index, in its order
+		// (by run, oldest first within a run): no sharing row beyond the
+		// page is read or sorted.
+		return x.db.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
+	}
+	return parts(rows)
+}
+
+const sharingFirstSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
+	WHERE p.id IN (SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE digest = ? AND ext = ?)
+		ORDER BY q.blob_id, q.run_id, q.id LIMIT ?)
+	ORDER BY p.run_id, p.id`
+
 // Versions returns every version of a key, newest first.
 func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {
 	var rows []partRow
+	prefix, rest := splitKey(key)
 	err := x.read(ctx, func() error {
 		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM parts p JOIN blobs b ON b.id = p.blob_id
-			WHERE p.key = ? ORDER BY p.version DESC`, key)
+			WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ? ORDER BY p.version DESC`, rest, prefix)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: versions of %s: %w", clip(key), err)

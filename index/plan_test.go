@@ -12,7 +12,7 @@ import (
 // The lookups that run on every read and every gc must use an index. Their
 // plans, as SQLite reports them (EXPLAIN QUERY PLAN):
 //
-//	key lookup:     SEARCH p USING INDEX sqlite_autoindex_parts_1 (key=?)
+//	key lookup:     SEARCH p USING INDEX sqlite_autoindex_parts_1 (key=? AND run_id=?)
 //	digest lookup:  SEARCH b USING INDEX sqlite_autoindex_blobs_1 (digest=?)
 //	                SEARCH p USING INDEX parts_blob (blob_id=?)
 //	gc anti-join:   SCAN b; CORRELATED SCALAR SUBQUERY / SEARCH p USING COVERING INDEX parts_blob (blob_id=?)
@@ -35,14 +35,18 @@ func TestQueryPlans(t *testing.T) {
 		q    string
 		args []any
 	}{
-		{"key lookup", resolveSQL(RefKey, false), []any{"r1/1_t_c1.txt"}},
-		{"key lookup in a run", resolveSQL(RefKey, true), []any{"r1/1_t_c1.txt", "r1"}},
+		{"key lookup", resolveSQL(RefKey, false), []any{"1_t_c1.txt", "r1/"}},
+		{"key lookup in a run", resolveSQL(RefKey, true), []any{"1_t_c1.txt", "r1/", "r1"}},
 		{"digest lookup", resolveSQL(RefDigest, false), []any{d[:]}},
 		{"digest lookup in a run", resolveSQL(RefDigest, true), []any{d[:], "r1"}},
 		{"path lookup in a run", resolveSQL(RefPath, true), []any{d[:], ".txt", "r1"}},
 		{"gc anti-join", unreferencedSQL, nil},
-		{"same content as", sameAsSQL, []any{1, "r1", "k"}},
-		{"key owner", keyOwnerSQL, []any{"k"}},
+		{"same content as", sameAsSQL, []any{1, "r1", 1, "k"}},
+		{"key owner", keyOwnerSQL, []any{"k", "r1/"}},
+		{"run id", runIDSQL, []any{"r1", "r1/"}},
+		{"a page of the parts sharing a blob", sharingFirstSQL, []any{d[:], ".txt", 11}},
+		{"list a run", `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
+			WHERE p.run_id = ? ORDER BY p.created_at DESC, p.id DESC`, []any{1}},
 	} {
 		plan := explain(t, x, tc.q, tc.args...)
 		t.Logf("%s:\n%s", tc.name, plan)

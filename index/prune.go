@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -47,21 +46,26 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if o.KeepRuns < 0 {
 		return PruneResult{}, fmt.Errorf("index: prune: cannot keep %d runs", o.KeepRuns)
 	}
-	var cond string
+	var cond, what string
 	var args []any
 	switch {
 	case o.Run != "":
-		cond, args = "run = ?", []any{o.Run}
+		what = "run"
+		cond, args = "run_id IN (SELECT id FROM runs WHERE name = ?)", []any{o.Run}
 	case !o.Before.IsZero():
+		what = "created_at"
 		cond, args = "created_at < ?", []any{o.Before.UnixNano()}
 	default:
-		cond = `run NOT IN (SELECT run FROM parts GROUP BY run ORDER BY max(created_at) DESC, run LIMIT ?)`
+		what = "run"
+		cond = `run_id IN (SELECT id FROM runs WHERE name NOT IN (SELECT r.name FROM parts p JOIN runs r ON r.id = p.run_id
+			GROUP BY r.name ORDER BY max(p.created_at) DESC, r.name LIMIT ?))`
 		args = []any{o.KeepRuns}
 	}
 	var res PruneResult
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		res = PruneResult{}
-		rows, err := tx.QueryContext(ctx, `SELECT run, count(*) FROM parts WHERE `+cond+` GROUP BY run ORDER BY run`, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT (SELECT name FROM runs WHERE id = run_id) AS run, count(*) FROM parts WHERE `+cond+`
+			GROUP BY run ORDER BY run`, args...)
 		if err != nil {
 			return err
 		}
@@ -85,7 +89,7 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return err
 	})
 	if err != nil {
-		return PruneResult{}, fmt.Errorf("index: prune where %s: %w", strings.Fields(cond)[0], err)
+		return PruneResult{}, fmt.Errorf("index: prune where %s: %w", what, err)
 	}
 	return res, nil
 }

@@ -140,7 +140,8 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 	var args []any
 	switch r.Kind {
 	case RefKey:
-		args = []any{r.Key}
+		prefix, rest := splitKey(r.Key)
+		args = []any{rest, prefix}
 	case RefDigest, RefPrefix:
 		d := r.Digest
 		if r.Kind == RefPrefix {
@@ -180,7 +181,7 @@ func (x *Index) expandPrefix(ctx context.Context, prefix, run string) (cas.Diges
 		AND EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id`
 	args := []any{lo, hi}
 	if run != "" {
-		q += ` AND p.run = ?`
+		q += ` AND p.run_id IN (SELECT id FROM runs WHERE name = ?)`
 		args = append(args, run)
 	}
 	q += `) ORDER BY b.digest LIMIT 10`
@@ -258,12 +259,12 @@ func mustBlobPath(rel string) cas.Blob {
 func resolveSQL(kind RefKind, scoped bool) string {
 	scope := ""
 	if scoped {
-		scope = " AND p.run = ?"
+		scope = " AND p.run_id IN (SELECT id FROM runs WHERE name = ?)"
 	}
 	switch kind {
 	case RefKey:
 		return `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
-			WHERE p.key = ?` + scope + ` ORDER BY p.version DESC LIMIT 1`
+			WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ?` + scope + ` ORDER BY p.version DESC LIMIT 1`
 	case RefPath:
 		return `SELECT ` + partColumns + ` FROM blobs b JOIN parts p ON p.blob_id = b.id
 			WHERE b.digest = ? AND b.ext = ?` + scope + ` ORDER BY p.created_at DESC, p.id DESC LIMIT 1`

@@ -88,9 +88,27 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		q, args := `SELECT run, tool, blob_id, bytes, created_at FROM parts`, []any{}
+		// The run of each row is its runs row's id, named once at the end.
+		names := map[int64]string{}
+		if rows, err = x.db.QueryContext(ctx, `SELECT id, name FROM runs`); err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			var name string
+			if err := rows.Scan(&id, &name); err != nil {
+				rows.Close()
+				return err
+			}
+			names[id] = name
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		q, args := `SELECT run_id, tool, blob_id, bytes, created_at FROM parts`, []any{}
 		if run != "" {
-			q, args = q+` WHERE run = ?`, []any{run}
+			q, args = q+` WHERE run_id IN (SELECT id FROM runs WHERE name = ?)`, []any{run}
 		}
 		if rows, err = x.db.QueryContext(ctx, q, args...); err != nil {
 			return err
@@ -98,15 +116,22 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 		defer rows.Close()
 		all := newGroup("")
 		tools, runs := map[string]*group{}, map[string]*group{}
+		byID := map[int64]*group{}
 		for rows.Next() {
-			var r, tool string
-			var blob, bytes, at int64
-			if err := rows.Scan(&r, &tool, &blob, &bytes, &at); err != nil {
+			var tool string
+			var runID, blob, bytes, at int64
+			if err := rows.Scan(&runID, &tool, &blob, &bytes, &at); err != nil {
 				return err
 			}
 			all.add(blob, bytes, at)
 			groupOf(tools, tool).add(blob, bytes, at)
-			groupOf(runs, r).add(blob, bytes, at)
+			g := byID[runID]
+			if g == nil {
+				// A run whose keys were rendered two ways has two ids.
+				g = groupOf(runs, names[runID])
+				byID[runID] = g
+			}
+			g.add(blob, bytes, at)
 		}
 		if err := rows.Err(); err != nil {
 			return err

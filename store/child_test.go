@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,8 +151,8 @@ func genReader(seed uint64, size int) io.Reader {
 
 var sizes = []int{200, 5000, 70_000, 300_000}
 
-// crashWriter writes batches until killed, appending "key digest" to the log
-// after each write returns: what it saw committed.
+// crashWriter writes batches from two goroutines until killed, appending
+// "key digest" to the log after each write returns: what it saw committed.
 func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 	ctx := context.Background()
 	s, err := openChild(ctx, dir, nolock)
@@ -160,25 +161,40 @@ func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 	}
 	defer s.Close()
 	seed, _ := strconv.ParseUint(seedArg, 10, 64)
-	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())))
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
+	// Two writers in the process, so that their rows share transactions.
+	var (
+		mu   sync.Mutex
+		errs = make(chan error, 2)
+	)
+	for g := range uint64(2) {
+		go func() { errs <- crashWrites(ctx, s, seed, g, &mu, log) }()
+	}
+	return <-errs
+}
+
+// crashWrites writes until killed, and logs each write that returned.
+func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, log *os.File) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(os.Getpid())<<1|g))
 	for iter := 0; ; iter++ {
 		run := fmt.Sprintf("w%d", seed%7)
 		if rng.IntN(5) == 0 {
 			run = fmt.Sprintf("junk-%d", rng.IntN(3))
 		}
 		if iter%10 == 9 {
-			k := hook.Key{Run: run, Step: iter, Tool: "stream", CallID: fmt.Sprint(seed, "-", iter), Part: -1}
-			cseed := 1<<40 + seed<<20 + uint64(iter)
+			k := hook.Key{Run: run, Step: iter, Tool: "stream", CallID: fmt.Sprint(seed, "-", g, "-", iter), Part: -1}
+			cseed := 1<<40 + seed<<20 + g<<19 + uint64(iter)
 			res, err := s.Put(ctx, StreamPart{Key: k}, genReader(cseed, 3<<20))
 			if err != nil {
 				return err
 			}
+			mu.Lock()
 			fmt.Fprintf(log, "%s %s\n", res.Key, res.Digest)
+			mu.Unlock()
 			continue
 		}
 		n := 1 + rng.IntN(4)
@@ -186,10 +202,10 @@ func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 		for i := range items {
 			cseed := uint64(rng.IntN(40))
 			if rng.IntN(10) < 3 {
-				cseed = 1<<32 + seed<<20 + uint64(iter*8+i)
+				cseed = 1<<32 + seed<<20 + g<<19 + uint64(iter*8+i)
 			}
 			data := content(cseed, sizes[cseed%uint64(len(sizes))])
-			items[i] = hook.Item{Key: hook.Key{Run: run, Step: iter, Tool: "t", CallID: fmt.Sprint(seed), Part: i, Ext: ".txt"}, Part: hook.Text(string(data))}
+			items[i] = hook.Item{Key: hook.Key{Run: run, Step: iter, Tool: "t", CallID: fmt.Sprint(seed, "-", g), Part: i, Ext: ".txt"}, Part: hook.Text(string(data))}
 		}
 		st, err := s.Write(ctx, items)
 		if err != nil {
@@ -199,7 +215,9 @@ func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 		for _, x := range st {
 			fmt.Fprintf(&b, "%s %s\n", x.Key, x.Digest)
 		}
+		mu.Lock()
 		log.WriteString(b.String())
+		mu.Unlock()
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // files: nothing may be deleted, and the error says so.
 func TestGCFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	for _, point := range []string{"gc:referenced", "gc:walk", "gc:unreferenced"} {
+	for _, point := range []string{"gc:referenced", "gc:walk", "gc:unreferenced", "gc:sweep"} {
 		t.Run(point, func(t *testing.T) {
 			broken := errors.New("injected listing failure")
 			fail := false

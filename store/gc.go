@@ -57,8 +57,9 @@ type GCResult struct {
 }
 
 // GC removes the blobs no index row uses and that are older than the grace
-// period, and temp files older than it. It holds gc.lock exclusively while
-// it marks and sweeps, so no writer is between its blob and its row. It
+// period, and temp files older than it. It marks without a lock, writers
+// writing on, and holds gc.lock exclusively only while it sweeps, so that
+// no writer is between its blob and its row then; a dry run takes no lock. It
 // fails closed: any error while listing rows or files stops it before it
 // deletes anything. It refuses to run while rows point at missing blobs.
 // Rows are deleted and committed before their files are unlinked.
@@ -78,11 +79,6 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if timeout == 0 {
 		timeout = DefaultGCLockTimeout
 	}
-	unlock, err := s.exclusiveLock(ctx, timeout)
-	if err != nil {
-		return GCResult{}, err
-	}
-	defer unlock()
 	res := GCResult{DryRun: o.DryRun}
 	now := s.now()
 	cutoff := now.Add(-o.Grace)
@@ -206,6 +202,19 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return res, nil
 	}
 
+	// The sweep holds gc.lock exclusively, so that no writer is between its
+	// blob and its row: the writers that were, while the mark ran without
+	// the lock, have committed by now, and the deletes below check each
+	// row again inside their transaction (a blob referenced since the mark
+	// keeps its row, so keeps its file).
+	unlock, err := s.exclusiveLock(ctx, timeout)
+	if err != nil {
+		return GCResult{}, err
+	}
+	defer unlock()
+	if err := s.fault("gc:sweep"); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+	}
 	// Sweep: rows first, committed; then files.
 	if len(stale) > 0 {
 		if _, err := s.index.DeleteBlobRows(ctx, stale); err != nil {

@@ -43,7 +43,7 @@ var lockRoles = map[string]func(args []string) error{
 		ctx := context.Background()
 		held := false
 		s, err := Open(ctx, a[0], withFaults(func(p string) error {
-			if p == "gc:referenced" && !held {
+			if p == "gc:sweep" && !held {
 				held = true
 				fmt.Println("GC_LOCKED")
 				io.Copy(io.Discard, os.Stdin)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/hook"
@@ -50,9 +51,12 @@ func TestOldKeysResolve(t *testing.T) {
 		_, err = db.Exec(`INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) VALUES (?, '.txt', ?, 1, 1)
 			ON CONFLICT (digest, ext) DO NOTHING`, put.Blob.Digest[:], len(r.text))
 		if err == nil {
-			_, err = db.Exec(`INSERT INTO parts (key, run, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
-				SELECT ?, 'r', ?, ?, ?, -1, 1, 'text', '', '', ?, ?, id, ? FROM blobs WHERE digest = ? AND ext = '.txt'`,
-				r.key, r.step, r.tool, r.call, len(r.text), len(r.text), 1000+i, put.Blob.Digest[:])
+			_, err = db.Exec(`INSERT INTO runs (name, prefix) VALUES ('r', 'r/') ON CONFLICT DO NOTHING`)
+		}
+		if err == nil {
+			_, err = db.Exec(`INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
+				SELECT (SELECT id FROM runs WHERE name = 'r'), ?, ?, ?, ?, -1, 1, 'text', '', '', ?, ?, id, ? FROM blobs WHERE digest = ? AND ext = '.txt'`,
+				strings.TrimPrefix(r.key, "r/"), r.step, r.tool, r.call, len(r.text), len(r.text), 1000+i, put.Blob.Digest[:])
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -60,6 +60,9 @@ type Store struct {
 	noIntent bool
 	readOnly bool
 	reserve  int64
+
+	// commits gathers the rows of concurrent writes into one transaction.
+	commits committer
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -280,7 +283,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	err = s.fault("write:record")
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.index.Record(ctx, nps)
+		recs, err = s.record(ctx, nps)
 	}
 	if err != nil {
 		s.expire(puts)
@@ -369,7 +372,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	err = s.fault("write:record")
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.index.Record(ctx, []index.NewPart{np})
+		recs, err = s.record(ctx, []index.NewPart{np})
 	}
 	if err != nil {
 		s.expire([]cas.PutResult{res})
@@ -516,8 +519,10 @@ type Detail struct {
 	Path string
 	Blob index.BlobRow
 	// Sharing lists the other parts, of any run and version, stored in the
-	// same blob.
+	// same blob: all of them, or the first few for ShowPartFirst.
 	Sharing []index.Part
+	// SharingTotal counts all the other parts stored in the same blob.
+	SharingTotal int64
 	// Versions lists every version of the part's key, newest first.
 	Versions []index.Part
 	// OnDisk is the blob file's state: its size, or the error finding it.
@@ -536,20 +541,33 @@ func (s *Store) Show(ctx context.Context, ref string) (Detail, error) {
 
 // ShowPart returns everything known about a part already resolved.
 func (s *Store) ShowPart(ctx context.Context, p index.Part) (Detail, error) {
+	return s.ShowPartFirst(ctx, p, 0)
+}
+
+// ShowPartFirst is ShowPart listing at most most of the parts sharing the
+// blob (0: all, oldest first), by run and oldest first within a run, and
+// counting the rest: a blob that tens of thousands of parts share is shown
+// as fast as any.
+func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Detail, error) {
 	var err error
 	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
 	if d.Blob, err = s.index.Blob(ctx, p.Blob); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
-	all, err := s.index.Sharing(ctx, p.Blob)
+	limit := 0
+	if most > 0 {
+		limit = most + 1 // the part itself may be among them
+	}
+	all, err := s.index.SharingFirst(ctx, p.Blob, limit)
 	if err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
 	for _, o := range all {
-		if o.ID != p.ID {
+		if o.ID != p.ID && (most <= 0 || len(d.Sharing) < most) {
 			d.Sharing = append(d.Sharing, o)
 		}
 	}
+	d.SharingTotal = max(d.Blob.Parts-1, int64(len(d.Sharing)))
 	if d.Versions, err = s.index.Versions(ctx, p.Key); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}

@@ -55,7 +55,13 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	if err != nil {
 		return fail("show", err)
 	}
-	d, err := s.ShowPart(ctx, p)
+	// The text lists the first few parts sharing the blob and counts the
+	// rest; the JSON lists them all.
+	most := 0
+	if !o.json {
+		most = showSharing
+	}
+	d, err := s.ShowPartFirst(ctx, p, most)
 	if err != nil {
 		return fail("show", err)
 	}
@@ -105,22 +111,23 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 		}
 		w.Flush()
 	}
-	fmt.Fprintf(g.stdout, "\nshared with %d other parts", len(d.Sharing))
+	fmt.Fprintf(g.stdout, "\nshared with %d other parts", d.SharingTotal)
 	if len(d.Sharing) == 0 {
 		fmt.Fprintln(g.stdout)
 		return nil
 	}
 	fmt.Fprintln(g.stdout, ":")
-	const most = 10
-	for i, o := range d.Sharing {
-		if i == most {
-			fmt.Fprintf(g.stdout, "  … and %d more (show --json lists them all)\n", len(d.Sharing)-most)
-			break
-		}
+	for _, o := range d.Sharing {
 		fmt.Fprintf(g.stdout, "  %s (version %d)\n", o.Key, o.Version)
+	}
+	if more := d.SharingTotal - int64(len(d.Sharing)); more > 0 {
+		fmt.Fprintf(g.stdout, "  … and %d more (show --json lists them all)\n", more)
 	}
 	return nil
 }
+
+// showSharing is how many of the parts sharing a blob show lists.
+const showSharing = 10
 
 func showOf(s *store.Store, d store.Detail) showJSON {
 	var out showJSON

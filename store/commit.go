@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/toolcas/toolcas/index"
+)
+
+// committer gathers the rows of concurrent writes in one process into one
+// index transaction: one log append and one sync for all of them, where
+// each write paid for its own. A write hands its rows over only once its
+// blobs are durable, and returns only once they are committed, so the
+// order a crash can see is a lone write's: blob, then row.
+//
+// The first write to arrive commits; writes arriving meanwhile queue, and
+// it commits the queue too before it returns, so that one is always
+// committing while any wait.
+type committer struct {
+	mu      sync.Mutex
+	busy    bool
+	pending []*commitReq
+	// batches counts the writes of each transaction, for tests.
+	batches []int
+}
+
+type commitReq struct {
+	parts []index.NewPart
+	recs  []index.Recorded
+	err   error
+	done  chan struct{}
+}
+
+// record records a write's parts, in a transaction of its own or with the
+// parts of writes concurrent with it.
+func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
+	c := &s.commits
+	req := &commitReq{parts: parts, done: make(chan struct{})}
+	c.mu.Lock()
+	c.pending = append(c.pending, req)
+	if c.busy {
+		c.mu.Unlock()
+		// Once queued, a write waits for its rows' fate whatever its
+		// context says: they may be committing.
+		<-req.done
+		return req.recs, req.err
+	}
+	c.busy = true
+	c.mu.Unlock()
+	// A test's way to hold the committer while other writes queue.
+	s.fault("write:commit")
+	c.mu.Lock()
+	for len(c.pending) > 0 {
+		batch := c.pending
+		c.pending = nil
+		c.batches = append(c.batches, len(batch))
+		c.mu.Unlock()
+		s.commit(ctx, req, batch)
+		c.mu.Lock()
+	}
+	c.busy = false
+	c.mu.Unlock()
+	return req.recs, req.err
+}
+
+// commit records a batch of writes in one transaction, for the write own
+// whose context is ctx. If that fails, each write is recorded alone, so
+// that one write's bad row fails only it.
+func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) {
+	defer func() {
+		for _, r := range batch {
+			if r != own {
+				close(r.done)
+			}
+		}
+	}()
+	if len(batch) == 1 && batch[0] == own {
+		own.recs, own.err = s.index.Record(ctx, own.parts)
+		return
+	}
+	// The rows of other writes do not fail with this one's context.
+	ctx = context.WithoutCancel(ctx)
+	if len(batch) == 1 {
+		batch[0].recs, batch[0].err = s.index.Record(ctx, batch[0].parts)
+		return
+	}
+	var all []index.NewPart
+	for _, r := range batch {
+		all = append(all, r.parts...)
+	}
+	// A test's stand-in for a shared transaction that failed.
+	err := s.fault("write:shared")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.index.Record(ctx, all)
+	}
+	if err == nil {
+		for _, r := range batch {
+			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
+		}
+		return
+	}
+	for _, r := range batch {
+		r.recs, r.err = s.index.Record(ctx, r.parts)
+	}
+}

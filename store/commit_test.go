@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/hook"
+)
+
+// Writes that arrive while one commits are committed together, in one
+// transaction, and each gets its own rows back.
+func TestGroupCommit(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { testGroupCommit(t, false) })
+	// A shared transaction that fails: each write is recorded alone.
+	t.Run("shared fails", func(t *testing.T) { testGroupCommit(t, true) })
+}
+
+func testGroupCommit(t *testing.T, sharedFails bool) {
+	ctx := context.Background()
+	const writers = 6
+	hold := make(chan struct{})
+	var s *Store
+	first := true
+	shared := 0
+	s = MustOpen(t, withFaults(func(point string) error {
+		if point == "write:shared" {
+			shared++
+			if sharedFails {
+				return errors.New("injected failure of a shared transaction")
+			}
+		}
+		if point != "write:commit" || !first {
+			return nil
+		}
+		first = false
+		// The first committer waits until every other write has queued.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			s.commits.mu.Lock()
+			n := len(s.commits.pending)
+			s.commits.mu.Unlock()
+			if n == writers {
+				close(hold)
+				return nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}))
+	var wg sync.WaitGroup
+	got := make([][]hook.Stored, writers)
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = s.Write(ctx, []hook.Item{
+				item(fmt.Sprint("run", i), 1, fmt.Sprint("content ", i)),
+				item(fmt.Sprint("run", i), 2, "shared content"),
+			})
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-hold:
+	default:
+		t.Fatal("the writes never queued behind the first")
+	}
+	for i := range writers {
+		if errs[i] != nil {
+			t.Fatalf("write %d: %v", i, errs[i])
+		}
+		if len(got[i]) != 2 || got[i][0].Key != fmt.Sprintf("run%d/1_t_c.txt", i) || got[i][1].Version != 1 {
+			t.Errorf("write %d got %+v", i, got[i])
+		}
+		for _, st := range got[i] {
+			c, err := s.Read(ctx, fmt.Sprint("run", i), st.Key)
+			if err != nil || (st.Key == got[i][0].Key && string(c.Data) != fmt.Sprint("content ", i)) {
+				t.Errorf("read back %s: %v", st.Key, err)
+			}
+		}
+	}
+	s.commits.mu.Lock()
+	batches := append([]int(nil), s.commits.batches...)
+	s.commits.mu.Unlock()
+	if len(batches) >= writers || shared == 0 {
+		t.Errorf("%d batches for %d writes (%v), %d shared: none was shared", len(batches), writers, batches, shared)
+	}
+}
