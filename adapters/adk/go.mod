@@ -8,6 +8,8 @@ require (
 	google.golang.org/genai v1.66.0
 )
 
+require github.com/klauspost/compress v1.20.4 // indirect
+
 require (
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.22.0 // indirect
