@@ -113,22 +113,41 @@ function pointerOf(result) {
 
 // readText pages through a text part with the read tool and joins its
 // lines. It goes by the numbered lines alone ("N<tab>line"), not by the
-// wording of the page's header, and stops at the first page with none.
+// wording of the page's header, and stops at the first page with none. A
+// line longer than a page comes cut, with "read on with offset=I
+// byte_offset=B": the next page goes on from there, and its first line
+// continues the cut one.
 async function readText(client, readTool, ref) {
   const lines = [];
-  for (let offset = 0; ;) {
-    const res = await client.callTool({ name: readTool, arguments: { ref, offset, limit: 500 } });
+  let offset = 0;
+  let byteOffset = 0;
+  for (;;) {
+    const args = { ref, offset, limit: 500 };
+    if (byteOffset > 0) args.byte_offset = byteOffset;
+    const res = await client.callTool({ name: readTool, arguments: args });
     assert.ok(!res.isError, `read ${ref}: ${JSON.stringify(res.content)}`);
+    const text = res.content[0].text;
     let n = 0;
-    for (const l of res.content[0].text.split("\n")) {
+    for (const l of text.split("\n")) {
       const m = /^(\d+)\t/.exec(l);
-      if (!m) continue; // the page's header
+      if (!m) continue; // the page's header, or a cut line's note
       assert.equal(Number(m[1]), offset + n + 1, `read ${ref}: lines out of order`);
-      lines.push(l.slice(m[0].length));
+      if (n === 0 && byteOffset > 0) {
+        lines[lines.length - 1] += l.slice(m[0].length);
+      } else {
+        lines.push(l.slice(m[0].length));
+      }
       n++;
     }
     if (n === 0) break;
-    offset += n;
+    const cut = /read on with offset=(\d+) byte_offset=(\d+)/.exec(text);
+    if (cut) {
+      offset = Number(cut[1]);
+      byteOffset = Number(cut[2]);
+    } else {
+      offset += n;
+      byteOffset = 0;
+    }
   }
   return lines.join("\n");
 }
