@@ -54,6 +54,11 @@ type GCResult struct {
 	Removed []cas.Blob
 	// Packs says what was done to pack files.
 	Packs PackSweep
+	// UnusedPacked and UnusedPackedBytes count the packed blobs whose rows
+	// gc deleted (or would delete): their bytes stay in their packs until a
+	// pack is more than half unused and gc rewrites it.
+	UnusedPacked      int
+	UnusedPackedBytes int64
 }
 
 // GC removes the blobs no index row uses and that are older than the grace
@@ -184,7 +189,10 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if o.DryRun {
 		for _, b := range candidates {
 			if isPacked(onDisk[b]) {
-				continue // its bytes go when its pack is rewritten
+				// Its bytes go when its pack is rewritten.
+				res.UnusedPacked++
+				res.UnusedPackedBytes += onDisk[b].Size
+				continue
 			}
 			res.RemovedBlobs++
 			res.FreedBytes += onDisk[b].Size
@@ -228,7 +236,10 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	var errs []string
 	for _, b := range gone {
 		if isPacked(onDisk[b]) {
-			continue // its bytes go when its pack is rewritten, below
+			// Its bytes go when its pack is rewritten, below.
+			res.UnusedPacked++
+			res.UnusedPackedBytes += onDisk[b].Size
+			continue
 		}
 		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())

@@ -138,8 +138,9 @@ func TestPackGCRewritesAndDrops(t *testing.T) {
 		t.Fatalf("gc inside the grace period = %+v, %v", g, err)
 	}
 	dry, err := s.GC(ctx, GCOptions{Grace: time.Hour, DryRun: true})
-	if err != nil || dry.Packs.Rewritten != 1 {
-		t.Fatalf("gc dry run = %+v, %v; want one pack to rewrite", dry, err)
+	// Runs a and c had 18 blobs, 2 of them shared with run b.
+	if err != nil || dry.Packs.Rewritten != 1 || dry.UnusedPacked != 16 {
+		t.Fatalf("gc dry run = %+v, %v; want one pack to rewrite, 16 unused packed blobs", dry, err)
 	}
 	g, err = s.GC(ctx, GCOptions{Grace: time.Hour})
 	if err != nil || g.Packs.Rewritten != 1 || g.Packs.FreedBytes <= 0 {

@@ -59,6 +59,7 @@ type gcJSON struct {
 	PacksRewritten int   `json:"packs_rewritten"`
 	PacksDropped   int   `json:"packs_dropped"`
 	PackFreedBytes int64 `json:"pack_freed_bytes"`
+	UnusedPacked   int   `json:"unused_packed_blobs"`
 	PackedBlobs    int   `json:"packed_blobs"`
 }
 
@@ -91,7 +92,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	}
 	if o.json {
 		return writeJSON(g.stdout, gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, res.DryRun,
-			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, packed.Blobs})
+			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, packed.Blobs})
 	}
 	verb := "removed"
 	if res.DryRun {
@@ -101,6 +102,10 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, fmtDuration(o.grace))
 	if p := res.Packs; p.Rewritten+p.Dropped > 0 {
 		fmt.Fprintf(g.stdout, "packs: %s %d and rewrote %d, freeing %s\n", verb, p.Dropped, p.Rewritten, size(p.FreedBytes))
+	}
+	if res.UnusedPacked > 0 && res.Packs.Rewritten+res.Packs.Dropped == 0 {
+		fmt.Fprintf(g.stdout, "%d unused blobs (%s) stay in packs until more than half of a pack is unused\n",
+			res.UnusedPacked, size(res.UnusedPackedBytes))
 	}
 	if packed.Blobs > 0 {
 		fmt.Fprintf(g.stdout, "packed %d cold blobs (%s) into %s\n", packed.Blobs, size(packed.RawBytes), size(packed.PackBytes))

@@ -92,8 +92,12 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 		fmt.Fprintf(g.stdout, "nothing to pack: no loose blob unused for %v\n", o.olderThan)
 	default:
 		ratio := float64(res.RawBytes) / float64(max(res.PackBytes, 1))
-		fmt.Fprintf(g.stdout, "packed %d blobs (%s) into %d pack files of %s (%.1fx smaller)\n",
-			res.Blobs, size(res.RawBytes), len(res.Packs), size(res.PackBytes), ratio)
+		files := "pack files"
+		if len(res.Packs) == 1 {
+			files = "pack file"
+		}
+		fmt.Fprintf(g.stdout, "packed %d blobs (%s) into %d %s of %s (%.1fx smaller)\n",
+			res.Blobs, size(res.RawBytes), len(res.Packs), files, size(res.PackBytes), ratio)
 	}
 	return nil
 }

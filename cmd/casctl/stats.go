@@ -102,8 +102,12 @@ func printStats(out io.Writer, st index.Stats) {
 		fmt.Fprintf(w, "packed\t%s\t(%d blobs)\n", size(st.PackedBytes), st.PackedBlobs)
 	}
 	if st.Packs > 0 {
-		fmt.Fprintf(w, "packs\t%s\t(%d files holding %s: compression ratio %.2f, saved %s)\n", size(st.PackFileBytes),
-			st.Packs, size(st.PackRawBytes), st.CompressionRatio, size(st.PackRawBytes-st.PackFileBytes))
+		files := "files"
+		if st.Packs == 1 {
+			files = "file"
+		}
+		fmt.Fprintf(w, "packs\t%s\t(%d %s holding %s: compression ratio %.2f, saved %s)\n", size(st.PackFileBytes),
+			st.Packs, files, size(st.PackRawBytes), st.CompressionRatio, size(st.PackRawBytes-st.PackFileBytes))
 	}
 	fmt.Fprintf(w, "index\t%s\n", size(st.IndexBytes))
 	if st.UnreferencedBlobs > 0 {
