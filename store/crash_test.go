@@ -59,6 +59,9 @@ func TestCrashLoop(t *testing.T) {
 			n := killed
 			killed++
 			delay := time.Duration(5+rng.IntN(300)) * time.Millisecond
+			// A pack reads every loose blob first: a packer lives longer,
+			// so that kills land in its writing, recording and removing too.
+			packerDelay := time.Duration(50+rng.IntN(2000)) * time.Millisecond
 			mu.Unlock()
 			role, args := "writer", []string{dir, fmt.Sprint(n), logPath, "lock"}
 			if lane == 1 && n%3 == 0 && n < kills*2/3 {
@@ -66,6 +69,7 @@ func TestCrashLoop(t *testing.T) {
 			}
 			if lane == 1 && n%3 == 1 && n < kills*2/3 {
 				role, args = "packer", []string{dir}
+				delay = packerDelay
 			}
 			cmd := startChild(t, role, args...)
 			timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
