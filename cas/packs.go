@@ -562,34 +562,31 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 		bad := func(e PackEntry, reason string) {
 			problems = append(problems, PackProblem{Pack: name, Blob: e.Blob, Reason: reason})
 		}
-		pf, _, err := s.openPackFile(name)
-		if err != nil {
-			for _, e := range byFrame[i] {
-				bad(e, err.Error())
-			}
-			continue
-		}
 		if fr.Raw <= FrameSize {
-			data, err := decodeFrame(pf, i, fr)
-			pf.Close()
+			var data []byte
+			pf, _, err := s.openPackFile(name)
+			if err == nil {
+				data, err = decodeFrame(pf, i, fr)
+				pf.Close()
+			}
 			for _, e := range byFrame[i] {
-				switch {
-				case err != nil:
+				if err != nil {
 					bad(e, err.Error())
-				case Sum(data[e.Offset:e.Offset+e.Size]) != e.Blob.Digest:
-					bad(e, "content hashes to "+Sum(data[e.Offset:e.Offset+e.Size]).String())
-				default:
+				} else if got := Sum(data[e.Offset : e.Offset+e.Size]); got != e.Blob.Digest {
+					bad(e, "content hashes to "+got.String())
+				} else {
 					ok = append(ok, e)
 				}
 			}
 			continue
 		}
-		for k, e := range byFrame[i] {
-			if k > 0 {
-				if pf, _, err = s.openPackFile(name); err != nil {
-					bad(e, err.Error())
-					continue
-				}
+		// A frame of one large blob: stream it through a checked Reader,
+		// which owns the file it is given.
+		for _, e := range byFrame[i] {
+			pf, _, err := s.openPackFile(name)
+			if err != nil {
+				bad(e, err.Error())
+				continue
 			}
 			frr, err := openEntry(pf, name, fr, e)
 			if err != nil {
