@@ -56,7 +56,11 @@ func (be *Backend) classify(what string, err error) error {
 		return fmt.Errorf("s3blob: %s: %w", what, cas.ErrNotFound)
 	case "NoSuchBucket":
 		return fmt.Errorf("s3blob: %s: %w: %s (casctl init creates it)", what, ErrNoBucket, be.loc.Bucket)
-	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AuthorizationHeaderMalformed":
+	case "AuthorizationHeaderMalformed":
+		// Most often the request was signed for another region than the
+		// server's.
+		return fmt.Errorf("s3blob: %s: %w: %s refused the request's signature (%s): check AWS_REGION or region= in the store URL, and the credentials", what, ErrCredentials, be.endpointName(), code)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "XAdminUserNotFound":
 		return fmt.Errorf("s3blob: %s: %w refused by %s (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", what, ErrCredentials, be.endpointName(), code)
 	case "AccessDenied":
 		return fmt.Errorf("s3blob: %s: %w: the credentials lack a permission on bucket %s", what, ErrAccessDenied, be.loc.Bucket)

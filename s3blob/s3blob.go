@@ -81,7 +81,8 @@ func WithCache(dir string, maxBytes int64) Option {
 }
 
 // WithHTTPClient sends every request through c, for proxies, TLS settings
-// or tests.
+// or tests. The client's own TLS settings apply: AWS_CA_BUNDLE is not
+// added to them.
 func WithHTTPClient(c *http.Client) Option {
 	return func(o *options) error {
 		if c == nil {
@@ -198,9 +199,6 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 	if o.accessKey != "" {
 		lopts = append(lopts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.accessKey, o.secretKey, "")))
 	}
-	if o.httpClient != nil {
-		lopts = append(lopts, config.WithHTTPClient(o.httpClient))
-	}
 	cfg, err := config.LoadDefaultConfig(ctx, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3blob: load AWS configuration: %w", err)
@@ -225,6 +223,9 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 			so.BaseEndpoint = aws.String(endpoint)
 			// Custom endpoints seldom resolve a host name per bucket.
 			so.UsePathStyle = true
+		}
+		if o.httpClient != nil {
+			so.HTTPClient = o.httpClient
 		}
 	})
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
