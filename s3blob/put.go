@@ -93,6 +93,14 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 		case isConditionalConflict(err) && attempt < 5:
 			// Another conditional write of the key was in flight; look again.
 			continue
+		case ctx.Err() == nil:
+			// A server refusing a conditional write may answer before it
+			// has read the body and close the connection, which the client
+			// sees as a reset rather than as 412: if the object is there
+			// now, another writer made it.
+			if info, serr := be.Stat(ctx, b); serr == nil && info.Size == size {
+				return true, nil
+			}
 		}
 		return false, be.classify("put "+b.FileName(), err)
 	}
