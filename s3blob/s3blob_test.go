@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -340,6 +341,19 @@ func TestServerKilledMidWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("multipart uploads left on the server: %d", len(uploads.Uploads))
+			if tc.wantUpload && len(uploads.Uploads) != 1 {
+				t.Errorf("%d multipart uploads left after the server died mid-upload, want the 1 it could not abort", len(uploads.Uploads))
+			}
+			if n, err := be.AbortUploads(t.Context(), time.Hour); err != nil || n != 0 {
+				t.Errorf("AbortUploads(older than an hour) = %d, %v; want 0, nil", n, err)
+			}
+			if n, err := be.AbortUploads(t.Context(), 0); err != nil || n != len(uploads.Uploads) {
+				t.Errorf("AbortUploads(0) = %d, %v; want %d, nil", n, err, len(uploads.Uploads))
+			}
+			uploads, err = be.client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket})
+			if err != nil || len(uploads.Uploads) != 0 {
+				t.Errorf("after AbortUploads, %d uploads remain, %v", len(uploads.Uploads), err)
+			}
 			res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
 			if err != nil || res.Existed || res.Blob != b {
 				t.Fatalf("Put after the restart = %+v, %v; want the blob made", res, err)
