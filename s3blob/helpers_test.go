@@ -16,7 +16,7 @@ import (
 var bucketSeq atomic.Int64
 
 // newBucketName returns a bucket name no other test of this process uses.
-func newBucketName(t *testing.T) string {
+func newBucketName(t testing.TB) string {
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 40 {
 		name = name[:40]
@@ -26,7 +26,7 @@ func newBucketName(t *testing.T) string {
 
 // openOn opens a new store in a new bucket on srv, with a cache in a temp
 // directory.
-func openOn(t *testing.T, srv *versitygw.Server, opts ...Option) *Backend {
+func openOn(t testing.TB, srv *versitygw.Server, opts ...Option) *Backend {
 	t.Helper()
 	loc := Location{Bucket: newBucketName(t), Prefix: "team/store", Endpoint: srv.Endpoint()}
 	all := append([]Option{

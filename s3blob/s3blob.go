@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -413,9 +414,13 @@ func (be *Backend) fetch(ctx context.Context, b cas.Blob) (*os.File, int64, erro
 	return be.cache.install(tmp, b, n, true)
 }
 
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // copyCtx copies src to dst in chunks, stopping when ctx is done.
 func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, 256<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
