@@ -2,7 +2,9 @@ package s3blob
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -396,5 +398,114 @@ func TestDamagedObjectReplaced(t *testing.T) {
 	os.Remove(be.Path(b))
 	if got, err := cas.ReadBlob(t.Context(), be, b); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("after the put the blob reads %d bytes, %v", len(got), err)
+	}
+}
+
+// TestCancelDuringUpload cancels the context while a multipart upload is
+// sending its parts: the put returns context.Canceled, no object is made,
+// and the upload is aborted, leaving no parts on the server.
+func TestCancelDuringUpload(t *testing.T) {
+	srv := versitygw.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	kt := &killingTransport{base: http.DefaultTransport.(*http.Transport).Clone(), after: 1 << 62, kill: cancel}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: kt}))
+	kt.sent.Store(0)
+	kt.after = 8 << 20
+	data := randomData(77, 24<<20)
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	_, err := be.Put(ctx, bytes.NewReader(data), ".bin")
+	if !kt.killed.Load() {
+		t.Fatalf("the context was not cancelled: %d bytes sent", kt.sent.Load())
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put cancelled during the upload = %v, want context.Canceled", err)
+	}
+	if _, err := be.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("after a cancelled upload, Stat = %v, want ErrNotFound", err)
+	}
+	uploads, err := be.client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket})
+	if err != nil || len(uploads.Uploads) != 0 {
+		t.Errorf("after a cancelled upload, %d uploads remain on the server, %v; want it aborted", len(uploads.Uploads), err)
+	}
+	if res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin"); err != nil || res.Existed {
+		t.Errorf("Put after the cancelled one = %+v, %v; want the blob made", res, err)
+	}
+}
+
+// TestOpenRemote reads a blob from the object store past a cache that
+// holds a good copy: the damage to the object shows.
+func TestOpenRemote(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	data := randomData(3, 70000)
+	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := be.OpenRemote(t.Context(), res.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) || r.Size() != int64(len(data)) {
+		t.Fatalf("OpenRemote read %d bytes, %v, size %d", len(got), err, r.Size())
+	}
+	bad := bytes.Clone(data)
+	bad[0] ^= 1
+	key := be.key(res.Blob)
+	if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(bad), ContentLength: aws.Int64(int64(len(bad)))}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cas.ReadBlob(t.Context(), be, res.Blob); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the cached copy reads %d bytes, %v; want the good bytes", len(got), err)
+	}
+	r, err = be.OpenRemote(t.Context(), res.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, cas.ErrCorrupt) {
+		t.Errorf("OpenRemote of a damaged object read to its end = %v, want ErrCorrupt", err)
+	}
+	if _, err := be.OpenRemote(t.Context(), missingBlob()); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("OpenRemote(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func missingBlob() cas.Blob {
+	return cas.Blob{Digest: cas.Sum([]byte("never stored")), Ext: ".txt"}
+}
+
+// TestWalkStrays lists a store holding, besides blobs, objects under blobs/
+// whose names are not blob names: they come as strays, and objects outside
+// blobs/ not at all.
+func TestWalkStrays(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	res, err := be.Put(t.Context(), strings.NewReader("a blob"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Blob.Digest.Hex()
+	strays := []string{"blobs/readme", "blobs/00/" + h + ".txt", "blobs/" + h[:2] + "/not-a-digest.txt"}
+	for _, rel := range append(strays, "elsewhere/x", "blobsx/y") {
+		key := be.keyBase + rel
+		if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{Bucket: &be.loc.Bucket, Key: &key, Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]cas.EntryKind{}
+	if err := be.Walk(t.Context(), func(e cas.Entry) error { got[e.RelPath] = e.Kind; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]cas.EntryKind{res.Blob.RelPath(): cas.EntryBlob}
+	for _, s := range strays {
+		want[s] = cas.EntryStray
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Walk = %v, want %v", got, want)
 	}
 }
