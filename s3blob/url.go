@@ -1,9 +1,12 @@
 package s3blob
 
 import (
+	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -207,4 +210,30 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "…"
+}
+
+// OpenURL parses a store URL (see ParseURL) and opens the store there, as
+// Open does.
+func OpenURL(ctx context.Context, rawURL string, opts ...Option) (*Backend, error) {
+	loc, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("s3blob: %w", err)
+	}
+	return Open(ctx, loc, opts...)
+}
+
+// DefaultCacheBytes is a cache bound for callers that have no better one:
+// 10 GiB.
+const DefaultCacheBytes = 10 << 30
+
+// DefaultCacheDir returns the cache directory for callers that name none:
+// toolcas/blobs under the user's cache directory ($XDG_CACHE_HOME or
+// ~/.cache on Linux). Every store may share it: cached files are named by
+// their digest and checked on every read.
+func DefaultCacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("s3blob: no user cache directory (give one): %w", err)
+	}
+	return filepath.Join(base, "toolcas", "blobs"), nil
 }

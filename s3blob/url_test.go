@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
 func TestParseURL(t *testing.T) {
@@ -101,4 +103,28 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("ParseURL(%q) = %+v, whose String %q parses to %+v, %v", s, loc, loc.String(), back, err)
 		}
 	})
+}
+
+func TestOpenURL(t *testing.T) {
+	if _, err := OpenURL(t.Context(), "s3://UPPER", WithCache(t.TempDir(), 1<<20)); !errors.Is(err, ErrBadURL) {
+		t.Errorf("OpenURL of a bad URL = %v, want ErrBadURL", err)
+	}
+	srv := versitygw.Start(t)
+	be, err := OpenURL(t.Context(), "s3://open-url/p?endpoint="+srv.Endpoint(), WithCreate(),
+		WithCredentials(srv.AccessKey, srv.SecretKey), WithCache(t.TempDir(), 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Location{Bucket: "open-url", Prefix: "p", Endpoint: srv.Endpoint()}); be.Location() != want {
+		t.Errorf("Location() = %+v, want %+v", be.Location(), want)
+	}
+}
+
+func TestDefaultCacheDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/somewhere/cache")
+	t.Setenv("HOME", "/home/someone")
+	got, err := DefaultCacheDir()
+	if err != nil || got != "/somewhere/cache/toolcas/blobs" {
+		t.Errorf("DefaultCacheDir() = %q, %v; want /somewhere/cache/toolcas/blobs", got, err)
+	}
 }
