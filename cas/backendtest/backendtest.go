@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -20,8 +21,9 @@ import (
 
 // A Fixture is a fresh, empty backend and what the suite needs to harm it.
 type Fixture struct {
-	// Backend is the backend under test. Run closes it at the end of the
-	// test.
+	// Backend is the backend under test, with room for every blob the
+	// suite writes (a cache, if it has one, evicts nothing). Run closes it
+	// at the end of the test.
 	Backend cas.Backend
 	// Corrupt replaces the stored bytes of blob b with data, behind the
 	// backend's back, as a failing disk or a careless person would. Nil
@@ -122,6 +124,10 @@ func testRoundTrip(t *testing.T, f Fixture) {
 		p := f.Backend.Path(res.Blob)
 		if !filepath.IsAbs(p) || filepath.ToSlash(p)[len(p)-len(res.Blob.RelPath()):] != res.Blob.RelPath() {
 			t.Errorf("Path(%v) = %q, want an absolute path ending in %s", res.Blob, p, res.Blob.RelPath())
+		}
+		// The pointer's promise: the path names a file holding the bytes.
+		if onDisk, err := os.ReadFile(p); err != nil || !bytes.Equal(onDisk, data) {
+			t.Errorf("file at Path(%v) after a put: %d bytes, %v; want the blob's bytes", res.Blob, len(onDisk), err)
 		}
 		if ok, err := cas.Has(t.Context(), f.Backend, res.Blob); !ok || err != nil {
 			t.Errorf("Has(%v) = %v, %v, want true", res.Blob, ok, err)
