@@ -3,6 +3,7 @@ package s3blob
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,5 +301,107 @@ func sharedCacheChild(t *testing.T) {
 	}
 	if be.fetches.Load() == 0 {
 		t.Fatal("no read fetched its blob again: the cache never evicted")
+	}
+}
+
+const machineChildEnv = "TOOLCAS_TEST_MACHINE_CHILD"
+
+// TestWritersOnThreeMachines runs three processes, each with a cache of
+// its own as on three machines, writing the same blobs (small ones and
+// multipart ones) and blobs of their own into one store at once, then
+// reading them all back: every put succeeds, every read gives the right
+// bytes, each blob is one object that hashes to its name.
+func TestWritersOnThreeMachines(t *testing.T) {
+	if os.Getenv(machineChildEnv) != "" {
+		machineChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("uploads about 120 MiB; skipped with -short")
+	}
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for i := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWritersOnThreeMachines$", "-test.v")
+		cmd.Env = append(os.Environ(),
+			machineChildEnv+"=1",
+			"CHILD_ID="+strconv.Itoa(i),
+			"CHILD_BUCKET="+be.loc.Bucket,
+			"CHILD_ENDPOINT="+srv.Endpoint(),
+			"CHILD_ACCESS="+srv.AccessKey,
+			"CHILD_SECRET="+srv.SecretKey,
+			"CHILD_CACHE="+t.TempDir(),
+		)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, &out)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("machine %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	// 10 shared small, 2 shared large, 10 of each machine's own.
+	objects := 0
+	err := be.Walk(t.Context(), func(e cas.Entry) error {
+		if e.Kind != cas.EntryBlob {
+			return fmt.Errorf("%v %s: %s", e.Kind, e.RelPath, e.Problem)
+		}
+		objects++
+		r, err := be.OpenRemote(t.Context(), e.Blob)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			t.Errorf("object %s: %v", e.RelPath, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 10 + 2 + 3*10; objects != want {
+		t.Errorf("%d objects in the store, want %d", objects, want)
+	}
+}
+
+func machineData(id, i int) []byte {
+	switch {
+	case i < 10:
+		return randomData(uint64(i), 20<<10)
+	case i < 12:
+		return randomData(uint64(i), 12<<20)
+	}
+	return randomData(uint64(1000*(id+1)+i), 30<<10)
+}
+
+func machineChild(t *testing.T) {
+	id, _ := strconv.Atoi(os.Getenv("CHILD_ID"))
+	loc := Location{Bucket: os.Getenv("CHILD_BUCKET"), Prefix: "team/store", Endpoint: os.Getenv("CHILD_ENDPOINT")}
+	be, err := Open(t.Context(), loc, WithCredentials(os.Getenv("CHILD_ACCESS"), os.Getenv("CHILD_SECRET")),
+		WithCache(os.Getenv("CHILD_CACHE"), 1<<30), WithPartSize(MinPartSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs []cas.Blob
+	for i := range 22 {
+		res, err := be.Put(t.Context(), bytes.NewReader(machineData(id, i)), ".bin")
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		blobs = append(blobs, res.Blob)
+	}
+	for i, b := range blobs {
+		os.Remove(be.Path(b))
+		got, err := cas.ReadBlob(t.Context(), be, b)
+		if err != nil || !bytes.Equal(got, machineData(id, i)) {
+			t.Fatalf("read %d: %d bytes, %v", i, len(got), err)
+		}
 	}
 }
