@@ -52,6 +52,9 @@ type rootFS struct {
 	root   *os.Root
 	mu     sync.Mutex
 	shards map[string]*os.Root
+	// retired holds the Roots of shard directories found removed: another
+	// goroutine may still be using one, so it is closed only with the store.
+	retired []*os.Root
 }
 
 func newRootFS(root *os.Root) *rootFS {
@@ -100,12 +103,19 @@ func (r *rootFS) forget(name string, err error) {
 	if root == r.root {
 		return
 	}
+	// Most often the file is missing from a shard that is still there:
+	// the cached Root stays.
+	if cached, err := root.Stat("."); err == nil {
+		if cur, err := r.root.Lstat(name[:len(BlobsDir)+3]); err == nil && os.SameFile(cached, cur) {
+			return
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.shards {
 		if v == root {
 			delete(r.shards, k)
-			v.Close()
+			r.retired = append(r.retired, v)
 		}
 	}
 }
@@ -206,6 +216,10 @@ func (r *rootFS) close() {
 		v.Close()
 		delete(r.shards, k)
 	}
+	for _, v := range r.retired {
+		v.Close()
+	}
+	r.retired = nil
 }
 
 // isDiskFull reports whether err says the file system or the user's quota

@@ -1,0 +1,207 @@
+// Package versitygw runs a private versitygw S3 server for tests: its posix
+// backend on a temp directory, listening on a loopback port, with a root
+// access key made up for the test. It is a real S3 server that checks
+// signatures and honours conditional writes.
+package versitygw
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Version is the versitygw release the tests are written against.
+const Version = "v1.8.0"
+
+// Install says how to get the binary, for skip and failure messages.
+const Install = "go install github.com/versity/versitygw/cmd/versitygw@" + Version +
+	" (or set TOOLCAS_VERSITYGW to its path)"
+
+// Binary finds the versitygw binary: $TOOLCAS_VERSITYGW, else versitygw on
+// PATH, else in $(go env GOPATH)/bin.
+func Binary() (string, error) {
+	if p := os.Getenv("TOOLCAS_VERSITYGW"); p != "" {
+		if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+			return "", fmt.Errorf("TOOLCAS_VERSITYGW=%s is not a file", p)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	var dirs []string
+	if gp := os.Getenv("GOPATH"); gp != "" {
+		dirs = append(dirs, filepath.SplitList(gp)...)
+	} else if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		dirs = append(dirs, filepath.SplitList(strings.TrimSpace(string(out)))...)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "bin", "versitygw")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", errors.New("no versitygw binary found")
+}
+
+// Required reports whether tests must fail rather than skip when no server
+// can be run: TOOLCAS_REQUIRE_SERVERS=1, as CI sets it.
+func Required() bool { return os.Getenv("TOOLCAS_REQUIRE_SERVERS") == "1" }
+
+// Server is a running versitygw process.
+type Server struct {
+	// Bin is the binary's path.
+	Bin string
+	// Dir is the posix backend's root: one directory per bucket.
+	Dir string
+	// Addr is host:port on the loopback interface.
+	Addr string
+	// AccessKey and SecretKey are the root user's credentials.
+	AccessKey, SecretKey string
+
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// Start starts a server on a fresh temp directory and stops it when the test
+// ends. Without a binary it skips the test, saying how to get one, unless
+// Required, when it fails.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	bin, err := Binary()
+	if err != nil {
+		if Required() {
+			tb.Fatalf("versitygw: %v; TOOLCAS_REQUIRE_SERVERS=1 needs it: %s", err, Install)
+		}
+		tb.Skipf("versitygw: %v; to run the S3 tests: %s", err, Install)
+	}
+	dir := tb.TempDir()
+	s := &Server{
+		Bin:       bin,
+		Dir:       filepath.Join(dir, "gw"),
+		logPath:   filepath.Join(dir, "versitygw.log"),
+		AccessKey: "toolcastestroot",
+		SecretKey: "toolcas-test-secret-" + fmt.Sprint(time.Now().UnixNano()),
+	}
+	if err := os.Mkdir(s.Dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	var lastErr error
+	for range 3 {
+		addr, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Addr = addr
+		if lastErr = s.launch(); lastErr == nil {
+			return s
+		}
+	}
+	tb.Fatalf("versitygw: %v\n%s", lastErr, s.logTail())
+	return nil
+}
+
+// Endpoint returns the server's base URL.
+func (s *Server) Endpoint() string { return "http://" + s.Addr }
+
+// Pid returns the server process's id, or 0 when it is stopped.
+func (s *Server) Pid() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// launch starts the process on s.Dir and s.Addr and waits, polling with a
+// deadline, until it answers HTTP.
+func (s *Server) launch() error {
+	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.Bin, "--port", s.Addr, "--quiet", "posix", s.Dir)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.SecretKey)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get(s.Endpoint() + "/")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return fmt.Errorf("server on %s not answering after 60 s: %v", s.Addr, err)
+		}
+		select {
+		case <-done:
+			s.cmd = nil
+			return fmt.Errorf("server on %s exited at start: %v", s.Addr, cmd.ProcessState)
+		case <-tick.C:
+		}
+	}
+}
+
+// Kill stops the server at once with SIGKILL, by its pid, as a crash or a
+// pulled plug would, and waits for the process to be gone.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Stop stops the server if it runs.
+func (s *Server) Stop() { s.Kill() }
+
+// Restart starts the server again on the same directory and port.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Kill()
+	if err := s.launch(); err != nil {
+		tb.Fatalf("versitygw restart: %v\n%s", err, s.logTail())
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(s.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(bytes.TrimSpace(b))
+}

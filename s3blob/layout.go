@@ -1,0 +1,89 @@
+package s3blob
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/toolcas/toolcas/cas"
+)
+
+// marker is the content of the store's layout marker object, as on disk.
+type marker struct {
+	Format     int    `json:"format"`
+	Hash       string `json:"hash"`
+	ShardWidth int    `json:"shard_width"`
+}
+
+// checkStore checks that the bucket exists and the prefix holds a store,
+// making both when create is set.
+func (be *Backend) checkStore(ctx context.Context, create bool) error {
+	key := be.keyBase + cas.MarkerFile
+	out, err := be.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &be.loc.Bucket, Key: &key})
+	err = be.classify("open "+be.loc.String(), err)
+	switch {
+	case errors.Is(err, ErrNoBucket) && create:
+		if err := be.createBucket(ctx); err != nil {
+			return err
+		}
+		return be.writeMarker(ctx)
+	case errors.Is(err, cas.ErrNotFound) && create:
+		return be.writeMarker(ctx)
+	case errors.Is(err, cas.ErrNotFound):
+		return fmt.Errorf("s3blob: %w at %s: no %s (create one with casctl init)", cas.ErrNoStore, be.loc, cas.MarkerFile)
+	case err != nil:
+		return err
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(out.Body, 64<<10))
+	if err != nil {
+		return be.classify("read "+key, err)
+	}
+	var m marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("s3blob: %s in %s is damaged: %w", cas.MarkerFile, be.loc, err)
+	}
+	if m.Format > cas.Format {
+		return fmt.Errorf("s3blob: %w: %s has format %d, this build reads formats up to %d; upgrade toolcas",
+			cas.ErrNewerFormat, be.loc, m.Format, cas.Format)
+	}
+	if m.Hash != "blake3" || m.ShardWidth != 2 || m.Format < 1 {
+		return fmt.Errorf("s3blob: %s in %s names hash %q, shard width %d, format %d; this build reads blake3, width 2, format %d",
+			cas.MarkerFile, be.loc, m.Hash, m.ShardWidth, m.Format, cas.Format)
+	}
+	return nil
+}
+
+func (be *Backend) createBucket(ctx context.Context) error {
+	_, err := be.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &be.loc.Bucket})
+	if err != nil {
+		var owned *types.BucketAlreadyOwnedByYou
+		var exists *types.BucketAlreadyExists
+		if errors.As(err, &owned) || errors.As(err, &exists) {
+			// Another process made it first.
+			return nil
+		}
+		return be.classify("create bucket "+be.loc.Bucket, err)
+	}
+	return nil
+}
+
+func (be *Backend) writeMarker(ctx context.Context) error {
+	b, _ := json.MarshalIndent(marker{Format: cas.Format, Hash: "blake3", ShardWidth: 2}, "", "  ")
+	b = append(b, '\n')
+	key := be.keyBase + cas.MarkerFile
+	_, err := be.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &be.loc.Bucket, Key: &key, Body: strings.NewReader(string(b)),
+		ContentLength: aws.Int64(int64(len(b))), IfNoneMatch: aws.String("*"),
+	})
+	if err != nil && !isPreconditionFailed(err) {
+		return be.classify("write "+key, err)
+	}
+	return nil
+}

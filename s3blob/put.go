@@ -1,0 +1,239 @@
+package s3blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/toolcas/toolcas/cas"
+)
+
+// Put stores the bytes read from r as a blob. The content is read to its
+// end into a temp file in the cache directory while it is hashed, since the
+// object's name is its digest; then, unless an object of that name and size
+// exists (a dedup hit, with PutResult.Existed), it goes up conditionally
+// (If-None-Match: *): in one request up to the part size, else as a
+// multipart upload whose parts are read from the temp file, so memory stays
+// bounded whatever the size. A writer that finds the object made meanwhile
+// by another succeeds with Existed set. On any failure the upload is
+// aborted and no object is made. The temp file then becomes the blob's file
+// in the cache.
+func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutResult, error) {
+	if err := cas.CheckExt(ext); err != nil {
+		return cas.PutResult{}, fmt.Errorf("s3blob: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return cas.PutResult{}, err
+	}
+	tmp, err := be.cache.createTemp()
+	if err != nil {
+		return cas.PutResult{}, err
+	}
+	h := cas.NewHashingReader(r)
+	if _, err := copyCtx(ctx, tmp, h); err != nil {
+		be.cache.discard(tmp)
+		if ctx.Err() != nil {
+			return cas.PutResult{}, fmt.Errorf("s3blob: put: %w", ctx.Err())
+		}
+		return cas.PutResult{}, fmt.Errorf("s3blob: put: read content: %w", err)
+	}
+	b := cas.Blob{Digest: h.Digest(), Ext: ext}
+	res := cas.PutResult{Blob: b, Size: h.Size()}
+	existed, err := be.upload(ctx, tmp, b, res.Size)
+	if err != nil {
+		be.cache.discard(tmp)
+		return res, err
+	}
+	res.Existed = existed
+	f, _, err := be.cache.install(tmp, b, res.Size, false)
+	if err != nil {
+		return res, err
+	}
+	f.Close()
+	return res, nil
+}
+
+// upload makes the blob's object from the temp file unless it exists,
+// reporting whether it did.
+func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int64) (bool, error) {
+	key := be.key(b)
+	for attempt := 0; ; attempt++ {
+		info, err := be.Stat(ctx, b)
+		switch {
+		case err == nil && info.Size == size:
+			return true, nil
+		case err == nil:
+			// An object of the blob's name with another size is damage: a
+			// write never trusts what is there. Every writer of this name
+			// writes the same bytes, so deleting it loses nothing.
+			if _, err := be.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &be.loc.Bucket, Key: &key}); err != nil {
+				return false, be.classify("replace damaged "+b.FileName(), err)
+			}
+		case !errors.Is(err, cas.ErrNotFound):
+			return false, err
+		}
+		if size <= be.partSize {
+			err = be.putObject(ctx, f, key, size)
+		} else {
+			err = be.putMultipart(ctx, f, key, size)
+		}
+		switch {
+		case err == nil:
+			return false, nil
+		case isPreconditionFailed(err):
+			// Another writer made the object first: the same bytes.
+			return true, nil
+		case isConditionalConflict(err) && attempt < 5:
+			// Another conditional write of the key was in flight; look again.
+			continue
+		case ctx.Err() == nil:
+			// A server refusing a conditional write may answer before it
+			// has read the body and close the connection, which the client
+			// sees as a reset rather than as 412: if the object is there
+			// now, another writer made it.
+			if info, serr := be.Stat(ctx, b); serr == nil && info.Size == size {
+				return true, nil
+			}
+		}
+		return false, be.classify("put "+b.FileName(), err)
+	}
+}
+
+func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64) error {
+	_, err := be.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        &be.loc.Bucket,
+		Key:           &key,
+		Body:          io.NewSectionReader(f, 0, size),
+		ContentLength: aws.Int64(size),
+		IfNoneMatch:   aws.String("*"),
+	})
+	return err
+}
+
+// partSizeFor returns the part size for content of size bytes: the
+// backend's, or larger when that would need more than maxParts parts.
+func (be *Backend) partSizeFor(size int64) int64 {
+	ps := be.partSize
+	if need := (size + maxParts - 1) / maxParts; need > ps {
+		ps = (need + MinPartSize - 1) / MinPartSize * MinPartSize
+	}
+	return ps
+}
+
+// putMultipart uploads the file in parts, a few at a time, each read from
+// the file as it is sent, and completes the upload conditionally. Any
+// failure aborts the upload, so that its parts do not linger.
+func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, size int64) (err error) {
+	created, err := be.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key})
+	if err != nil {
+		return err
+	}
+	id := created.UploadId
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Abort even when ctx is done; give up after a while if the
+		// server is gone.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		be.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key, UploadId: id})
+	}()
+	ps := be.partSizeFor(size)
+	n := int((size + ps - 1) / ps)
+	parts := make([]types.CompletedPart, n)
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, be.conc)
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-uctx.Done():
+		}
+		if uctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			off := int64(i) * ps
+			length := min(ps, size-off)
+			num := int32(i + 1)
+			out, err := be.client.UploadPart(uctx, &s3.UploadPartInput{
+				Bucket: &be.loc.Bucket, Key: &key, UploadId: id, PartNumber: &num,
+				Body: io.NewSectionReader(f, off, length), ContentLength: aws.Int64(length),
+			})
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: &num}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err = be.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &be.loc.Bucket, Key: &key, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		IfNoneMatch:     aws.String("*"),
+	})
+	return err
+}
+
+// AbortUploads aborts the multipart uploads of blobs under the store's
+// prefix that began more than olderThan ago, and returns how many it
+// aborted. A put that lost its server midway could not abort its upload;
+// the parts stay invisible but take space until this runs, as gc will.
+func (be *Backend) AbortUploads(ctx context.Context, olderThan time.Duration) (int, error) {
+	prefix := be.keyBase + cas.BlobsDir + "/"
+	cutoff := time.Now().Add(-olderThan)
+	in := &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket, Prefix: &prefix}
+	n := 0
+	for {
+		out, err := be.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return n, be.classify("list uploads in "+be.loc.String(), err)
+		}
+		for _, u := range out.Uploads {
+			if u.Initiated != nil && u.Initiated.After(cutoff) {
+				continue
+			}
+			if _, err := be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+				Bucket: &be.loc.Bucket, Key: u.Key, UploadId: u.UploadId,
+			}); err != nil {
+				return n, be.classify("abort upload of "+aws.ToString(u.Key), err)
+			}
+			n++
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return n, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
