@@ -112,7 +112,9 @@ func latestVersion(t *testing.T) int64 {
 	return n
 }
 
-func TestMigrateFresh(t *testing.T) {
+func TestMigrateFresh(t *testing.T) { forEachBackend(t, testMigrateFresh) }
+
+func testMigrateFresh(t *testing.T) {
 	x := MustOpen(t)
 	if got, want := x.SchemaVersion(), latestVersion(t); got != want {
 		t.Errorf("fresh index at version %d, want %d", got, want)

@@ -35,7 +35,7 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 		q = `SELECT DISTINCT name FROM runs r WHERE substr(name, 1, ?) = ?
 			AND EXISTS (SELECT 1 FROM parts p WHERE p.run_id = r.id) ORDER BY name`
 	case "key":
-		q = `SELECT DISTINCT k FROM (SELECT r.prefix || p.key AS k FROM parts p JOIN runs r ON r.id = p.run_id)
+		q = `SELECT DISTINCT k FROM (SELECT r.prefix || p.key AS k FROM parts p JOIN runs r ON r.id = p.run_id) AS keys
 			WHERE substr(k, 1, ?) = ? ORDER BY k`
 	default:
 		q = `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
