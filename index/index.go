@@ -303,7 +303,8 @@ func (x *Index) provider() (*goose.Provider, error) {
 	)
 	if x.pg {
 		var locker lock.SessionLocker
-		if locker, err = lock.NewPostgresSessionLocker(); err == nil {
+		// Try the lock every second, for five minutes.
+		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(migrateLockKey), lock.WithLockTimeout(1, 300)); err == nil {
 			p, err = goose.NewProvider(goose.DialectPostgres, x.db.DB, migrations.Postgres(),
 				goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
 		}

@@ -43,8 +43,12 @@ func IsPostgresURL(s string) bool {
 // race between toolcas writers ever needs a retry.
 const writeLockKey = 0x746f6f6c636173 // "toolcas"
 
-// gcLockKey is the session-scoped advisory lock LockGC takes.
-const gcLockKey = writeLockKey + 1
+// gcLockKey is the session-scoped advisory lock LockGC takes, and
+// migrateLockKey the one goose holds while it migrates.
+const (
+	gcLockKey      = writeLockKey + 1
+	migrateLockKey = writeLockKey + 2
+)
 
 // checkPostgresURL validates a postgres URL and returns it with the password
 // hidden, for messages.
