@@ -193,7 +193,9 @@ func testMigrateFresh(t *testing.T) {
 	y.Close()
 }
 
-func TestMigrateFromEveryEarlierVersion(t *testing.T) { forEachBackend(t, testMigrateFromEveryEarlierVersion) }
+func TestMigrateFromEveryEarlierVersion(t *testing.T) {
+	forEachBackend(t, testMigrateFromEveryEarlierVersion)
+}
 
 func testMigrateFromEveryEarlierVersion(t *testing.T) {
 	ctx := context.Background()
