@@ -241,14 +241,20 @@ func (c *Cluster) Pid() int {
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 
 // NewDatabase creates an empty database whose name starts with hint, and
-// returns its URL.
+// returns its URL. Its default collation is ICU's en-US where the server
+// has ICU, as a database made on a typical server would sort text (case
+// folded, punctuation ignored), not the cluster's bytewise C.
 func (c *Cluster) NewDatabase(ctx context.Context, hint string) (string, error) {
 	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(hint), "_"), "_")
 	if len(name) > 40 {
 		name = name[:40]
 	}
 	name = fmt.Sprintf("t%d_%s", c.seq.Add(1), name)
-	if _, err := c.admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+	_, err := c.admin.ExecContext(ctx, `CREATE DATABASE "`+name+`" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`)
+	if err != nil {
+		_, err = c.admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`)
+	}
+	if err != nil {
 		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
 	return c.URL(name), nil
