@@ -1,0 +1,165 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/internal/pgtest"
+)
+
+// A URL Open cannot use is refused before anything connects, with an error
+// that never repeats the password.
+func TestOpenBadURL(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"postgres://", "no host"},
+		{"postgres://u:hunter2@/db", "no host"},
+		{"postgres://u:hunter2@127.0.0.1:5432", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:5432/", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db/more", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:99999/db", "port"},
+		{"postgresql://u:hunter2@127.0.0.1:5432/db?sslmode=bogus", "sslmode"},
+		{"mysql://u:hunter2@127.0.0.1/db", "scheme \"mysql\""},
+		{"s3://bucket/prefix", "scheme \"s3\""},
+	} {
+		_, err := Open(context.Background(), tc.url)
+		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidURL saying %q", tc.url, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+	}
+}
+
+// What keeps Open from using a PostgreSQL database is named: a refused
+// login, a database that does not exist, a server that does not answer.
+func TestOpenPostgresRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	if err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN PASSWORD 'right-one'; END IF;
+	END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.Database(t)
+	dbName := db[strings.LastIndexByte(db, '/')+1 : strings.IndexByte(db, '?')]
+	if err := c.Exec(ctx, `ALTER DATABASE "`+dbName+`" OWNER TO app`); err != nil {
+		t.Fatal(err)
+	}
+	url := func(userinfo, db string, port int) string {
+		return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", userinfo, port, db)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	for _, tc := range []struct {
+		name, url string
+		err       error
+		says      string
+	}{
+		{"wrong password", url("app:not-the-one", dbName, c.Port()), ErrAccessDenied, `password authentication failed for user "app"`},
+		{"no password", url("app", dbName, c.Port()), ErrAccessDenied, "app"},
+		{"unknown user", url("nobody:x", dbName, c.Port()), ErrAccessDenied, "nobody"},
+		{"missing database", url(pgtest.User, "no_such_db", c.Port()), ErrNoDatabase, `"no_such_db" does not exist`},
+		{"nothing listening", url(pgtest.User, dbName, closed), ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+	} {
+		t0 := time.Now()
+		x, err := Open(ctx, tc.url)
+		t.Logf("%s: %v in %v", tc.name, err, time.Since(t0))
+		if err == nil {
+			x.Close()
+		}
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: Open = %v; want %v saying %s", tc.name, err, tc.err, tc.says)
+		}
+		if strings.Contains(err.Error(), "not-the-one") {
+			t.Errorf("%s: error shows the password: %v", tc.name, err)
+		}
+	}
+	// The right password opens it.
+	x, err := Open(ctx, url("app:right-one", dbName, c.Port()))
+	if err != nil {
+		t.Fatalf("Open with the right password: %v", err)
+	}
+	x.Close()
+}
+
+// The server stops at once (pg_ctl stop -m immediate: SIGQUIT to its pid)
+// while a writer records batches: the writer gets an error naming the
+// lost server, every batch is in the index whole or not at all, and once
+// the server is back the same Index writes again.
+func TestPostgresStopsMidWrite(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	x, err := Open(ctx, pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	const size = 200
+	batch := func(n int) []NewPart {
+		ps := make([]NewPart, size)
+		for i := range ps {
+			ps[i] = newPart(fmt.Sprint("b", n), i, "t", "c", fmt.Sprintf("batch %d part %d", n, i))
+		}
+		return ps
+	}
+	committed := make(chan int, 1000)
+	failed := make(chan error, 1)
+	go func() {
+		for n := 0; ; n++ {
+			if _, err := x.Record(ctx, batch(n)); err != nil {
+				failed <- err
+				return
+			}
+			committed <- n
+		}
+	}()
+	var done []int
+	for len(done) < 2 {
+		done = append(done, <-committed)
+	}
+	if err := c.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	werr := <-failed
+	close(committed)
+	for n := range committed {
+		done = append(done, n)
+	}
+	if !errors.Is(werr, ErrUnreachable) {
+		t.Errorf("write while the server stopped: %v; want ErrUnreachable", werr)
+	}
+	t.Logf("writer's error: %v", werr)
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Each batch is whole or absent; every batch the writer saw committed is whole.
+	st, err := x.Stats(ctx, "")
+	if err != nil {
+		t.Fatalf("stats after the restart: %v", err)
+	}
+	for _, r := range st.ByRun {
+		if r.Parts != size {
+			t.Errorf("run %s has %d parts after the crash, want %d or none", r.Name, r.Parts, size)
+		}
+	}
+	for _, n := range done {
+		if ok, err := x.HasRun(ctx, fmt.Sprint("b", n)); err != nil || !ok {
+			t.Errorf("batch %d was committed and is gone: %v", n, err)
+		}
+	}
+	if _, err := x.Record(ctx, batch(10_000)); err != nil {
+		t.Fatalf("write after the restart: %v", err)
+	}
+	t.Logf("%d batches committed before the stop, %d runs whole after it", len(done), len(st.ByRun))
+}
