@@ -52,15 +52,17 @@ type Cluster struct {
 }
 
 // FindBin returns the directory holding initdb and postgres:
-// $TOOLCAS_PG_BIN, else PostgreSQL 15's Debian directory, else the
-// directory pg_ctl on PATH links to.
+// $TOOLCAS_PG_BIN when it is set (and nothing else), else PostgreSQL 15's
+// Debian directory, else the directory initdb or pg_ctl on PATH links to.
 func FindBin() (string, error) {
-	var dirs []string
+	dirs := []string{"/usr/lib/postgresql/15/bin"}
 	if d := os.Getenv("TOOLCAS_PG_BIN"); d != "" {
-		dirs = append(dirs, d)
+		dirs = []string{d}
 	}
-	dirs = append(dirs, "/usr/lib/postgresql/15/bin")
 	for _, name := range []string{"initdb", "pg_ctl"} {
+		if os.Getenv("TOOLCAS_PG_BIN") != "" {
+			break
+		}
 		if p, err := exec.LookPath(name); err == nil {
 			if r, err := filepath.EvalSymlinks(p); err == nil {
 				dirs = append(dirs, filepath.Dir(r))
