@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/internal/pgtest"
 )
 
@@ -162,4 +163,50 @@ func TestPostgresStopsMidWrite(t *testing.T) {
 		t.Fatalf("write after the restart: %v", err)
 	}
 	t.Logf("%d batches committed before the stop, %d runs whole after it", len(done), len(st.ByRun))
+}
+
+// ReadOnly on PostgreSQL reads and refuses writes; it migrates nothing, so
+// an older schema is ErrOlderSchema. cas.SyncNone turns synchronous_commit
+// off for the index's connections, and only for them.
+func TestPostgresOptions(t *testing.T) { t.Run("postgres", testPostgresOptions) }
+
+func testPostgresOptions(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Database(t)
+	x, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPart("r", 1, "t", "c", "x")
+	mustRecord(t, x, p)
+	var sync string
+	if err := x.db.GetContext(ctx, &sync, `SHOW synchronous_commit`); err != nil || sync != "on" {
+		t.Errorf("synchronous_commit = %q, %v; want on", sync, err)
+	}
+	x.Close()
+
+	ro, err := Open(ctx, url, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got, err := ro.Resolve(ctx, mustParse(t, p.Key), ""); err != nil || got.Key != p.Key {
+		t.Errorf("read-only Resolve = %+v, %v", got, err)
+	}
+	if _, err := ro.Record(ctx, []NewPart{newPart("r", 2, "t", "c", "y")}); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("read-only Record = %v, want a read-only error", err)
+	}
+
+	fast, err := Open(ctx, url, WithDurability(cas.SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	if err := fast.db.GetContext(ctx, &sync, `SHOW synchronous_commit`); err != nil || sync != "off" {
+		t.Errorf("with SyncNone, synchronous_commit = %q, %v; want off", sync, err)
+	}
+
+	if _, err := Open(ctx, fixtureAt(t, 3), ReadOnly()); !errors.Is(err, ErrOlderSchema) {
+		t.Errorf("read-only Open of version 3 = %v, want ErrOlderSchema", err)
+	}
 }
