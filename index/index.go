@@ -332,7 +332,7 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.upsertBlob, upsertBlobSQL},
 		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
-		{&x.stmts.insertPart, insertPartSQL},
+		{&x.stmts.insertPart, insertPartSQL + x.returningID()},
 		{&x.stmts.runID, runIDSQL},
 		{&x.stmts.insertRun, insertRunSQL},
 	} {

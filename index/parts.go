@@ -195,7 +195,7 @@ const (
 		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
 		RETURNING id`
 	insertPartSQL = `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
-		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// runIDSQL finds the runs row of a run whose keys start with a prefix;
 	// insertRunSQL makes it.
 	runIDSQL     = `SELECT id FROM runs WHERE name = ? AND prefix = ?`
@@ -259,9 +259,8 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("same content as %s: %w", p.Key, err)
 			}
-			var id int64
-			err = insertPart.QueryRowContext(ctx, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
-				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now).Scan(&id)
+			id, err := x.insertID(ctx, insertPart, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
+				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
 			if err != nil {
 				return fmt.Errorf("insert %s: %w", p.Key, err)
 			}
