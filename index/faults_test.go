@@ -210,3 +210,64 @@ func testPostgresOptions(t *testing.T) {
 		t.Errorf("read-only Open of version 3 = %v, want ErrOlderSchema", err)
 	}
 }
+
+// A writer that waits on PostgreSQL longer than the statement's busy
+// timeout gets lock_not_available from the server, and tries again until
+// its total: the caller sees no error, only the wait.
+func TestPostgresLockWaitRetried(t *testing.T) { t.Run("postgres", testPostgresLockWaitRetried) }
+
+func testPostgresLockWaitRetried(t *testing.T) {
+	ctx := context.Background()
+	const statement = 20 * time.Millisecond
+	x := MustOpen(t, WithBusyTimeout(statement, time.Minute))
+	var lt string
+	if err := x.db.GetContext(ctx, &lt, `SHOW lock_timeout`); err != nil || lt != "20ms" {
+		t.Fatalf("lock_timeout = %q, %v; want the statement's busy timeout, 20ms", lt, err)
+	}
+	// Another session holds the writers' lock, as a long write would.
+	holder, err := x.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "waited")})
+		done <- err
+	}()
+	// The writer has timed out and come back several times by the time the
+	// lock has been held for ten of its timeouts: it is still waiting.
+	var waits int
+	for deadline := time.Now().Add(time.Minute); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for the lock")
+		}
+		var n int
+		if err := x.db.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+			t.Fatal(err)
+		}
+		waits += n
+		if waits > 0 && time.Since(held) > 10*statement {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Record returned while the lock was held: %v", err)
+		case <-time.After(statement / 4):
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Record returned while the lock was held: %v", err)
+	default:
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Record after the lock was freed = %v, want nil", err)
+	}
+}
