@@ -103,6 +103,9 @@ func agreeTranscript(t *testing.T) string {
 	for _, prefix := range []string{"", "b", "B", "_", "é", "%"} {
 		r, err := x.Runs(ctx, prefix, 0)
 		say("runs %q: %q %v", prefix, r, err)
+		if prefix == "é" && (len(r) != 1 || r[0] != "émile") {
+			t.Errorf("Runs(%q) = %q, want [émile]", prefix, r)
+		}
 		tl, err := x.Tools(ctx, prefix, 2)
 		say("tools %q: %q %v", prefix, tl, err)
 		k, err := x.Keys(ctx, prefix, 5)

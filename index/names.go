@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
 )
@@ -40,7 +41,8 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 	default:
 		q = `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
 	}
-	args := []any{len(prefix), prefix}
+	// substr counts characters, on SQLite and on PostgreSQL alike.
+	args := []any{utf8.RuneCountInString(prefix), prefix}
 	if limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, limit)
