@@ -90,7 +90,13 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "toolcas-pg-")
+	base := ""
+	if os.Geteuid() == 0 {
+		// The server's user must reach its directory: not under a $TMPDIR
+		// in root's home.
+		base = "/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "toolcas-pg-")
 	if err != nil {
 		return nil, err
 	}
