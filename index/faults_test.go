@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/internal/pgtest"
@@ -269,5 +272,41 @@ func testPostgresLockWaitRetried(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Record after the lock was freed = %v, want nil", err)
+	}
+}
+
+// Which errors are tried again: a broken connection at once, a lock wait or
+// a serialization failure after a pause, a commit whose answer was lost
+// never (it may have committed), and each of them reads as the server being
+// unreachable, or as what it is.
+func TestPostgresErrorClasses(t *testing.T) {
+	ctx := context.Background()
+	x := &Index{pg: true, path: "postgres://u@h:5432/db"}
+	lockWait := &pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}
+	for _, tc := range []struct {
+		name        string
+		err         error
+		tries       int // calls of f when every call fails with err
+		unreachable bool
+	}{
+		{"lost connection", io.ErrUnexpectedEOF, 11, true},
+		{"server shut the session", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, 11, true},
+		{"commit answer lost", &commitUnknown{io.ErrUnexpectedEOF}, 1, true},
+		{"unique violation", &pgconn.PgError{Code: "23505", Message: "duplicate key"}, 1, false},
+		{"canceled", context.Canceled, 1, false},
+		{"lock wait", lockWait, -1, false},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, -1, false},
+	} {
+		calls := 0
+		err := retryBusy(ctx, 50*time.Millisecond, func() error { calls++; return tc.err })
+		if tc.tries > 0 && calls != tc.tries || tc.tries < 0 && calls < 3 {
+			t.Errorf("%s: tried %d times, want %d (-1: until the total)", tc.name, calls, tc.tries)
+		}
+		if got := errors.Is(x.connError(err), ErrUnreachable); got != tc.unreachable {
+			t.Errorf("%s: connError = %v, unreachable %v, want %v", tc.name, x.connError(err), got, tc.unreachable)
+		}
+	}
+	if msg := x.connError(&commitUnknown{io.ErrUnexpectedEOF}).Error(); !strings.Contains(msg, "may or may not have been committed") {
+		t.Errorf("commit answer lost reads %q", msg)
 	}
 }

@@ -197,6 +197,8 @@ func (e *commitUnknown) Error() string {
 	return "connection lost while committing, the write may or may not have been committed: " + e.err.Error()
 }
 
+func (e *commitUnknown) Unwrap() error { return e.err }
+
 // returningID is what an INSERT statement run by insertID ends with.
 func (x *Index) returningID() string {
 	if x.pg {
