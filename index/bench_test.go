@@ -90,3 +90,28 @@ func BenchmarkStats100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(s.IndexBytes)/float64(s.Parts), "indexB/part")
 }
+
+// BenchmarkRecordPostgres records as BenchmarkRecord does, durably, in a
+// database of the tests' private PostgreSQL cluster on loopback.
+func BenchmarkRecordPostgres(b *testing.B) {
+	ctx := context.Background()
+	b.Run("postgres", func(b *testing.B) {
+		for _, batch := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("%dpertx", batch), func(b *testing.B) {
+				x := MustOpen(b)
+				ps := make([]NewPart, batch)
+				n := 0
+				for b.Loop() {
+					for j := range ps {
+						ps[j] = benchPart(n)
+						n++
+					}
+					if _, err := x.Record(ctx, ps); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "parts/s")
+			})
+		}
+	})
+}

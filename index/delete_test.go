@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-func TestDeleteKey(t *testing.T) {
+func TestDeleteKey(t *testing.T) { forEachBackend(t, testDeleteKey) }
+
+func testDeleteKey(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	for _, c := range []string{"one", "two", "three"} {

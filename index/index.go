@@ -19,6 +19,7 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/jmoiron/sqlx"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -49,10 +50,30 @@ var (
 	// database's schema is older than this build's and so needs a migration,
 	// which takes write access.
 	ErrOlderSchema = errors.New("index made by an older toolcas")
+
+	// ErrInvalidURL is returned by Open for a database URL it cannot use.
+	ErrInvalidURL = errors.New("invalid index URL")
+
+	// ErrAccessDenied is returned by Open when PostgreSQL refuses the login:
+	// a wrong user or password.
+	ErrAccessDenied = errors.New("access denied")
+
+	// ErrNoDatabase is returned by Open when the PostgreSQL database named
+	// in the URL does not exist.
+	ErrNoDatabase = errors.New("no such database")
+
+	// ErrUnreachable is returned by Open, and by any method, when the
+	// PostgreSQL server cannot be reached or the connection to it broke.
+	ErrUnreachable = errors.New("database server unreachable")
+
+	// ErrGCRunning is returned by LockGC when another process holds the gc
+	// lock.
+	ErrGCRunning = errors.New("another gc is running")
 )
 
 // Index is an open index database. It is safe for concurrent use by many
-// goroutines and, through SQLite's locking, many processes.
+// goroutines and, through SQLite's locking or PostgreSQL's, many processes
+// (on PostgreSQL, on many machines).
 type Index struct {
 	db      *sqlx.DB
 	stmts   statements
@@ -60,6 +81,9 @@ type Index struct {
 	now     func() time.Time
 	retry   time.Duration
 	version int64
+	// pg is set for an index in PostgreSQL; path is then its URL, with any
+	// password hidden.
+	pg bool
 }
 
 // An Option configures Open.
@@ -75,7 +99,8 @@ type config struct {
 }
 
 // WithDurability sets SQLite's synchronous mode: FULL for cas.SyncFull (the
-// default), NORMAL for cas.SyncNone.
+// default), NORMAL for cas.SyncNone. On PostgreSQL, cas.SyncNone turns
+// synchronous_commit off for the index's connections.
 func WithDurability(d cas.Durability) Option {
 	return func(c *config) error {
 		if d != cas.SyncFull && d != cas.SyncNone {
@@ -99,7 +124,8 @@ func WithClock(now func() time.Time) Option {
 
 // WithBusyTimeout sets how long one statement waits for another process's
 // lock (default 5 s), and how long a write keeps retrying after SQLite gives
-// up (default 60 s), before an error reaches the caller.
+// up (default 60 s), before an error reaches the caller. On PostgreSQL the
+// first is the connections' lock_timeout.
 func WithBusyTimeout(statement, total time.Duration) Option {
 	return func(c *config) error {
 		if statement <= 0 || total < statement {
@@ -113,9 +139,9 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 
 // ReadOnly opens the database for reading only, as SQLite's mode=ro does,
 // and, where even that cannot work (a read-only directory with no -shm
-// file beside the database), as an immutable file. Nothing is created or
-// migrated; a database whose schema is older than this build's gives
-// ErrOlderSchema.
+// file beside the database), as an immutable file; on PostgreSQL, with
+// default_transaction_read_only. Nothing is created or migrated; a database
+// whose schema is older than this build's gives ErrOlderSchema.
 func ReadOnly() Option {
 	return func(c *config) error {
 		c.readOnly = true
@@ -126,12 +152,27 @@ func ReadOnly() Option {
 // Open opens the index database at path, creating it if needed, and migrates
 // its schema to this build's. A database whose schema is newer than this
 // build knows is refused with ErrNewerSchema.
+//
+// A path of the form postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?PARAMS]
+// (or postgresql://…) opens the index in that PostgreSQL database instead,
+// which must exist; its tables are created or migrated as a file's are.
+// The password may also come from PGPASSWORD or ~/.pgpass, the URL's
+// parameters are libpq's (sslmode=, connect_timeout=, …). Open then fails
+// with ErrAccessDenied, ErrNoDatabase or ErrUnreachable when it cannot log
+// in, and any other URL (another scheme, no host, no database) is
+// ErrInvalidURL.
 func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	c := config{durability: cas.SyncFull, now: time.Now, busyTimeout: 5 * time.Second, retryFor: 60 * time.Second}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
 		}
+	}
+	if IsPostgresURL(path) {
+		return openPostgres(ctx, path, c)
+	}
+	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsAny(scheme, "/\\") {
+		return nil, fmt.Errorf("index: %w: scheme %q: want a file path or postgres://USER@HOST:PORT/DB", ErrInvalidURL, scheme)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -215,10 +256,23 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
-	p, err := goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
+	if err := x.checkVersion(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("index: load migrations: %w", err)
+		return nil, err
+	}
+	if err := x.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// checkVersion makes sure the database's schema is this build's, for an
+// index opened without the right to migrate it.
+func (x *Index) checkVersion(ctx context.Context) error {
+	p, err := x.provider()
+	if err != nil {
+		return err
 	}
 	sources := p.ListSources()
 	latest := sources[len(sources)-1].Version
@@ -233,15 +287,34 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 			ErrOlderSchema, x.path, current, latest)
 	}
 	if err != nil {
-		db.Close()
-		return nil, err
+		return err
 	}
 	x.version = latest
-	if err := x.prepare(ctx); err != nil {
-		db.Close()
-		return nil, err
+	return nil
+}
+
+// provider loads the migrations of the index's database: SQLite's, or their
+// PostgreSQL twins, which goose applies holding a session advisory lock so
+// that processes opening a new database at once do not race.
+func (x *Index) provider() (*goose.Provider, error) {
+	var (
+		p   *goose.Provider
+		err error
+	)
+	if x.pg {
+		var locker lock.SessionLocker
+		// Try the lock every second, for five minutes.
+		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(migrateLockKey), lock.WithLockTimeout(1, 300)); err == nil {
+			p, err = goose.NewProvider(goose.DialectPostgres, x.db.DB, migrations.Postgres(),
+				goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
+		}
+	} else {
+		p, err = goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
 	}
-	return x, nil
+	if err != nil {
+		return nil, fmt.Errorf("index: load migrations: %w", err)
+	}
+	return p, nil
 }
 
 // statements are prepared once per index (database/sql then prepares each
@@ -259,7 +332,7 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.upsertBlob, upsertBlobSQL},
 		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
-		{&x.stmts.insertPart, insertPartSQL},
+		{&x.stmts.insertPart, insertPartSQL + x.returningID()},
 		{&x.stmts.runID, runIDSQL},
 		{&x.stmts.insertRun, insertRunSQL},
 	} {
@@ -317,9 +390,9 @@ func uriPath(p string) string {
 // migrate applies pending migrations under an exclusive file lock, so that
 // processes opening a new index at once do not race to create it.
 func (x *Index) migrate(ctx context.Context) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	p, err := x.provider()
 	if err != nil {
-		return fmt.Errorf("index: load migrations: %w", err)
+		return err
 	}
 	sources := p.ListSources()
 	latest := sources[len(sources)-1].Version
@@ -331,7 +404,13 @@ func (x *Index) migrate(ctx context.Context) error {
 		return fmt.Errorf("index: %w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
 			ErrNewerSchema, x.path, current, latest)
 	}
-	if current < latest {
+	if current < latest && x.pg {
+		// goose holds its advisory lock while it migrates, and looks at the
+		// version again once it has it.
+		if _, err := p.Up(ctx); err != nil {
+			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
+		}
+	} else if current < latest {
 		lk := flock.New(x.path + "-migrate.lock")
 		if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("index: lock %s for migration: %w", x.path, err)
@@ -352,8 +431,12 @@ func (x *Index) migrate(ctx context.Context) error {
 // dbVersion reads the schema version goose recorded, 0 for a new database.
 func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 	var n int
+	q := `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version'`
+	if x.pg {
+		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'goose_db_version'`
+	}
 	err := retryBusy(ctx, x.retry, func() error {
-		return x.db.GetContext(ctx, &n, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version'`)
+		return x.db.GetContext(ctx, &n, q)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("index: open %s: %w", x.path, err)
@@ -374,8 +457,12 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 // SchemaVersion returns the schema version of the open database.
 func (x *Index) SchemaVersion() int64 { return x.version }
 
-// Path returns the database file's absolute path.
+// Path returns the database file's absolute path, or for an index in
+// PostgreSQL its URL with any password hidden.
 func (x *Index) Path() string { return x.path }
+
+// IsPostgres reports whether the index is in PostgreSQL.
+func (x *Index) IsPostgres() bool { return x.pg }
 
 // Close closes the database.
 func (x *Index) Close() error {
@@ -388,8 +475,11 @@ func (x *Index) Close() error {
 }
 
 // Size returns the bytes the index takes on disk: the database, its WAL and
-// its shared-memory file.
+// its shared-memory file; on PostgreSQL, its tables and their indexes.
 func (x *Index) Size() int64 {
+	if x.pg {
+		return x.pgSize()
+	}
 	var n int64
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if fi, err := os.Stat(x.path + suffix); err == nil {
@@ -400,8 +490,12 @@ func (x *Index) Size() int64 {
 }
 
 // Checkpoint folds the WAL into the database file and truncates it, so that
-// Size reflects the data rather than recent writes.
+// Size reflects the data rather than recent writes. On PostgreSQL, whose
+// server checkpoints on its own, it does nothing.
 func (x *Index) Checkpoint(ctx context.Context) error {
+	if x.pg {
+		return nil
+	}
 	return retryBusy(ctx, x.retry, func() error {
 		_, err := x.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
@@ -409,8 +503,12 @@ func (x *Index) Checkpoint(ctx context.Context) error {
 }
 
 // isBusy reports whether err is SQLite saying another connection holds a
-// lock: worth retrying.
+// lock, or PostgreSQL saying to try again: worth retrying.
 func isBusy(err error) bool {
+	if pgTransient(err) {
+		var cu *commitUnknown
+		return !errors.As(err, &cu)
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
@@ -427,8 +525,16 @@ func isBusy(err error) bool {
 func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
 	deadline := time.Now().Add(total)
 	wait := time.Millisecond
-	for {
+	for lost := 0; ; {
 		err := f()
+		// A connection to PostgreSQL that broke (a server restarted since it
+		// was opened) is dropped from the pool: try again at once on
+		// another, a few times. A server that is down fails to connect,
+		// which is no lost connection, and ends the loop.
+		if err != nil && lost < 10 && connLost(err) && !errors.As(err, new(*commitUnknown)) {
+			lost++
+			continue
+		}
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
@@ -446,8 +552,16 @@ func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
 }
 
 // IntegrityCheck runs SQLite's integrity check and returns what it found
-// wrong, nothing when the database is sound.
+// wrong, nothing when the database is sound. PostgreSQL keeps its own pages
+// sound (and checks them with its own tools, such as amcheck): on it,
+// IntegrityCheck only makes sure the server answers.
 func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
+	if x.pg {
+		if err := x.read(ctx, func() error { return x.db.PingContext(ctx) }); err != nil {
+			return nil, fmt.Errorf("index: integrity check: %w", err)
+		}
+		return nil, nil
+	}
 	var lines []string
 	err := x.read(ctx, func() error {
 		lines = nil

@@ -12,12 +12,16 @@ import (
 	"github.com/toolcas/toolcas/cas"
 )
 
-// MustOpen opens a new index in a temp directory, closed when the test ends.
+// MustOpen opens a new index in a temp directory, closed when the test ends;
+// under forEachBackend's postgres subtest, in a fresh PostgreSQL database.
 func MustOpen(tb testing.TB, opts ...Option) *Index {
 	tb.Helper()
-	x, err := Open(context.Background(), filepath.Join(tb.TempDir(), "index.db"), opts...)
+	x, err := Open(context.Background(), newIndexPath(tb), opts...)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if x.IsPostgres() != onPostgres(tb) {
+		tb.Fatalf("%s opened %s", tb.Name(), x.Path())
 	}
 	tb.Cleanup(func() { x.Close() })
 	return x
@@ -55,7 +59,9 @@ func mustParse(t *testing.T, s string) Ref {
 	return r
 }
 
-func TestRecordAndResolve(t *testing.T) {
+func TestRecordAndResolve(t *testing.T) { forEachBackend(t, testRecordAndResolve) }
+
+func testRecordAndResolve(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	a := newPart("run-a", 1, "search", "c1", "alpha")
@@ -110,7 +116,9 @@ func TestRecordAndResolve(t *testing.T) {
 	}
 }
 
-func TestVersions(t *testing.T) {
+func TestVersions(t *testing.T) { forEachBackend(t, testVersions) }
+
+func testVersions(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -153,7 +161,9 @@ func keysVersions(ps []Part) []string {
 	return out
 }
 
-func TestSameAs(t *testing.T) {
+func TestSameAs(t *testing.T) { forEachBackend(t, testSameAs) }
+
+func testSameAs(t *testing.T) {
 	x := MustOpen(t)
 	first := newPart("r1", 2, "search", "call-123", "same")
 	rec := mustRecord(t, x, first, newPart("r1", 5, "search", "call-9", "same"), newPart("r2", 1, "search", "c", "same"))
@@ -173,7 +183,9 @@ func TestSameAs(t *testing.T) {
 	}
 }
 
-func TestAmbiguousPrefix(t *testing.T) {
+func TestAmbiguousPrefix(t *testing.T) { forEachBackend(t, testAmbiguousPrefix) }
+
+func testAmbiguousPrefix(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	p1, p2 := newPart("r", 1, "t", "a", "x"), newPart("r", 2, "t", "b", "y")
@@ -215,7 +227,9 @@ func TestPrefixRange(t *testing.T) {
 	}
 }
 
-func TestList(t *testing.T) {
+func TestList(t *testing.T) { forEachBackend(t, testList) }
+
+func testList(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -261,7 +275,9 @@ func TestList(t *testing.T) {
 	}
 }
 
-func TestStats(t *testing.T) {
+func TestStats(t *testing.T) { forEachBackend(t, testStats) }
+
+func testStats(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	big := strings.Repeat("x", 1000)
@@ -307,7 +323,9 @@ func TestStats(t *testing.T) {
 	}
 }
 
-func TestPrune(t *testing.T) {
+func TestPrune(t *testing.T) { forEachBackend(t, testPrune) }
+
+func testPrune(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -349,7 +367,9 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-func TestBlobSets(t *testing.T) {
+func TestBlobSets(t *testing.T) { forEachBackend(t, testBlobSets) }
+
+func testBlobSets(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -403,7 +423,9 @@ func TestBlobSets(t *testing.T) {
 	}
 }
 
-func TestRecordRefusesBadParts(t *testing.T) {
+func TestRecordRefusesBadParts(t *testing.T) { forEachBackend(t, testRecordRefusesBadParts) }
+
+func testRecordRefusesBadParts(t *testing.T) {
 	x := MustOpen(t)
 	good := newPart("r", 1, "t", "c", "x")
 	for _, tc := range []struct {

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite"
 
@@ -20,16 +22,19 @@ import (
 // fixtureAt makes a database at schema version v by applying the
 // migrations up to v, and fills it with rows written as a build of that
 // version wrote them.
+// Under forEachBackend's postgres subtest, the database is a new PostgreSQL
+// one, made with the PostgreSQL migrations.
 func fixtureAt(t *testing.T, v int64) string {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "index.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := newIndexPath(t)
+	db := openFixture(t, path)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	dialect, fsys := goose.DialectSQLite3, fs.FS(migrations.FS)
+	if IsPostgresURL(path) {
+		dialect, fsys = goose.DialectPostgres, migrations.Postgres()
+	}
+	p, err := goose.NewProvider(dialect, db, fsys, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +49,67 @@ func fixtureAt(t *testing.T, v int64) string {
 	if fill := fixtureRows[v]; fill != nil {
 		fill(t, db)
 	}
+	if IsPostgresURL(path) {
+		// The fixtures give their rows ids, which PostgreSQL's identity
+		// columns do not count: move each on past its table's rows, as
+		// rows a build wrote would have.
+		for _, table := range []string{"blobs", "parts", "packs", "runs"} {
+			var n int
+			mustQuery(t, db, &n, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`, table)
+			if n == 1 {
+				mustExec(t, db, `SELECT setval(pg_get_serial_sequence('`+table+`', 'id'), coalesce(max(id), 0) + 1, false) FROM `+table)
+			}
+		}
+	}
 	return path
+}
+
+// openFixture opens a fixture's database without the index: a SQLite file,
+// or a PostgreSQL database whose statements take ? placeholders as the
+// index's do.
+func openFixture(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	if !IsPostgresURL(path) {
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	cfg, err := pgx.ParseConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
+}
+
+func mustQuery(t *testing.T, db *sql.DB, dst any, q string, args ...any) {
+	t.Helper()
+	if err := db.QueryRow(q, args...).Scan(dst); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// Every SQLite migration has its PostgreSQL twin, of the same version and
+// name, and no twin is without its SQLite migration.
+func TestPostgresMigrationsMatch(t *testing.T) {
+	names := func(fsys fs.FS) []string {
+		entries, err := fs.ReadDir(fsys, ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".sql") {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	sqlite, pg := names(migrations.FS), names(migrations.Postgres())
+	if strings.Join(sqlite, " ") != strings.Join(pg, " ") {
+		t.Errorf("SQLite migrations %v, PostgreSQL migrations %v: want the same files", sqlite, pg)
+	}
 }
 
 // fixtureRows holds, for each schema version, the rows a build of that
@@ -112,7 +177,9 @@ func latestVersion(t *testing.T) int64 {
 	return n
 }
 
-func TestMigrateFresh(t *testing.T) {
+func TestMigrateFresh(t *testing.T) { forEachBackend(t, testMigrateFresh) }
+
+func testMigrateFresh(t *testing.T) {
 	x := MustOpen(t)
 	if got, want := x.SchemaVersion(), latestVersion(t); got != want {
 		t.Errorf("fresh index at version %d, want %d", got, want)
@@ -127,6 +194,10 @@ func TestMigrateFresh(t *testing.T) {
 }
 
 func TestMigrateFromEveryEarlierVersion(t *testing.T) {
+	forEachBackend(t, testMigrateFromEveryEarlierVersion)
+}
+
+func testMigrateFromEveryEarlierVersion(t *testing.T) {
 	ctx := context.Background()
 	latest := latestVersion(t)
 	if latest < 2 {
@@ -180,16 +251,15 @@ func TestMigrateFromEveryEarlierVersion(t *testing.T) {
 	}
 }
 
-func TestNewerSchemaRefused(t *testing.T) {
+func TestNewerSchemaRefused(t *testing.T) { forEachBackend(t, testNewerSchemaRefused) }
+
+func testNewerSchemaRefused(t *testing.T) {
 	ctx := context.Background()
 	path := fixtureAt(t, latestVersion(t))
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, db, `INSERT INTO goose_db_version (version_id, is_applied, tstamp) VALUES (99, 1, ?)`, time.Now())
+	db := openFixture(t, path)
+	mustExec(t, db, `INSERT INTO goose_db_version (version_id, is_applied, tstamp) VALUES (99, ?, ?)`, true, time.Now())
 	db.Close()
-	_, err = Open(ctx, path)
+	_, err := Open(ctx, path)
 	if !errors.Is(err, ErrNewerSchema) {
 		t.Fatalf("Open(newer) = %v, want ErrNewerSchema", err)
 	}

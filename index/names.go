@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
 )
@@ -35,12 +36,13 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 		q = `SELECT DISTINCT name FROM runs r WHERE substr(name, 1, ?) = ?
 			AND EXISTS (SELECT 1 FROM parts p WHERE p.run_id = r.id) ORDER BY name`
 	case "key":
-		q = `SELECT DISTINCT k FROM (SELECT r.prefix || p.key AS k FROM parts p JOIN runs r ON r.id = p.run_id)
+		q = `SELECT DISTINCT k FROM (SELECT r.prefix || p.key AS k FROM parts p JOIN runs r ON r.id = p.run_id) AS keys
 			WHERE substr(k, 1, ?) = ? ORDER BY k`
 	default:
 		q = `SELECT DISTINCT ` + column + ` FROM parts WHERE substr(` + column + `, 1, ?) = ? ORDER BY ` + column
 	}
-	args := []any{len(prefix), prefix}
+	// substr counts characters, on SQLite and on PostgreSQL alike.
+	args := []any{utf8.RuneCountInString(prefix), prefix}
 	if limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, limit)

@@ -86,12 +86,9 @@ func (x *Index) RecordPack(ctx context.Context, p PackRecord) error {
 }
 
 func (x *Index) insertPack(ctx context.Context, tx *sql.Tx, p PackRecord) (int64, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO packs (name, size, raw, blobs, created_at) VALUES (?, ?, ?, ?, ?)`,
-		p.Name, p.Size, p.Raw, len(p.Blobs), x.now().UnixNano())
-	if err != nil {
-		return 0, err
-	}
-	id, err := res.LastInsertId()
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO packs (name, size, raw, blobs, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+		p.Name, p.Size, p.Raw, len(p.Blobs), x.now().UnixNano()).Scan(&id)
 	if err != nil {
 		return 0, err
 	}

@@ -259,12 +259,11 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("same content as %s: %w", p.Key, err)
 			}
-			res, err := insertPart.ExecContext(ctx, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
+			id, err := x.insertID(ctx, insertPart, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
 				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
 			if err != nil {
 				return fmt.Errorf("insert %s: %w", p.Key, err)
 			}
-			id, _ := res.LastInsertId()
 			out[i] = Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
 		}
 		return nil
@@ -321,19 +320,33 @@ func suffixed(key, ext string, n int) string {
 }
 
 // write runs f in a write transaction, retrying the whole transaction while
-// other processes hold the lock.
+// other processes hold the lock. On PostgreSQL the transaction first takes
+// the writers' advisory lock (see writeLockKey).
 func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
-	return retryBusy(ctx, x.retry, func() error {
+	err := retryBusy(ctx, x.retry, func() error {
 		tx, err := x.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
+		}
+		if x.pg {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+				tx.Rollback()
+				return err
+			}
 		}
 		if err := f(tx); err != nil {
 			tx.Rollback()
 			return err
 		}
-		return tx.Commit()
+		if err := tx.Commit(); err != nil {
+			if x.pg && connLost(err) {
+				return &commitUnknown{err}
+			}
+			return err
+		}
+		return nil
 	})
+	return x.connError(err)
 }
 
 // ListOptions filters List. The zero value lists the newest version of every
@@ -415,7 +428,7 @@ func (x *Index) runIDs(ctx context.Context, run string) ([]int64, error) {
 
 // read runs a query, retrying while a checkpoint or recovery holds the lock.
 func (x *Index) read(ctx context.Context, f func() error) error {
-	return retryBusy(ctx, x.retry, f)
+	return x.connError(retryBusy(ctx, x.retry, f))
 }
 
 // Sharing returns every part, in any run and any version, whose bytes are

@@ -13,7 +13,9 @@ import (
 // A run whose keys were rendered two ways (an older build's escaping, a
 // shortened name) has two rows in runs: everything that asks by run name
 // sees both, everything that asks by key finds each.
-func TestRunWithTwoKeyPrefixes(t *testing.T) {
+func TestRunWithTwoKeyPrefixes(t *testing.T) { forEachBackend(t, testRunWithTwoKeyPrefixes) }
+
+func testRunWithTwoKeyPrefixes(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	a := newPart("r", 1, "t", "a", "first")
@@ -90,7 +92,9 @@ func TestNewIndexPageSize(t *testing.T) {
 }
 
 // MarkVerified marks more blobs than one transaction takes: every one.
-func TestMarkVerifiedInChunks(t *testing.T) {
+func TestMarkVerifiedInChunks(t *testing.T) { forEachBackend(t, testMarkVerifiedInChunks) }
+
+func testMarkVerifiedInChunks(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	var ps []NewPart

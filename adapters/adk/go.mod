@@ -8,7 +8,13 @@ require (
 	google.golang.org/genai v1.66.0
 )
 
-require github.com/klauspost/compress v1.20.4 // indirect
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+)
 
 require (
 	cloud.google.com/go v0.123.0 // indirect

@@ -1,0 +1,312 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/pgtest"
+)
+
+// A URL Open cannot use is refused before anything connects, with an error
+// that never repeats the password.
+func TestOpenBadURL(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"postgres://", "no host"},
+		{"postgres://u:hunter2@/db", "no host"},
+		{"postgres://u:hunter2@127.0.0.1:5432", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:5432/", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db/more", "database name"},
+		{"postgres://u:hunter2@127.0.0.1:99999/db", "port"},
+		{"postgresql://u:hunter2@127.0.0.1:5432/db?sslmode=bogus", "sslmode"},
+		{"mysql://u:hunter2@127.0.0.1/db", "scheme \"mysql\""},
+		{"s3://bucket/prefix", "scheme \"s3\""},
+	} {
+		_, err := Open(context.Background(), tc.url)
+		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidURL saying %q", tc.url, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+	}
+}
+
+// What keeps Open from using a PostgreSQL database is named: a refused
+// login, a database that does not exist, a server that does not answer.
+func TestOpenPostgresRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	if err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN PASSWORD 'right-one'; END IF;
+	END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.Database(t)
+	dbName := db[strings.LastIndexByte(db, '/')+1 : strings.IndexByte(db, '?')]
+	if err := c.Exec(ctx, `ALTER DATABASE "`+dbName+`" OWNER TO app`); err != nil {
+		t.Fatal(err)
+	}
+	url := func(userinfo, db string, port int) string {
+		return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", userinfo, port, db)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	for _, tc := range []struct {
+		name, url string
+		err       error
+		says      string
+	}{
+		{"wrong password", url("app:not-the-one", dbName, c.Port()), ErrAccessDenied, `password authentication failed for user "app"`},
+		{"no password", url("app", dbName, c.Port()), ErrAccessDenied, "app"},
+		{"unknown user", url("nobody:x", dbName, c.Port()), ErrAccessDenied, "nobody"},
+		{"missing database", url(pgtest.User, "no_such_db", c.Port()), ErrNoDatabase, `"no_such_db" does not exist`},
+		{"nothing listening", url(pgtest.User, dbName, closed), ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+	} {
+		t0 := time.Now()
+		x, err := Open(ctx, tc.url)
+		t.Logf("%s: %v in %v", tc.name, err, time.Since(t0))
+		if err == nil {
+			x.Close()
+		}
+		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: Open = %v; want %v saying %s", tc.name, err, tc.err, tc.says)
+		}
+		if strings.Contains(err.Error(), "not-the-one") {
+			t.Errorf("%s: error shows the password: %v", tc.name, err)
+		}
+	}
+	// The right password opens it.
+	x, err := Open(ctx, url("app:right-one", dbName, c.Port()))
+	if err != nil {
+		t.Fatalf("Open with the right password: %v", err)
+	}
+	x.Close()
+}
+
+// The server stops at once (pg_ctl stop -m immediate: SIGQUIT to its pid)
+// while a writer records batches: the writer gets an error naming the
+// lost server, every batch is in the index whole or not at all, and once
+// the server is back the same Index writes again.
+func TestPostgresStopsMidWrite(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	x, err := Open(ctx, pgtest.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	const size = 200
+	batch := func(n int) []NewPart {
+		ps := make([]NewPart, size)
+		for i := range ps {
+			ps[i] = newPart(fmt.Sprint("b", n), i, "t", "c", fmt.Sprintf("batch %d part %d", n, i))
+		}
+		return ps
+	}
+	committed := make(chan int, 1000)
+	failed := make(chan error, 1)
+	go func() {
+		for n := 0; ; n++ {
+			if _, err := x.Record(ctx, batch(n)); err != nil {
+				failed <- err
+				return
+			}
+			committed <- n
+		}
+	}()
+	var done []int
+	for len(done) < 2 {
+		done = append(done, <-committed)
+	}
+	if err := c.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	werr := <-failed
+	close(committed)
+	for n := range committed {
+		done = append(done, n)
+	}
+	if !errors.Is(werr, ErrUnreachable) {
+		t.Errorf("write while the server stopped: %v; want ErrUnreachable", werr)
+	}
+	t.Logf("writer's error: %v", werr)
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Each batch is whole or absent; every batch the writer saw committed is whole.
+	st, err := x.Stats(ctx, "")
+	if err != nil {
+		t.Fatalf("stats after the restart: %v", err)
+	}
+	for _, r := range st.ByRun {
+		if r.Parts != size {
+			t.Errorf("run %s has %d parts after the crash, want %d or none", r.Name, r.Parts, size)
+		}
+	}
+	for _, n := range done {
+		if ok, err := x.HasRun(ctx, fmt.Sprint("b", n)); err != nil || !ok {
+			t.Errorf("batch %d was committed and is gone: %v", n, err)
+		}
+	}
+	if _, err := x.Record(ctx, batch(10_000)); err != nil {
+		t.Fatalf("write after the restart: %v", err)
+	}
+	t.Logf("%d batches committed before the stop, %d runs whole after it", len(done), len(st.ByRun))
+}
+
+// ReadOnly on PostgreSQL reads and refuses writes; it migrates nothing, so
+// an older schema is ErrOlderSchema. cas.SyncNone turns synchronous_commit
+// off for the index's connections, and only for them.
+func TestPostgresOptions(t *testing.T) { t.Run("postgres", testPostgresOptions) }
+
+func testPostgresOptions(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Database(t)
+	x, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPart("r", 1, "t", "c", "x")
+	mustRecord(t, x, p)
+	var sync string
+	if err := x.db.GetContext(ctx, &sync, `SHOW synchronous_commit`); err != nil || sync != "on" {
+		t.Errorf("synchronous_commit = %q, %v; want on", sync, err)
+	}
+	x.Close()
+
+	ro, err := Open(ctx, url, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got, err := ro.Resolve(ctx, mustParse(t, p.Key), ""); err != nil || got.Key != p.Key {
+		t.Errorf("read-only Resolve = %+v, %v", got, err)
+	}
+	if _, err := ro.Record(ctx, []NewPart{newPart("r", 2, "t", "c", "y")}); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("read-only Record = %v, want a read-only error", err)
+	}
+
+	fast, err := Open(ctx, url, WithDurability(cas.SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	if err := fast.db.GetContext(ctx, &sync, `SHOW synchronous_commit`); err != nil || sync != "off" {
+		t.Errorf("with SyncNone, synchronous_commit = %q, %v; want off", sync, err)
+	}
+
+	if _, err := Open(ctx, fixtureAt(t, 3), ReadOnly()); !errors.Is(err, ErrOlderSchema) {
+		t.Errorf("read-only Open of version 3 = %v, want ErrOlderSchema", err)
+	}
+}
+
+// A writer that waits on PostgreSQL longer than the statement's busy
+// timeout gets lock_not_available from the server, and tries again until
+// its total: the caller sees no error, only the wait.
+func TestPostgresLockWaitRetried(t *testing.T) { t.Run("postgres", testPostgresLockWaitRetried) }
+
+func testPostgresLockWaitRetried(t *testing.T) {
+	ctx := context.Background()
+	const statement = 20 * time.Millisecond
+	x := MustOpen(t, WithBusyTimeout(statement, time.Minute))
+	var lt string
+	if err := x.db.GetContext(ctx, &lt, `SHOW lock_timeout`); err != nil || lt != "20ms" {
+		t.Fatalf("lock_timeout = %q, %v; want the statement's busy timeout, 20ms", lt, err)
+	}
+	// Another session holds the writers' lock, as a long write would.
+	holder, err := x.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "waited")})
+		done <- err
+	}()
+	// The writer has timed out and come back several times by the time the
+	// lock has been held for ten of its timeouts: it is still waiting.
+	var waits int
+	for deadline := time.Now().Add(time.Minute); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited for the lock")
+		}
+		var n int
+		if err := x.db.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+			t.Fatal(err)
+		}
+		waits += n
+		if waits > 0 && time.Since(held) > 10*statement {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Record returned while the lock was held: %v", err)
+		case <-time.After(statement / 4):
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Record returned while the lock was held: %v", err)
+	default:
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Record after the lock was freed = %v, want nil", err)
+	}
+}
+
+// Which errors are tried again: a broken connection at once, a lock wait or
+// a serialization failure after a pause, a commit whose answer was lost
+// never (it may have committed), and each of them reads as the server being
+// unreachable, or as what it is.
+func TestPostgresErrorClasses(t *testing.T) {
+	ctx := context.Background()
+	x := &Index{pg: true, path: "postgres://u@h:5432/db"}
+	lockWait := &pgconn.PgError{Code: "55P03", Message: "canceling statement due to lock timeout"}
+	for _, tc := range []struct {
+		name        string
+		err         error
+		tries       int // calls of f when every call fails with err
+		unreachable bool
+	}{
+		{"lost connection", io.ErrUnexpectedEOF, 11, true},
+		{"server shut the session", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, 11, true},
+		{"commit answer lost", &commitUnknown{io.ErrUnexpectedEOF}, 1, true},
+		{"unique violation", &pgconn.PgError{Code: "23505", Message: "duplicate key"}, 1, false},
+		{"canceled", context.Canceled, 1, false},
+		{"lock wait", lockWait, -1, false},
+		{"serialization failure", &pgconn.PgError{Code: "40001"}, -1, false},
+	} {
+		calls := 0
+		err := retryBusy(ctx, 50*time.Millisecond, func() error { calls++; return tc.err })
+		if tc.tries > 0 && calls != tc.tries || tc.tries < 0 && calls < 3 {
+			t.Errorf("%s: tried %d times, want %d (-1: until the total)", tc.name, calls, tc.tries)
+		}
+		if got := errors.Is(x.connError(err), ErrUnreachable); got != tc.unreachable {
+			t.Errorf("%s: connError = %v, unreachable %v, want %v", tc.name, x.connError(err), got, tc.unreachable)
+		}
+	}
+	if msg := x.connError(&commitUnknown{io.ErrUnexpectedEOF}).Error(); !strings.Contains(msg, "may or may not have been committed") {
+		t.Errorf("commit answer lost reads %q", msg)
+	}
+}

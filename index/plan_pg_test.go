@@ -1,0 +1,77 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// The lookups that run on every read and every gc can use an index on
+// PostgreSQL too: with sequential scans priced out (the test's tables are
+// small enough that the planner would rightly scan them), no plan reads
+// parts whole.
+func TestQueryPlansPostgres(t *testing.T) { t.Run("postgres", testQueryPlansPostgres) }
+
+func testQueryPlansPostgres(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 200 {
+		ps = append(ps, newPart(fmt.Sprint("r", i%7), i, "t", fmt.Sprint("c", i), fmt.Sprint("content ", i%50)))
+	}
+	mustRecord(t, x, ps...)
+	conn, err := x.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{`ANALYZE`, `SET enable_seqscan = off`} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := cas.Sum([]byte("x"))
+	for _, tc := range []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"key lookup", resolveSQL(RefKey, false), []any{"1_t_c1.txt", "r1/"}},
+		{"key lookup in a run", resolveSQL(RefKey, true), []any{"1_t_c1.txt", "r1/", "r1"}},
+		{"digest lookup", resolveSQL(RefDigest, false), []any{d[:]}},
+		{"digest lookup in a run", resolveSQL(RefDigest, true), []any{d[:], "r1"}},
+		{"path lookup in a run", resolveSQL(RefPath, true), []any{d[:], ".txt", "r1"}},
+		{"gc anti-join", unreferencedSQL, nil},
+		{"same content as", sameAsSQL, []any{1, "r1", 1, "k"}},
+		{"key owner", keyOwnerSQL, []any{"k", "r1/"}},
+		{"run id", runIDSQL, []any{"r1", "r1/"}},
+		{"a page of the parts sharing a blob", sharingFirstSQL, []any{d[:], ".txt", 11}},
+		{"list a run", `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
+			WHERE p.run_id = ? ORDER BY p.created_at DESC, p.id DESC`, []any{1}},
+	} {
+		rows, err := conn.QueryContext(ctx, "EXPLAIN "+tc.q, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		rows.Close()
+		plan := strings.Join(lines, "\n")
+		t.Logf("%s:\n%s", tc.name, plan)
+		if strings.Contains(plan, "Seq Scan on parts") {
+			t.Errorf("%s scans parts:\n%s", tc.name, plan)
+		}
+		if !strings.Contains(plan, "Index") {
+			t.Errorf("%s uses no index:\n%s", tc.name, plan)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// The index runs on PostgreSQL when Open is given a postgres:// URL. The
+// SQL of the package is written once, with ? placeholders, and runs on
+// both: the connections to PostgreSQL rebind each statement's placeholders
+// to $1, $2, … (sqlx.Rebind) as it reaches the driver, so that no query
+// has a second spelling. What differs between the two databases lives in
+// this file and in the few branches on Index.pg.
+
+// IsPostgresURL reports whether s names a PostgreSQL database
+// (postgres://USER@HOST:PORT/DB or postgresql://…) rather than a file.
+func IsPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// writeLockKey is the transaction-scoped advisory lock every write
+// transaction on PostgreSQL takes first. Writers then run one at a time, as
+// on SQLite (whose write transactions begin IMMEDIATE): what Record reads to
+// choose a key's version and suffix, and what gc's deletes check, cannot
+// change under them, so no serialization failure or unique violation from a
+// race between toolcas writers ever needs a retry.
+const writeLockKey = 0x746f6f6c636173 // "toolcas"
+
+// gcLockKey is the session-scoped advisory lock LockGC takes, and
+// migrateLockKey the one goose holds while it migrates.
+const (
+	gcLockKey      = writeLockKey + 1
+	migrateLockKey = writeLockKey + 2
+)
+
+// checkPostgresURL validates a postgres URL and returns it with the password
+// hidden, for messages.
+func checkPostgresURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url's error repeats the text, password and all.
+		return "", fmt.Errorf("index: %w: not a URL", ErrInvalidURL)
+	}
+	shown := u.Redacted()
+	db := strings.TrimPrefix(u.Path, "/")
+	switch {
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		return "", fmt.Errorf("index: %w %s: want postgres://USER@HOST:PORT/DB", ErrInvalidURL, shown)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("index: %w %s: no host", ErrInvalidURL, shown)
+	case db == "" || strings.Contains(db, "/"):
+		return "", fmt.Errorf("index: %w %s: want one database name after the host", ErrInvalidURL, shown)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("index: %w %s: port %q", ErrInvalidURL, shown, p)
+		}
+	}
+	return shown, nil
+}
+
+// openPostgres opens the index in the PostgreSQL database raw names, and
+// migrates it unless c.readOnly.
+func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
+	shown, err := checkPostgresURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("index: %w %s: %v", ErrInvalidURL, shown, errors.Unwrap(err))
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	// A statement waits for a lock (the writers' advisory lock, a row) at
+	// most the busy timeout, then fails with lock_not_available, which the
+	// write retries until its total: the same two limits as on SQLite.
+	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(c.busyTimeout.Milliseconds(), 10)
+	if c.durability == cas.SyncNone {
+		// A crash may lose the last commits, never break the database: the
+		// equivalent of SQLite's synchronous=NORMAL.
+		cfg.RuntimeParams["synchronous_commit"] = "off"
+	}
+	if c.readOnly {
+		cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	}
+	sdb := sql.OpenDB(rebindConnector{stdlib.GetConnector(*cfg)})
+	sdb.SetMaxOpenConns(8)
+	sdb.SetMaxIdleConns(8)
+	sdb.SetConnMaxIdleTime(time.Minute)
+	x := &Index{db: sqlx.NewDb(sdb, "pgx"), path: shown, now: c.now, retry: c.retryFor, pg: true}
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("index: open: %w", x.connError(err))
+	}
+	if c.readOnly {
+		err = x.checkVersion(ctx)
+	} else {
+		err = x.migrate(ctx)
+	}
+	if err == nil {
+		err = x.prepare(ctx)
+	}
+	if err != nil {
+		sdb.Close()
+		if err = x.connError(err); !strings.HasPrefix(err.Error(), "index: ") {
+			err = fmt.Errorf("index: open: %w", err)
+		}
+		return nil, err
+	}
+	return x, nil
+}
+
+// connError names what went wrong when the database cannot be used at all:
+// no server, a refused login, no such database. Other errors pass as they are.
+func (x *Index) connError(err error) error {
+	if !x.pg || err == nil || errors.Is(err, ErrAccessDenied) || errors.Is(err, ErrNoDatabase) || errors.Is(err, ErrUnreachable) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "28P01" || pe.Code == "28000":
+			return fmt.Errorf("%w to %s (wrong user or password?): %s", ErrAccessDenied, x.path, pe.Message)
+		case pe.Code == "3D000":
+			return fmt.Errorf("%w: %s: %s (create it first, with createdb or CREATE DATABASE)", ErrNoDatabase, x.path, pe.Message)
+		case strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08"):
+			return fmt.Errorf("%w: %s: %s", ErrUnreachable, x.path, pe.Message)
+		}
+		return err
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || connLost(err) {
+		return fmt.Errorf("%w: %s: %w", ErrUnreachable, x.path, err)
+	}
+	return err
+}
+
+// connLost reports whether err says that a connection that was open is
+// gone (the server restarted or stopped, the network broke): a statement
+// that was not committing may be tried again on another connection.
+func connLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57P01" || pe.Code == "57P02" || strings.HasPrefix(pe.Code, "08")
+	}
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne)
+}
+
+// pgTransient reports whether err is PostgreSQL saying to try again: a
+// lock wait that timed out, a deadlock, a serialization failure.
+func pgTransient(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "55P03", "40001", "40P01":
+		return true
+	}
+	return false
+}
+
+// commitUnknown is a commit whose connection broke before its answer came:
+// the transaction may have committed, so it is not tried again.
+type commitUnknown struct{ err error }
+
+func (e *commitUnknown) Error() string {
+	return "connection lost while committing, the write may or may not have been committed: " + e.err.Error()
+}
+
+func (e *commitUnknown) Unwrap() error { return e.err }
+
+// returningID is what an INSERT statement run by insertID ends with.
+func (x *Index) returningID() string {
+	if x.pg {
+		return " RETURNING id"
+	}
+	return ""
+}
+
+// insertID runs an INSERT prepared with returningID and returns the new
+// row's id: from RETURNING on PostgreSQL, whose driver has no
+// LastInsertId; from LastInsertId on SQLite, where RETURNING made a
+// one-part Record a sixth slower.
+func (x *Index) insertID(ctx context.Context, st *sql.Stmt, args ...any) (int64, error) {
+	if x.pg {
+		var id int64
+		err := st.QueryRowContext(ctx, args...).Scan(&id)
+		return id, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// pgSize returns the bytes the index's tables and their indexes take.
+func (x *Index) pgSize() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n sql.NullInt64
+	err := x.db.QueryRowContext(ctx, `SELECT CAST(sum(pg_total_relation_size(c.oid)) AS BIGINT) FROM pg_class c
+		JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname = current_schema() AND c.relkind = 'r'`).Scan(&n)
+	if err != nil {
+		return 0
+	}
+	return n.Int64
+}
+
+// rebindConnector makes the connections of a PostgreSQL index, which take
+// the package's ? placeholders.
+type rebindConnector struct{ driver.Connector }
+
+func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := conn.(*stdlib.Conn)
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("index: unexpected pgx connection type %T", conn)
+	}
+	return rebindConn{sc}, nil
+}
+
+// rebindConn is a pgx connection that rewrites ? placeholders to $n. The
+// package's SQL never has a ? inside a string literal.
+type rebindConn struct{ *stdlib.Conn }
+
+func rebind(q string) string {
+	if strings.IndexByte(q, '?') < 0 {
+		return q
+	}
+	return sqlx.Rebind(sqlx.DOLLAR, q)
+}
+
+func (c rebindConn) Prepare(q string) (driver.Stmt, error) {
+	return c.Conn.Prepare(rebind(q))
+}
+
+func (c rebindConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	return c.Conn.PrepareContext(ctx, rebind(q))
+}
+
+func (c rebindConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.Conn.ExecContext(ctx, rebind(q), args)
+}
+
+func (c rebindConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.QueryContext(ctx, rebind(q), args)
+}
+
+var (
+	_ driver.ConnPrepareContext = rebindConn{}
+	_ driver.ExecerContext      = rebindConn{}
+	_ driver.QueryerContext     = rebindConn{}
+	_ driver.ConnBeginTx        = rebindConn{}
+	_ driver.SessionResetter    = rebindConn{}
+	_ driver.NamedValueChecker  = rebindConn{}
+	_ driver.Pinger             = rebindConn{}
+)
