@@ -26,7 +26,17 @@ var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (defa
 // writer saw return is in the index and reads back its exact bytes, verify
 // finds nothing corrupt or missing, and gc removes every temp file and
 // orphan the crashes left.
-func TestCrashLoop(t *testing.T) {
+func TestCrashLoop(t *testing.T) { crashLoop(t) }
+
+// TestCrashLoopRecentKeysMayBeLost is the crash loop with the writers'
+// index committing without a sync: a process killed at any point loses
+// nothing in that mode either, only a power cut may.
+func TestCrashLoopRecentKeysMayBeLost(t *testing.T) {
+	t.Setenv(childDurabilityEnv, DurabilityRecentKeysMayBeLost)
+	crashLoop(t)
+}
+
+func crashLoop(t *testing.T) {
 	kills := *crashKills
 	if kills == 0 {
 		kills = 40

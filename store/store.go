@@ -60,6 +60,8 @@ type Store struct {
 	noIntent bool
 	readOnly bool
 	reserve  int64
+	// recentKeysMayBeLost is RecentKeysMayBeLostOnPowerCut's setting.
+	recentKeysMayBeLost bool
 
 	// commits gathers the rows of concurrent writes into one transaction.
 	commits committer
@@ -81,6 +83,8 @@ type config struct {
 	readOnly    bool
 	reserve     int64
 	maintenance bool
+	// recentKeysMayBeLost: the index commits without a sync.
+	recentKeysMayBeLost bool
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -93,6 +97,40 @@ func WithDurability(d cas.Durability) Option {
 		c.durability = d
 		return nil
 	}
+}
+
+// DurabilityRecentKeysMayBeLost is the name, in a hook's configuration and
+// casctl's --durability, of what RecentKeysMayBeLostOnPowerCut gives.
+const DurabilityRecentKeysMayBeLost = "recent-keys-may-be-lost"
+
+// RecentKeysMayBeLostOnPowerCut trades one guarantee for a cheaper write:
+// every blob is still durable before a write returns (file and directory
+// synced), but the index row is committed without a sync of its log
+// (SQLite's synchronous=NORMAL). A process killed at any point loses
+// nothing. A power cut or an operating system crash may lose the keys of
+// the writes since the index's last checkpoint: a pointer returned before
+// it still names a file that holds its bytes, but its key may no longer
+// resolve, and the blob is then an orphan that gc removes after its grace
+// period. The default (cas.SyncFull without this option) gives up nothing.
+func RecentKeysMayBeLostOnPowerCut() Option {
+	return func(c *config) error {
+		c.recentKeysMayBeLost = true
+		return nil
+	}
+}
+
+// DurabilityOptions returns the options a durability's name stands for:
+// "full" (the default), "none" (cas.SyncNone) or
+// DurabilityRecentKeysMayBeLost.
+func DurabilityOptions(name string) ([]Option, error) {
+	if name == DurabilityRecentKeysMayBeLost {
+		return []Option{WithDurability(cas.SyncFull), RecentKeysMayBeLostOnPowerCut()}, nil
+	}
+	d, err := cas.ParseDurability(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: unknown durability %q (want full, none or %s)", name, DurabilityRecentKeysMayBeLost)
+	}
+	return []Option{WithDurability(d)}, nil
 }
 
 // WithCreate makes Open create the store if the directory holds none.
@@ -156,6 +194,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
 	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	if c.recentKeysMayBeLost {
+		ixOpts = append(ixOpts, index.RecentMayBeLostOnPowerCut())
+	}
 	if c.readOnly {
 		if c.create {
 			return nil, errors.New("store: ReadOnly and WithCreate both given")
@@ -178,11 +219,21 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
-		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve}
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve,
+		recentKeysMayBeLost: c.recentKeysMayBeLost && c.durability == cas.SyncFull}
 	if !c.readOnly && !c.maintenance {
 		makeReserve(s.dir, s.reserve)
 	}
 	return s, nil
+}
+
+// Durability returns the name of the store's durability: "full", "none" or
+// DurabilityRecentKeysMayBeLost.
+func (s *Store) Durability() string {
+	if s.recentKeysMayBeLost {
+		return DurabilityRecentKeysMayBeLost
+	}
+	return s.blobs.Durability().String()
 }
 
 // Exists reports whether dir holds a store.
