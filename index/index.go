@@ -190,7 +190,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 // pageSize is the page size of a new index database. Every page a write
 // transaction changes is appended whole to the write-ahead log and synced,
 // so small pages make a one-part step's log small (512-byte pages: about
-// 4.5 KiB a step, where 1 KiB pages logged 7.6 KiB and 4 KiB pages 33 KiB);
+// 6 KiB a step of new content, where 1 KiB pages logged 9.6 KiB);
 // a larger page would only help scans of many rows, which the index
 // answers from indexes. An index keeps the page size it was made with.
 const pageSize = 512
