@@ -132,6 +132,7 @@ func (st *Staged) Commit(ctx context.Context) (PutResult, error) {
 		return res, nil
 	}
 	if !st.synced && s.durability == SyncFull {
+		s.syncs.Add(1)
 		if err := st.f.Sync(); err != nil {
 			s.discard(st.tmp, st.f)
 			return res, s.writeError(b, err)
@@ -249,6 +250,7 @@ func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFo
 	// renames; unless the blob looks stored already, when Commit will most
 	// likely find a dedup hit and the sync would be wasted.
 	if fi, err := s.fs.Lstat(b.RelPath()); s.durability == SyncFull && (err != nil || !fi.Mode().IsRegular() || fi.Size() != size) {
+		s.syncs.Add(1)
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
 			return nil, s.writeError(b, err)
@@ -314,6 +316,7 @@ func randomSuffix() string {
 // rename happens only once its bytes are durable.
 func (s *Store) commit(tmp string, f file, b Blob) error {
 	if s.durability == SyncFull {
+		s.syncs.Add(1)
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
 			return s.writeError(b, err)
@@ -341,6 +344,7 @@ func (s *Store) rename(tmp string, f file, b Blob) error {
 		return fmt.Errorf("cas: rename into %s: %w", s.abs(b.RelPath()), err)
 	}
 	if s.durability == SyncFull {
+		s.syncs.Add(1)
 		if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
 			return fmt.Errorf("cas: sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
 		}

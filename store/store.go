@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gabriel-vasile/mimetype"
@@ -65,6 +66,8 @@ type Store struct {
 
 	// commits gathers the rows of concurrent writes into one transaction.
 	commits committer
+	// commitSyncs counts the index transactions that synced the log.
+	commitSyncs atomic.Int64
 }
 
 var _ hook.StreamStore = (*Store)(nil)
