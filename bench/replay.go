@@ -20,8 +20,8 @@ import (
 
 // The stores a trace is replayed into.
 const (
-	storeCASFull   = "cas-full"
-	storeCASNone   = "cas-none"
+	storeCASFull = "cas-full"
+	storeCASNone = "cas-none"
 	// storeCASRecent is the CAS store whose index commits without a sync.
 	storeCASRecent = "cas-recent-keys"
 	storeDirFull   = "dir-full"
