@@ -372,6 +372,11 @@ func du(dir string) usage {
 				u.reserve += st.Blocks * 512
 			}
 		}
+		// An open writer's marker is bookkeeping, like the lock files: its
+		// blocks count, not as data, a file or a directory.
+		if d.Name() == store.UnsyncedDir || filepath.Base(filepath.Dir(p)) == store.UnsyncedDir {
+			return nil
+		}
 		if d.IsDir() {
 			u.dirs++
 			return nil

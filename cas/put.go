@@ -344,15 +344,10 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// commit makes a written temp file the blob: sync, close, rename to the final
-// name, sync the shard directory. Until the rename the blob is invisible; the
-// rename happens only once its bytes are durable.
-func (s *Store) commit(tmp string, f file, b Blob) error {
-	return s.commitSync(tmp, f, b, true)
-}
-
-// commitSync is commit, syncing the shard directory only when syncName is
-// set.
+// commitSync makes a written temp file the blob: sync, close, rename to the
+// final name, and sync the shard directory when syncName is set. Until the
+// rename the blob is invisible; the rename happens only once its bytes are
+// durable.
 func (s *Store) commitSync(tmp string, f file, b Blob, syncName bool) error {
 	if s.durability == SyncFull {
 		s.syncs.Add(1)
