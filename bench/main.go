@@ -99,7 +99,11 @@ type Report struct {
 	RepeatRounds   []replayResult `json:"repeat_rounds,omitempty"`
 	NoRepeatRounds []replayResult `json:"no_repeat_rounds,omitempty"`
 	Targets        []target       `json:"targets"`
-	Checks         []string       `json:"checks"`
+	// LoadBefore and LoadAfter are the machine's load averages when the
+	// run started and ended: figures taken on a busy machine say so.
+	LoadBefore string   `json:"load_before,omitempty"`
+	LoadAfter  string   `json:"load_after,omitempty"`
+	Checks     []string `json:"checks"`
 	// Real is the replay of a real trace, when one was given.
 	Real *realReport `json:"real_trace,omitempty"`
 }
@@ -192,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	rep := Report{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
-		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}}
+		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}, LoadBefore: loadAverage()}
 	progress := func(format string, args ...any) {
 		if !o.json {
 			fmt.Fprintf(stderr, format+"\n", args...)
@@ -261,6 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Targets = append(rep.Targets, rep.Real.targets()...)
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	rep.LoadAfter = loadAverage()
 	rep.Checks = check(rep)
 
 	if o.out != "" {

@@ -253,15 +253,15 @@ func runWritePath(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		defer os.RemoveAll(work)
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
+	load := loadAverage()
 	var ts []target
 	if err := runChild(ctx, "writepath", targetsConfig{Dir: filepath.Join(work, "write-path"), Quick: o.quick}, &ts); err != nil {
 		return fmt.Errorf("write path: %w", err)
 	}
-	after, _ := os.ReadFile("/proc/loadavg")
+	after := loadAverage()
 	m := describeMachine(work)
 	fmt.Fprintf(stdout, "# %s\n\nMachine: %s, %d cores, Linux %s, stores on %s; load average before %s, after %s\n\n| what | target | measured | met |\n| --- | --- | --- | --- |\n",
-		o.command, m.CPU, m.Cores, m.Kernel, m.FileSystem, strings.Join(strings.Fields(string(load))[:3], " "), strings.Join(strings.Fields(string(after))[:3], " "))
+		o.command, m.CPU, m.Cores, m.Kernel, m.FileSystem, load, after)
 	for _, t := range ts {
 		met := "yes"
 		if !t.Met {
@@ -270,4 +270,14 @@ func runWritePath(ctx context.Context, o options, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s | %s | %s |\n", t.What, t.Target, t.Measured, met)
 	}
 	return nil
+}
+
+// loadAverage returns the machine's load averages over 1, 5 and 15
+// minutes, "" where they cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return ""
 }
