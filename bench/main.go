@@ -99,7 +99,11 @@ type Report struct {
 	RepeatRounds   []replayResult `json:"repeat_rounds,omitempty"`
 	NoRepeatRounds []replayResult `json:"no_repeat_rounds,omitempty"`
 	Targets        []target       `json:"targets"`
-	Checks         []string       `json:"checks"`
+	// LoadBefore and LoadAfter are the machine's load averages when the
+	// run started and ended: figures taken on a busy machine say so.
+	LoadBefore string   `json:"load_before,omitempty"`
+	LoadAfter  string   `json:"load_after,omitempty"`
+	Checks     []string `json:"checks"`
 	// Real is the replay of a real trace, when one was given.
 	Real *realReport `json:"real_trace,omitempty"`
 }
@@ -122,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
 	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
+	writePath := fs.Bool("write-path", false, "only measure the write path's targets (durable step, sync=none, four runs at once) and print them")
 	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
 	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
 	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
@@ -134,6 +139,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	o.command = strings.Join(append([]string{"go run ./bench"}, args...), " ")
+	if *writePath {
+		return runWritePath(ctx, o, stdout)
+	}
 	if *mcpBench {
 		if *mcpCalls < 1 || *mcpRounds < 1 {
 			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
@@ -188,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	rep := Report{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
-		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}}
+		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}, LoadBefore: loadAverage()}
 	progress := func(format string, args ...any) {
 		if !o.json {
 			fmt.Fprintf(stderr, format+"\n", args...)
@@ -257,6 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rep.Targets = append(rep.Targets, rep.Real.targets()...)
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	rep.LoadAfter = loadAverage()
 	rep.Checks = check(rep)
 
 	if o.out != "" {
@@ -351,6 +360,11 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		var c targetsConfig
 		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
 			res, err = measureTargets(ctx, c)
+		}
+	case "writepath":
+		var c targetsConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = writePathTargets(ctx, c.Dir, c.Quick)
 		}
 	case "stream":
 		var c streamConfig

@@ -107,13 +107,13 @@ func TestQuickRealTrace(t *testing.T) {
 		if r.Results != 8 || r.Offloaded != 6 {
 			t.Errorf("%s: %d results, %d offloaded; want 8, 6", r.Store, r.Results, r.Offloaded)
 		}
-		cas := r.Store == storeCASFull || r.Store == storeCASNone
+		cas := r.Store == storeCASFull || r.Store == storeCASNone || r.Store == storeCASRecent
 		if cas != (r.PackedBlocks > 0) || cas != (r.PackedReads == 6) || cas != r.PackedReadsOK {
 			t.Errorf("%s: packed %d blocks, %d reads, ok %v", r.Store, r.PackedBlocks, r.PackedReads, r.PackedReadsOK)
 		}
 	}
-	if len(rep.Targets) != 3 {
-		t.Errorf("%d targets for the real trace, want 3", len(rep.Targets))
+	if len(rep.Targets) != 4 {
+		t.Errorf("%d targets for the real trace, want 4", len(rep.Targets))
 	}
 }
 

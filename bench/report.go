@@ -129,6 +129,9 @@ func markdown(rep Report) string {
 	fmt.Fprintf(&b, "- Command: `%s` (took %.0f s)\n- Date: %s\n", rep.Command, rep.Seconds, rep.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %s, %d cores, %d GiB, Linux %s, stores on %s\n- Go: %s (%s)\n",
 		m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.FileSystem, m.GoVersion, m.OS)
+	if rep.LoadBefore != "" {
+		fmt.Fprintf(&b, "- Load average (1, 5, 15 min): %s at the start, %s at the end\n", rep.LoadBefore, rep.LoadAfter)
+	}
 	if len(rep.Repeat) > 0 {
 		fmt.Fprintf(&b, "- Trace: %d runs × %d steps of a scripted coding agent over the Go source tree (seed %d, Zipf exponent %.2f);"+
 			" each store replays it through the offload hook in its own process.\n\n", rep.Trace.Runs, rep.Trace.Steps, rep.Trace.Seed, rep.Trace.Zipf)

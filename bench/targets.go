@@ -343,7 +343,11 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		add(target{fmt.Sprintf("gc, %d blobs, 10 %% garbage", gcBlobs), fmt.Sprintf("< %v", limit),
 			fmt.Sprintf("%v (%d removed)", d.Round(time.Millisecond), g.RemovedBlobs), d.Seconds(), d < limit && g.RemovedBlobs == per})
 	}
-	return out, nil
+	wp, err := writePathTargets(ctx, sub("write-path"), c.Quick)
+	if err != nil {
+		return nil, fmt.Errorf("write path: %w", err)
+	}
+	return append(out, wp...), nil
 }
 
 // streamRSS runs in a child process: a streaming put of size bytes, and the

@@ -108,6 +108,7 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 			for _, p := range todo {
 				if sh := p.blob.Shard(); !done[sh] {
 					done[sh] = true
+					s.syncs.Add(1)
 					if err := s.fs.SyncDir(BlobsDir + "/" + sh); err != nil {
 						return err
 					}
@@ -128,6 +129,7 @@ func (s *Store) barrier(fallback func() error) error {
 	if errors.Is(err, errSyncFSUnsupported) {
 		return fallback()
 	}
+	s.syncs.Add(1)
 	return err
 }
 
@@ -136,6 +138,7 @@ func (s *Store) syncFile(name string) error {
 	if err != nil {
 		return err
 	}
+	s.syncs.Add(1)
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return err

@@ -132,6 +132,7 @@ func (st *Staged) Commit(ctx context.Context) (PutResult, error) {
 		return res, nil
 	}
 	if !st.synced && s.durability == SyncFull {
+		s.syncs.Add(1)
 		if err := st.f.Sync(); err != nil {
 			s.discard(st.tmp, st.f)
 			return res, s.writeError(b, err)
@@ -176,7 +177,40 @@ func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, 
 	return s.putBytes(ctx, b, ext)
 }
 
+// PutBytesNameUnsynced is PutBytes for a writer that overlaps the last
+// barrier with work of its own: a new blob's bytes are durable and it is
+// visible under its name when it returns, but its shard directory is not
+// yet synced, so a power cut may still lose the name. syncName syncs it;
+// the blob is durable once syncName returns nil. syncName is nil when
+// there is nothing to sync (a dedup hit, or durability off).
+func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) (res PutResult, syncName func() error, err error) {
+	if err := CheckExt(ext); err != nil {
+		return PutResult{}, nil, fmt.Errorf("cas: put: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return PutResult{}, nil, err
+	}
+	res, err = s.putBytesSync(b, ext, false)
+	if err != nil || res.Existed || s.durability != SyncFull {
+		return res, nil, err
+	}
+	shard := BlobsDir + "/" + res.Blob.Shard()
+	return res, func() error {
+		s.syncs.Add(1)
+		if err := s.fs.SyncDir(shard); err != nil {
+			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), err)
+		}
+		return nil
+	}, nil
+}
+
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
+	return s.putBytesSync(data, ext, true)
+}
+
+// putBytesSync is putBytes, syncing the shard directory after the rename
+// only when syncName is set.
+func (s *Store) putBytesSync(data []byte, ext string, syncName bool) (PutResult, error) {
 	b := Blob{Digest: Sum(data), Ext: ext}
 	res := PutResult{Blob: b, Size: int64(len(data))}
 	if s.presentBytes(b, data) {
@@ -191,7 +225,7 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 		s.discard(tmp, f)
 		return res, s.writeError(b, err)
 	}
-	if err := s.commit(tmp, f, b); err != nil {
+	if err := s.commitSync(tmp, f, b, syncName); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -249,6 +283,7 @@ func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFo
 	// renames; unless the blob looks stored already, when Commit will most
 	// likely find a dedup hit and the sync would be wasted.
 	if fi, err := s.fs.Lstat(b.RelPath()); s.durability == SyncFull && (err != nil || !fi.Mode().IsRegular() || fi.Size() != size) {
+		s.syncs.Add(1)
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
 			return nil, s.writeError(b, err)
@@ -309,21 +344,29 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// commit makes a written temp file the blob: sync, close, rename to the final
-// name, sync the shard directory. Until the rename the blob is invisible; the
-// rename happens only once its bytes are durable.
-func (s *Store) commit(tmp string, f file, b Blob) error {
+// commitSync makes a written temp file the blob: sync, close, rename to the
+// final name, and sync the shard directory when syncName is set. Until the
+// rename the blob is invisible; the rename happens only once its bytes are
+// durable.
+func (s *Store) commitSync(tmp string, f file, b Blob, syncName bool) error {
 	if s.durability == SyncFull {
+		s.syncs.Add(1)
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
 			return s.writeError(b, err)
 		}
 	}
-	return s.rename(tmp, f, b)
+	return s.renameSync(tmp, f, b, syncName)
 }
 
 // rename is commit once the temp file's bytes are durable.
 func (s *Store) rename(tmp string, f file, b Blob) error {
+	return s.renameSync(tmp, f, b, true)
+}
+
+// renameSync is rename, syncing the shard directory only when syncName is
+// set.
+func (s *Store) renameSync(tmp string, f file, b Blob, syncName bool) error {
 	if err := f.Close(); err != nil {
 		s.fs.Remove(tmp)
 		return s.writeError(b, err)
@@ -340,7 +383,8 @@ func (s *Store) rename(tmp string, f file, b Blob) error {
 		s.fs.Remove(tmp)
 		return fmt.Errorf("cas: rename into %s: %w", s.abs(b.RelPath()), err)
 	}
-	if s.durability == SyncFull {
+	if s.durability == SyncFull && syncName {
+		s.syncs.Add(1)
 		if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
 			return fmt.Errorf("cas: sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
 		}

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -130,7 +131,15 @@ type Store struct {
 	now        func() time.Time
 	packs      packSet
 	readOnly   bool
+	// syncs counts the barriers the write path issued.
+	syncs atomic.Int64
 }
+
+// Syncs returns how many barriers (fsync of a blob file or a shard
+// directory, or one syncfs for a batch) puts have issued since Open: what
+// durability costs, for benchmarks. Packing and creating the store are not
+// counted.
+func (s *Store) Syncs() int64 { return s.syncs.Load() }
 
 // Open opens the store at dir. Without WithCreate, a directory that holds no
 // store gives ErrNoStore; a store of a newer format gives ErrNewerFormat.

@@ -498,3 +498,37 @@ func assertNoTemps(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 }
+
+// PutBytesNameUnsynced leaves the shard directory's sync to the caller: the
+// blob reads back at once, one sync (the file) is issued before it
+// returns and one (the directory) by syncName; a dedup hit syncs nothing.
+func TestPutBytesNameUnsynced(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	data := []byte("a blob whose name is synced later")
+	before := s.Syncs()
+	res, syncName, err := s.PutBytesNameUnsynced(ctx, data, ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Syncs() - before; got != 1 || syncName == nil {
+		t.Fatalf("%d syncs before syncName (want 1), syncName %v", got, syncName != nil)
+	}
+	if got, err := s.ReadAll(ctx, res.Blob); err != nil || string(got) != string(data) {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	if err := syncName(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Syncs() - before; got != 2 {
+		t.Errorf("%d syncs after syncName, want 2", got)
+	}
+	before = s.Syncs()
+	res2, syncName, err := s.PutBytesNameUnsynced(ctx, data, ".txt")
+	if err != nil || !res2.Existed || syncName != nil || s.Syncs() != before {
+		t.Errorf("dedup hit: existed %v, syncName %v, %d syncs, %v", res2.Existed, syncName != nil, s.Syncs()-before, err)
+	}
+	if _, _, err := s.PutBytesNameUnsynced(ctx, data, "../x"); err == nil {
+		t.Error("a bad extension was accepted")
+	}
+}

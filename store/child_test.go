@@ -24,6 +24,10 @@ import (
 // TOOLCAS_CHILD set to a role; TestMain runs that role instead of the tests.
 const childEnv = "TOOLCAS_CHILD"
 
+// childDurabilityEnv names the durability (see DurabilityOptions) a child
+// opens the store with; unset, the default.
+const childDurabilityEnv = "TOOLCAS_CHILD_DURABILITY"
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		flag.Parse()
@@ -91,6 +95,13 @@ func runChild(role, args string) int {
 // off when the test asks.
 func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
 	var opts []Option
+	if d := os.Getenv(childDurabilityEnv); d != "" {
+		dopts, err := DurabilityOptions(d)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, dopts...)
+	}
 	if nolock {
 		opts = append(opts, withoutGCLock())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -75,13 +76,13 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		}
 	}()
 	if len(batch) == 1 && batch[0] == own {
-		own.recs, own.err = s.index.Record(ctx, own.parts)
+		own.recs, own.err = s.recordTx(ctx, own.parts)
 		return
 	}
 	// The rows of other writes do not fail with this one's context.
 	ctx = context.WithoutCancel(ctx)
 	if len(batch) == 1 {
-		batch[0].recs, batch[0].err = s.index.Record(ctx, batch[0].parts)
+		batch[0].recs, batch[0].err = s.recordTx(ctx, batch[0].parts)
 		return
 	}
 	var all []index.NewPart
@@ -92,7 +93,7 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	err := s.fault("write:shared")
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.index.Record(ctx, all)
+		recs, err = s.recordTx(ctx, all)
 	}
 	if err == nil {
 		for _, r := range batch {
@@ -101,6 +102,23 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		return
 	}
 	for _, r := range batch {
-		r.recs, r.err = s.index.Record(ctx, r.parts)
+		r.recs, r.err = s.recordTx(ctx, r.parts)
 	}
+}
+
+// recordTx records parts in one transaction, counting the log syncs.
+func (s *Store) recordTx(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
+	if s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost {
+		s.commitSyncs.Add(1)
+	}
+	return s.index.Record(ctx, parts)
+}
+
+// Barriers returns how many file-system barriers this Store's writes have
+// issued since Open: blob files and shard directories synced (see
+// cas.Store.Syncs), and one for each index transaction that synced its log.
+// The index's checkpoints, which sync the database now and then, are not
+// counted. Benchmarks divide it by the steps written.
+func (s *Store) Barriers() int64 {
+	return s.blobs.Syncs() + s.commitSyncs.Load()
 }

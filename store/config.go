@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 )
 
@@ -22,31 +21,34 @@ type params struct {
 }
 
 func init() {
-	hook.RegisterStore(TypeStore, func(raw json.RawMessage) (hook.Store, error) {
-		var p params
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&p); err != nil {
+	hook.RegisterStore(TypeStore, loadStore)
+}
+
+// loadStore opens the store a hook's configuration names.
+func loadStore(raw json.RawMessage) (hook.Store, error) {
+	var p params
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %w", TypeStore, err)
+	}
+	if p.Dir == "" {
+		return nil, fmt.Errorf("%s: no dir", TypeStore)
+	}
+	var opts []Option
+	if p.Durability != "" {
+		var err error
+		if opts, err = DurabilityOptions(p.Durability); err != nil {
 			return nil, fmt.Errorf("%s: %w", TypeStore, err)
 		}
-		if p.Dir == "" {
-			return nil, fmt.Errorf("%s: no dir", TypeStore)
-		}
-		dur := cas.SyncFull
-		if p.Durability != "" {
-			var err error
-			if dur, err = cas.ParseDurability(p.Durability); err != nil {
-				return nil, fmt.Errorf("%s: %w", TypeStore, err)
-			}
-		}
-		if p.ReadOnly {
-			return Open(context.Background(), p.Dir, ReadOnly(), WithDurability(dur))
-		}
-		return Open(context.Background(), p.Dir, WithCreate(), WithDurability(dur))
-	})
+	}
+	if p.ReadOnly {
+		return Open(context.Background(), p.Dir, append(opts, ReadOnly())...)
+	}
+	return Open(context.Background(), p.Dir, append(opts, WithCreate())...)
 }
 
 // StoreConfig returns the store's configuration, for saving a hook.
 func (s *Store) StoreConfig() (string, any) {
-	return TypeStore, params{Dir: s.dir, Durability: s.blobs.Durability().String(), ReadOnly: s.readOnly}
+	return TypeStore, params{Dir: s.dir, Durability: s.Durability(), ReadOnly: s.readOnly}
 }

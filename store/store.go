@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gabriel-vasile/mimetype"
@@ -60,9 +61,20 @@ type Store struct {
 	noIntent bool
 	readOnly bool
 	reserve  int64
+	// recentKeysMayBeLost is RecentKeysMayBeLostOnPowerCut's setting.
+	recentKeysMayBeLost bool
 
 	// commits gathers the rows of concurrent writes into one transaction.
 	commits committer
+	// commitSyncs counts the index transactions that synced the log.
+	commitSyncs atomic.Int64
+	// marker is the store's marker in UnsyncedDir; recovered the parts
+	// Open dropped after an unclean shutdown.
+	marker    marker
+	recovered []index.Part
+	// sequential turns off the one barrier for blob and row, for tests
+	// and benchmarks to compare.
+	sequential bool
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -81,6 +93,8 @@ type config struct {
 	readOnly    bool
 	reserve     int64
 	maintenance bool
+	// recentKeysMayBeLost: the index commits without a sync.
+	recentKeysMayBeLost bool
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -93,6 +107,40 @@ func WithDurability(d cas.Durability) Option {
 		c.durability = d
 		return nil
 	}
+}
+
+// DurabilityRecentKeysMayBeLost is the name, in a hook's configuration and
+// casctl's --durability, of what RecentKeysMayBeLostOnPowerCut gives.
+const DurabilityRecentKeysMayBeLost = "recent-keys-may-be-lost"
+
+// RecentKeysMayBeLostOnPowerCut trades one guarantee for a cheaper write:
+// every blob is still durable before a write returns (file and directory
+// synced), but the index row is committed without a sync of its log
+// (SQLite's synchronous=NORMAL). A process killed at any point loses
+// nothing. A power cut or an operating system crash may lose the keys of
+// the writes since the index's last checkpoint: a pointer returned before
+// it still names a file that holds its bytes, but its key may no longer
+// resolve, and the blob is then an orphan that gc removes after its grace
+// period. The default (cas.SyncFull without this option) gives up nothing.
+func RecentKeysMayBeLostOnPowerCut() Option {
+	return func(c *config) error {
+		c.recentKeysMayBeLost = true
+		return nil
+	}
+}
+
+// DurabilityOptions returns the options a durability's name stands for:
+// "full" (the default), "none" (cas.SyncNone) or
+// DurabilityRecentKeysMayBeLost.
+func DurabilityOptions(name string) ([]Option, error) {
+	if name == DurabilityRecentKeysMayBeLost {
+		return []Option{WithDurability(cas.SyncFull), RecentKeysMayBeLostOnPowerCut()}, nil
+	}
+	d, err := cas.ParseDurability(name)
+	if err != nil {
+		return nil, fmt.Errorf("store: unknown durability %q (want full, none or %s)", name, DurabilityRecentKeysMayBeLost)
+	}
+	return []Option{WithDurability(d)}, nil
 }
 
 // WithCreate makes Open create the store if the directory holds none.
@@ -156,6 +204,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
 	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	if c.recentKeysMayBeLost {
+		ixOpts = append(ixOpts, index.RecentMayBeLostOnPowerCut())
+	}
 	if c.readOnly {
 		if c.create {
 			return nil, errors.New("store: ReadOnly and WithCreate both given")
@@ -178,11 +229,27 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
-		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve}
+		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve,
+		recentKeysMayBeLost: c.recentKeysMayBeLost && c.durability == cas.SyncFull}
+	if !c.readOnly {
+		if s.recovered, err = s.recoverUnsynced(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
 	if !c.readOnly && !c.maintenance {
 		makeReserve(s.dir, s.reserve)
 	}
 	return s, nil
+}
+
+// Durability returns the name of the store's durability: "full", "none" or
+// DurabilityRecentKeysMayBeLost.
+func (s *Store) Durability() string {
+	if s.recentKeysMayBeLost {
+		return DurabilityRecentKeysMayBeLost
+	}
+	return s.blobs.Durability().String()
 }
 
 // Exists reports whether dir holds a store.
@@ -190,6 +257,7 @@ func Exists(dir string) bool { return cas.Exists(dir) }
 
 // Close closes the index and the blob store.
 func (s *Store) Close() error {
+	s.closeMarker()
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
 
@@ -260,14 +328,34 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		}
 		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
 	}
+	// One part, durable: one barrier for blob and row. The blob's bytes
+	// are synced and it is renamed into place first, so that the row is
+	// never visible before its blob; then its directory is synced while
+	// the row commits, and the write returns once both are done. The
+	// store's marker, made durable before, lets Open drop rows whose blob
+	// name a power cut lost meanwhile.
+	overlap := len(casItems) == 1 && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost && !s.sequential
+	if overlap {
+		if err := s.ensureMarker(ctx); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
 	unlock, err := s.sharedLock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	var puts []cas.PutResult
+	var (
+		puts     []cas.PutResult
+		syncName func() error
+	)
 	if len(casItems) == 1 {
-		r, err := s.blobs.PutBytes(ctx, casItems[0].Data, casItems[0].Ext)
+		var r cas.PutResult
+		if overlap {
+			r, syncName, err = s.blobs.PutBytesNameUnsynced(ctx, casItems[0].Data, casItems[0].Ext)
+		} else {
+			r, err = s.blobs.PutBytes(ctx, casItems[0].Data, casItems[0].Ext)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
@@ -278,6 +366,18 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	for i := range nps {
 		nps[i].Blob = puts[i].Blob
 	}
+	var nameErr error
+	named := make(chan struct{})
+	if syncName != nil {
+		go func() {
+			defer close(named)
+			if nameErr = s.fault("write:name"); nameErr == nil {
+				nameErr = syncName()
+			}
+		}()
+	} else {
+		close(named)
+	}
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
 	err = s.fault("write:record")
@@ -285,9 +385,30 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	if err == nil {
 		recs, err = s.record(ctx, nps)
 	}
+	if err == nil {
+		// A test's way to stop a writer with its row committed.
+		s.fault("write:committed")
+	}
+	<-named
 	if err != nil {
 		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if nameErr != nil {
+		// The row is committed, but the blob's name may not be durable:
+		// the row goes again, and the blob is gc's.
+		ids := make([]int64, len(recs))
+		for i, r := range recs {
+			ids[i] = r.ID
+		}
+		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), ids); derr != nil {
+			nameErr = errors.Join(nameErr, derr)
+			s.marker.mu.Lock()
+			s.marker.keep = true
+			s.marker.mu.Unlock()
+		}
+		s.expire(puts)
+		return nil, fmt.Errorf("store: %w", nameErr)
 	}
 	out := make([]hook.Stored, len(items))
 	for i := range items {

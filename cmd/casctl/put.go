@@ -18,6 +18,7 @@ import (
 
 type putOptions struct {
 	tool, call, run, mime, filename string
+	durability                      string
 	step, part                      int
 	json, init                      bool
 }
@@ -57,6 +58,8 @@ it refuses an empty input and a terminal as stdin.`,
 	f.StringVar(&o.filename, "filename", "", "file name the tool gave the content")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of the pointer")
 	f.BoolVar(&o.init, "init", false, "create the store if there is none")
+	f.StringVar(&o.durability, "durability", "full", "full; none (no fsync at all); or "+store.DurabilityRecentKeysMayBeLost+
+		" (the blob durable, the index row committed without a sync: a power cut may lose the key, never the file)")
 	cmd.MarkFlagRequired("tool")
 	completeRunsAndTools(g, cmd)
 	return cmd
@@ -104,14 +107,17 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 		return fail("put", errors.New("nothing to store: "+what+" is empty"))
 	}
+	dopts, err := store.DurabilityOptions(o.durability)
+	if err != nil {
+		return usagef("put: --durability: %v", cleanErr(err))
+	}
 	var s *store.Store
-	var err error
 	if o.init {
-		s, _, err = g.create(ctx)
+		s, _, err = g.create(ctx, dopts...)
 	} else if !store.Exists(g.storeDir()) {
 		err = errNoStore(g.storeDir(), "create one with casctl init (or put --init)")
 	} else {
-		s, err = g.open(ctx)
+		s, err = g.open(ctx, dopts...)
 	}
 	if err != nil {
 		return fail("put", err)

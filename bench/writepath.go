@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/policy"
+	"github.com/toolcas/toolcas/store"
+)
+
+// uniqueText returns size bytes of text that differ from every other
+// call's: i in hex, then filler.
+func uniqueText(size, i int) string {
+	head := fmt.Sprintf("%016x\n", i)
+	return head + strings.Repeat("x", size-len(head))
+}
+
+// turnRatios runs a and b n times a round, taking turns, for rounds
+// rounds, and returns each round's ratio of a's time to b's and the mean
+// time of each call of a and of b over all rounds.
+func turnRatios(rounds, n int, a, b func(i int) error) (ratios []float64, meanA, meanB time.Duration, err error) {
+	var allA, allB time.Duration
+	for r := range rounds {
+		var ta, tb time.Duration
+		for j := range n {
+			i := r*n + j
+			timed := func(f func(int) error, into *time.Duration) func() error {
+				return func() error {
+					t0 := time.Now()
+					err := f(i)
+					*into += time.Since(t0)
+					return err
+				}
+			}
+			if err := inTurn(i, timed(a, &ta), timed(b, &tb)); err != nil {
+				return nil, 0, 0, err
+			}
+		}
+		ratios = append(ratios, float64(ta)/float64(tb))
+		allA += ta
+		allB += tb
+	}
+	total := time.Duration(rounds * n)
+	return ratios, allA / total, allB / total, nil
+}
+
+// minMedian returns the least and the median of xs.
+func minMedian(xs []float64) (float64, float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[0], s[len(s)/2]
+}
+
+// maxMedian returns the greatest and the median of xs.
+func maxMedian(xs []float64) (float64, float64) {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)-1], s[len(s)/2]
+}
+
+// ratioList shows each round's ratio.
+func ratioList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writePathTargets measures the write path's goals (docs/design.md), each
+// beside its baseline in the same run, taking turns call by call, in
+// rounds; every ratio is given per round, then its worst and median.
+func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, error) {
+	rounds, n := 3, 200
+	if quick {
+		rounds, n = 1, 30
+	}
+	var out []target
+	sub := func(name string) string {
+		d := filepath.Join(dir, name)
+		os.RemoveAll(d)
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	always := policy.MustStrategies(policy.Default(policy.Always))
+	step := func(h *hook.Hook, run string, i, size int) error {
+		_, err := h.Offload(ctx, hook.Step{Run: run, Number: i},
+			[]hook.Result{{Tool: "read_file", CallID: "c", Parts: []hook.Part{hook.Text(uniqueText(size, i))}}})
+		return err
+	}
+
+	// A durable hook step of one 16 KiB part against the bare two-barrier
+	// write (temp, write, fsync, rename, directory fsync) into the same
+	// shard directories, for the default and for the mode that commits
+	// the index row without a sync.
+	for _, mode := range []string{"full", store.DurabilityRecentKeysMayBeLost} {
+		opts, err := store.DurabilityOptions(mode)
+		if err != nil {
+			return nil, err
+		}
+		s, err := store.Open(ctx, sub("step-"+mode), append(opts, store.WithCreate())...)
+		if err != nil {
+			return nil, err
+		}
+		h, err := hook.New(s, always)
+		if err != nil {
+			return nil, err
+		}
+		blobs := filepath.Join(s.Dir(), cas.BlobsDir)
+		bare := func(i int) error {
+			shard := filepath.Join(blobs, fmt.Sprintf("%02x", i%256))
+			return bareWrite(shard, filepath.Join(shard, fmt.Sprint("bare-", i, ".txt")), []byte(uniqueText(16<<10, -1-i)), true)
+		}
+		b0 := s.Barriers()
+		ratios, stepT, bareT, err := turnRatios(rounds, n, func(i int) error { return step(h, "r", i, 16<<10) }, bare)
+		barriers := float64(s.Barriers()-b0) / float64(rounds*n)
+		s.Close()
+		if err != nil {
+			return nil, err
+		}
+		worst, med := maxMedian(ratios)
+		what := "durable hook step, one 16 KiB part"
+		if mode != "full" {
+			what += ", durability " + mode
+		}
+		out = append(out, target{what, "≤ 1.15 × the bare two-barrier write in the same directories",
+			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v against %v; %.2f barriers a step)",
+				worst, med, ratioList(ratios), stepT.Round(time.Microsecond), bareT.Round(time.Microsecond), barriers),
+			med, med <= 1.15})
+	}
+
+	// sync=none: a hook step of unique 4 KiB text into the CAS store
+	// against the same through a plain directory store that writes each
+	// file with WriteFile, as Haystack's does.
+	{
+		s, err := store.Open(ctx, sub("none-cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
+		if err != nil {
+			return nil, err
+		}
+		d, err := hook.NewDirStore(sub("none-dir"))
+		if err != nil {
+			return nil, err
+		}
+		hc, err := hook.New(s, always)
+		if err != nil {
+			return nil, err
+		}
+		hd, err := hook.New(d, always)
+		if err != nil {
+			return nil, err
+		}
+		ratios, casT, dirT, err := turnRatios(rounds, 5*n,
+			func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error { return step(hc, "r", i, 4<<10) })
+		s.Close()
+		if err != nil {
+			return nil, err
+		}
+		// ratios are directory time over CAS time: the CAS store's speed
+		// as a share of the directory store's.
+		worst, med := minMedian(ratios)
+		out = append(out, target{"hook step with sync=none, unique 4 KiB text", "≥ 0.8 × a plain WriteFile directory store's speed",
+			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v)",
+				worst, med, ratioList(ratios), dirT.Round(time.Microsecond), casT.Round(time.Microsecond)),
+			med, med >= 0.8})
+	}
+
+	// Four runs writing at once in one process, durable, one 16 KiB part a
+	// step, against one run writing alone: the barriers each step costs
+	// and the steps a second.
+	{
+		s, err := store.Open(ctx, sub("concurrent"), store.WithCreate())
+		if err != nil {
+			return nil, err
+		}
+		h, err := hook.New(s, always)
+		if err != nil {
+			return nil, err
+		}
+		var aloneB, fourB int64
+		next := 0
+		alone := func(int) error {
+			b0 := s.Barriers()
+			for range 4 {
+				next++
+				if err := step(h, "alone", next, 16<<10); err != nil {
+					return err
+				}
+			}
+			aloneB += s.Barriers() - b0
+			return nil
+		}
+		four := func(int) error {
+			b0 := s.Barriers()
+			var wg sync.WaitGroup
+			errs := make([]error, 4)
+			base := next
+			next += 4
+			for w := range 4 {
+				wg.Go(func() { errs[w] = step(h, fmt.Sprint("run", w), base+w+1, 16<<10) })
+			}
+			wg.Wait()
+			fourB += s.Barriers() - b0
+			return errorsJoin(errs)
+		}
+		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, four, alone)
+		s.Close()
+		if err != nil {
+			return nil, err
+		}
+		steps := float64(rounds * n / 2 * 4)
+		speedups := make([]float64, len(ratios))
+		for i, r := range ratios {
+			speedups[i] = 1 / r
+		}
+		worst, med := minMedian(speedups)
+		perStep := float64(fourB) / steps
+		out = append(out, target{"4 runs at once in one process, durable, 16 KiB: barriers a step", "≤ 0.5",
+			fmt.Sprintf("%.2f (one run alone: %.2f)", perStep, float64(aloneB)/steps), perStep, perStep <= 0.5})
+		out = append(out, target{"4 runs at once in one process, durable, 16 KiB: throughput", "≥ 2 × one run writing alone",
+			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; 4 steps in %v against %v)",
+				worst, med, ratioList(speedups), fourT.Round(time.Microsecond), aloneT.Round(time.Microsecond)),
+			med, med >= 2})
+	}
+	return out, nil
+}
+
+func errorsJoin(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runWritePath measures only the write path's targets, in a child process
+// as the others are, and prints them with the machine's load.
+func runWritePath(ctx context.Context, o options, stdout io.Writer) error {
+	work := o.dir
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "toolcas-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	load := loadAverage()
+	var ts []target
+	if err := runChild(ctx, "writepath", targetsConfig{Dir: filepath.Join(work, "write-path"), Quick: o.quick}, &ts); err != nil {
+		return fmt.Errorf("write path: %w", err)
+	}
+	after := loadAverage()
+	m := describeMachine(work)
+	fmt.Fprintf(stdout, "# %s\n\nMachine: %s, %d cores, Linux %s, stores on %s; load average before %s, after %s\n\n| what | target | measured | met |\n| --- | --- | --- | --- |\n",
+		o.command, m.CPU, m.Cores, m.Kernel, m.FileSystem, load, after)
+	for _, t := range ts {
+		met := "yes"
+		if !t.Met {
+			met = "**no**"
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %s | %s |\n", t.What, t.Target, t.Measured, met)
+	}
+	return nil
+}
+
+// loadAverage returns the machine's load averages over 1, 5 and 15
+// minutes, "" where they cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return ""
+}

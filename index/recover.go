@@ -1,0 +1,71 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// MaxBlobID returns the largest id of the blobs table, 0 when it is empty:
+// blobs recorded later have larger ids, unless the largest is deleted
+// meanwhile (see BlobsSince).
+func (x *Index) MaxBlobID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM blobs`).Scan(&id)
+	}); err != nil {
+		return 0, fmt.Errorf("index: largest blob id: %w", err)
+	}
+	return id, nil
+}
+
+// BlobsSince returns the blobs recorded after the blob with id afterID, or
+// referenced by a write at since or later: every blob a write recorded or
+// used since a moment when afterID was the largest id and the clock said
+// since, whatever was deleted meanwhile.
+func (x *Index) BlobsSince(ctx context.Context, afterID int64, since time.Time) ([]cas.Blob, error) {
+	var rows []struct {
+		Digest []byte `db:"digest"`
+		Ext    string `db:"ext"`
+	}
+	if err := x.read(ctx, func() error {
+		rows = rows[:0]
+		return x.db.SelectContext(ctx, &rows, `SELECT digest, ext FROM blobs WHERE id > ? OR last_referenced >= ? ORDER BY id`,
+			afterID, since.UnixNano())
+	}); err != nil {
+		return nil, fmt.Errorf("index: blobs since %d: %w", afterID, err)
+	}
+	out := make([]cas.Blob, 0, len(rows))
+	for _, r := range rows {
+		if len(r.Digest) != cas.DigestSize {
+			return nil, fmt.Errorf("index: blob with a %d-byte digest", len(r.Digest))
+		}
+		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
+	}
+	return out, nil
+}
+
+// DeleteParts deletes the parts with the given ids, in one transaction; an
+// id with no part is no error. A writer whose blob failed to become
+// durable after its rows were committed takes them back with it.
+func (x *Index) DeleteParts(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("index: delete parts: %w", err)
+	}
+	return nil
+}

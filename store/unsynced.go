@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+)
+
+// UnsyncedDir, at the store root, holds a marker for each open store that
+// writes with one barrier for blob and row: such a write syncs its blob's
+// shard directory while its row commits, so that until it returns, a
+// power cut may keep the row and lose the blob's name. The marker says
+// which blobs such rows can use; a marker whose owner is gone (its lock is
+// free) makes the next store opened for writing check those blobs and drop
+// the rows of any that did not survive. No caller was told of such a row:
+// a write returns only once both its syncs are done.
+const UnsyncedDir = "unsynced"
+
+// markerMargin widens the check after an unclean shutdown to blobs used
+// this long before the marker was made, against a clock stepped back.
+const markerMargin = 10 * time.Minute
+
+// marker is an open store's marker in UnsyncedDir, made on its first write
+// and removed by Close. Its file holds the largest blob id when it was
+// made and the time, and stays locked (flock) while the store is open.
+type marker struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	// keep leaves the marker for the next Open to recover: a row whose
+	// blob's name may not be durable could not be taken back.
+	keep bool
+}
+
+// ensureMarker makes the store's marker durable before its first write
+// with one barrier.
+func (s *Store) ensureMarker(ctx context.Context) error {
+	m := &s.marker
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f != nil {
+		return nil
+	}
+	maxID, err := s.index.MaxBlobID(ctx)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.dir, UnsyncedDir)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("make %s: %w", dir, err)
+		}
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("sync %s: %w", s.dir, err)
+		}
+	}
+	var err2 error
+	for range 10 {
+		var f *os.File
+		var path string
+		f, path, err2 = makeMarker(dir, maxID, s.now())
+		if err2 == nil {
+			m.f, m.path = f, path
+			return nil
+		}
+		if !errors.Is(err2, fs.ErrNotExist) {
+			break
+		}
+	}
+	return err2
+}
+
+// makeMarker makes a marker in dir under a temp name, locked, written and
+// synced, then renames it: a marker under its name is always locked while
+// its owner lives. A store recovering meanwhile may take the temp file,
+// before it is locked, for one a crash left, and remove it: the rename
+// then fails with fs.ErrNotExist, and the caller tries again.
+func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	tmp := filepath.Join(dir, ".tmp-"+name)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, "", fmt.Errorf("make a marker in %s: %w", dir, err)
+	}
+	fail := func(err error) (*os.File, string, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, "", fmt.Errorf("make a marker in %s: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fail(err)
+	}
+	if _, err := fmt.Fprintf(f, "%d %d\n", maxID, now.UnixNano()); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(dir); err != nil {
+		os.Remove(path)
+		f.Close()
+		return nil, "", fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return f, path, nil
+}
+
+// closeMarker removes the store's marker: every write has returned, so
+// every blob it named is durable.
+func (s *Store) closeMarker() {
+	m := &s.marker
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f == nil {
+		return
+	}
+	if !m.keep {
+		os.Remove(m.path)
+	}
+	m.f.Close()
+	m.f = nil
+}
+
+// recoverUnsynced checks, for every marker whose owner is gone, the blobs
+// it covers, and drops the rows of those whose file did not survive (and
+// that no pack holds, and that repair did not quarantine). It returns the
+// parts dropped.
+func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
+	dir := filepath.Join(s.dir, UnsyncedDir)
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	var dropped []index.Part
+	for _, de := range des {
+		path := filepath.Join(dir, de.Name())
+		f, err := os.OpenFile(path, os.O_RDONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return dropped, fmt.Errorf("recover: %w", err)
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close() // its store is open
+			continue
+		}
+		if strings.HasPrefix(de.Name(), ".tmp-") {
+			// A marker its maker did not finish: no write relied on it.
+			os.Remove(path)
+			f.Close()
+			continue
+		}
+		gone, err := s.recoverMarker(ctx, f)
+		dropped = append(dropped, gone...)
+		if err != nil {
+			f.Close()
+			return dropped, fmt.Errorf("recover after an unclean shutdown (%s): %w", path, err)
+		}
+		os.Remove(path)
+		f.Close()
+	}
+	return dropped, nil
+}
+
+// recoverMarker checks the blobs one marker covers.
+func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, error) {
+	var maxID, at int64
+	buf := make([]byte, 64)
+	n, _ := f.Read(buf)
+	fields := strings.Fields(string(buf[:n]))
+	if len(fields) == 2 {
+		maxID, _ = strconv.ParseInt(fields[0], 10, 64)
+		at, _ = strconv.ParseInt(fields[1], 10, 64)
+	}
+	// A marker that does not read whole (0, 0) covers every blob.
+	since := time.Unix(0, at).Add(-markerMargin)
+	if at == 0 {
+		since = time.Unix(0, 0)
+	}
+	blobs, err := s.index.BlobsSince(ctx, maxID, since)
+	if err != nil {
+		return nil, err
+	}
+	var lost []cas.Blob
+	for _, b := range blobs {
+		_, err := s.blobs.Stat(ctx, b)
+		if err == nil || errors.Is(err, cas.ErrCorrupt) {
+			continue // there; whether it is whole is verify's to say
+		}
+		if !errors.Is(err, cas.ErrNotFound) {
+			return nil, err
+		}
+		if _, err := os.Lstat(filepath.Join(s.dir, QuarantineDir, b.FileName())); err == nil {
+			continue // known damage, whose rows repair keeps
+		}
+		lost = append(lost, b)
+	}
+	if len(lost) == 0 {
+		return nil, nil
+	}
+	return s.index.DeletePartsOf(ctx, lost)
+}
+
+// Recovered returns the parts that Open dropped because their blob did
+// not survive an unclean shutdown (a power cut between a write's row
+// commit and its blob's directory sync; no caller was told of them).
+func (s *Store) Recovered() []index.Part { return s.recovered }

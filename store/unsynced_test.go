@@ -1,0 +1,235 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+func init() {
+	// unsyncedwriter DIR N: write N steps, printing each one's key and
+	// digest once it returned, then write one more and stop for good once
+	// its row is committed, printing its key and digest: a process that a
+	// power cut would leave with that row and maybe without its blob's
+	// name.
+	lockRoles["unsyncedwriter"] = func(a []string) error {
+		ctx := context.Background()
+		var n int
+		fmt.Sscan(a[1], &n)
+		var last atomic.Bool
+		s, err := Open(ctx, a[0], withFaults(func(point string) error {
+			if point == "write:committed" && last.Load() {
+				fmt.Println("COMMITTED")
+				select {} // until killed
+			}
+			return nil
+		}))
+		if err != nil {
+			return err
+		}
+		for i := range n + 1 {
+			last.Store(i == n)
+			st, err := s.Write(ctx, []hook.Item{item("w", i, text16K(i))})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("RETURNED %s %s\n", st[0].Key, st[0].Digest)
+		}
+		return nil
+	}
+}
+
+// TestRecoverDropsRowsWhoseBlobNameWasLost: a writer process is killed
+// with its last row committed and its blob's directory sync maybe not
+// done; the blob file is then removed, as a power cut that lost the
+// rename would leave it. The next Open drops that row, and only it: every
+// write the writer saw return resolves and reads back, every row left
+// resolves, and no marker is left.
+func TestRecoverDropsRowsWhoseBlobNameWasLost(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cmd := childCmd("unsyncedwriter", dir, "5")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var returned []string
+	sc := bufio.NewScanner(out)
+	committed := false
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "RETURNED "); ok {
+			returned = append(returned, rest)
+		}
+		if line == "COMMITTED" {
+			committed = true
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if !committed || len(returned) != 5 {
+		t.Fatalf("the writer stopped after %d writes, committed %v", len(returned), committed)
+	}
+	markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir))
+	if len(markers) != 1 {
+		t.Fatalf("%d markers left by the killed writer, want 1", len(markers))
+	}
+	// The lost name: the last write's blob file goes.
+	s2, err := Open(ctx, dir, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s2.Resolve(ctx, "", "w/5_t_c.txt")
+	s2.Close()
+	if err != nil {
+		t.Fatalf("the last row is not committed: %v", err)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(last.Blob.RelPath()))
+	os.Chmod(path, 0o644)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rec := s.Recovered(); len(rec) != 1 || rec[0].Key != "w/5_t_c.txt" {
+		t.Errorf("recovered %v, want the last write's row", partKeys(rec))
+	}
+	for _, r := range returned {
+		key, digest, _ := strings.Cut(r, " ")
+		c, err := s.Read(ctx, "", key)
+		if err != nil || c.Digest.String() != digest {
+			t.Errorf("returned %s (%s): %v", key, digest, err)
+		}
+	}
+	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 {
+		t.Errorf("%d rows left, want 5", len(all))
+	}
+	for _, p := range all {
+		if _, err := s.Read(ctx, "", p.Key); err != nil {
+			t.Errorf("row %s: %v", p.Key, err)
+		}
+	}
+	if markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(markers) != 0 {
+		t.Errorf("markers left after recovery: %v", markers)
+	}
+	if res, err := s.Verify(ctx, VerifyOptions{}); err != nil || !res.OK {
+		t.Errorf("verify after recovery: %+v, %v", res, err)
+	}
+}
+
+func partKeys(ps []index.Part) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Key)
+	}
+	return out
+}
+
+// The marker's life in one process: made durable by the first write with
+// one barrier, left alone by another store opened meanwhile (whose
+// recovery drops nothing even of a blob gone missing, since the marker's
+// store is open), removed by Close. A marker no store holds is recovered:
+// a row whose blob is missing goes, one whose blob repair quarantined
+// stays.
+func TestMarkerLife(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate())
+	mustWrite(t, s, item("r", 1, text16K(1)), item("r", 2, text16K(2))) // two parts: no marker
+	if des, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(des) != 0 {
+		t.Fatalf("a write of two parts made a marker: %v", des)
+	}
+	st := mustWrite(t, s, item("r", 3, text16K(3)))
+	des, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir))
+	if len(des) != 1 {
+		t.Fatalf("%d markers after a one-part write, want 1", len(des))
+	}
+	os.Chmod(st[0].Path, 0o644)
+	os.Remove(st[0].Path) // lost, but its writer is still open
+	other, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other.Recovered()) != 0 {
+		t.Errorf("a live store's marker was recovered: %v", partKeys(other.Recovered()))
+	}
+	other.Close()
+	s.Close()
+	if des, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(des) != 0 {
+		t.Fatalf("Close left %v", des)
+	}
+
+	// A stale marker covering every blob (it does not read whole).
+	q := mustWrite(t, MustOpenDir(t, dir), item("r", 4, text16K(4)))
+	if err := os.MkdirAll(filepath.Join(dir, QuarantineDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(q[0].Path, filepath.Join(dir, QuarantineDir, filepath.Base(q[0].Path))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, UnsyncedDir, "1-stale"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := partKeys(s.Recovered()); len(got) != 1 || got[0] != "r/3_t_c.txt" {
+		t.Errorf("recovered %v, want r/3_t_c.txt alone", got)
+	}
+	for _, k := range []string{"r/1_t_c.txt", "r/2_t_c.txt", "r/4_t_c.txt"} {
+		if _, err := s.Resolve(ctx, "", k); err != nil {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+}
+
+// A blob whose name cannot be made durable fails its write, and the row
+// committed meanwhile goes: nothing resolves to a blob the caller was told
+// failed.
+func TestNameSyncFailureTakesTheRowBack(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("directory sync failed")
+	s := MustOpen(t, withFaults(func(point string) error {
+		if point == "write:name" {
+			return boom
+		}
+		return nil
+	}))
+	_, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
+	if !errors.Is(err, boom) {
+		t.Fatalf("write: %v, want %v", err, boom)
+	}
+	if _, err := s.Resolve(ctx, "", "r/1_t_c.txt"); !errors.Is(err, index.ErrNotFound) {
+		t.Errorf("the row stayed: %v", err)
+	}
+}
