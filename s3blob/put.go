@@ -22,7 +22,9 @@ import (
 // (If-None-Match: *): in one request up to the part size, else as a
 // multipart upload whose parts are read from the temp file, so memory stays
 // bounded whatever the size. A writer that finds the object made meanwhile
-// by another succeeds with Existed set. On any failure the upload is
+// by another succeeds with Existed set. An object of the name with another
+// size is damage and is overwritten with the blob's bytes. On any failure
+// the upload is
 // aborted and no object is made. The temp file then becomes the blob's file
 // in the cache.
 func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutResult, error) {
@@ -70,20 +72,19 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 		case err == nil && info.Size == size:
 			return true, nil
 		case err == nil:
-			// An object of the blob's name with another size is damage: a
-			// write never trusts what is there. Every writer of this name
-			// writes the same bytes, so deleting it loses nothing.
-			if _, err := be.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &be.loc.Bucket, Key: &key}); err != nil {
-				return false, be.classify("replace damaged "+b.FileName(), err)
-			}
+			// An object of the blob's name with another size is damage
+			// (one of the same size is trusted as a dedup hit: verify,
+			// which re-hashes every object, is what finds that). Every
+			// writer of this name writes the same bytes, so it is
+			// overwritten unconditionally, never deleted first: a delete
+			// could remove a good object another writer just made and
+			// reported, and a writer dying between the delete and its
+			// write would lose a blob that others recorded.
+			return false, be.write(ctx, f, b, key, size, false)
 		case !errors.Is(err, cas.ErrNotFound):
 			return false, err
 		}
-		if size <= be.partSize {
-			err = be.putObject(ctx, f, key, size)
-		} else {
-			err = be.putMultipart(ctx, f, key, size)
-		}
+		err = be.send(ctx, f, key, size, true)
 		switch {
 		case err == nil:
 			return false, nil
@@ -106,14 +107,36 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 	}
 }
 
-func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64) error {
-	_, err := be.client.PutObject(ctx, &s3.PutObjectInput{
+// write sends the temp file as the blob's object (see send) and
+// classifies a failure.
+func (be *Backend) write(ctx context.Context, f *os.File, b cas.Blob, key string, size int64, conditional bool) error {
+	if err := be.send(ctx, f, key, size, conditional); err != nil {
+		return be.classify("put "+b.FileName(), err)
+	}
+	return nil
+}
+
+// send uploads the temp file as the object key: in one request up to the
+// part size, else as a multipart upload. When conditional is set the write
+// is refused if the object exists (If-None-Match: *).
+func (be *Backend) send(ctx context.Context, f *os.File, key string, size int64, conditional bool) error {
+	if size <= be.partSize {
+		return be.putObject(ctx, f, key, size, conditional)
+	}
+	return be.putMultipart(ctx, f, key, size, conditional)
+}
+
+func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64, conditional bool) error {
+	in := &s3.PutObjectInput{
 		Bucket:        &be.loc.Bucket,
 		Key:           &key,
 		Body:          io.NewSectionReader(f, 0, size),
 		ContentLength: aws.Int64(size),
-		IfNoneMatch:   aws.String("*"),
-	})
+	}
+	if conditional {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := be.client.PutObject(ctx, in)
 	return err
 }
 
@@ -128,9 +151,10 @@ func (be *Backend) partSizeFor(size int64) int64 {
 }
 
 // putMultipart uploads the file in parts, a few at a time, each read from
-// the file as it is sent, and completes the upload conditionally. Any
-// failure aborts the upload, so that its parts do not linger.
-func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, size int64) (err error) {
+// the file as it is sent, and completes the upload (conditionally when
+// conditional is set). Any failure aborts the upload, so that its parts do
+// not linger.
+func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, size int64, conditional bool) (err error) {
 	created, err := be.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key})
 	if err != nil {
 		return err
@@ -198,11 +222,14 @@ func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, siz
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err = be.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+	in := &s3.CompleteMultipartUploadInput{
 		Bucket: &be.loc.Bucket, Key: &key, UploadId: id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		IfNoneMatch:     aws.String("*"),
-	})
+	}
+	if conditional {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err = be.client.CompleteMultipartUpload(ctx, in)
 	return err
 }
 

@@ -85,7 +85,7 @@ func TestConditionalWrite(t *testing.T) {
 	}
 	defer f.Close()
 	f.Write(randomData(2, 1000))
-	err = be.putObject(t.Context(), f, be.key(res.Blob), 1000)
+	err = be.putObject(t.Context(), f, be.key(res.Blob), 1000, true)
 	if !isPreconditionFailed(err) {
 		t.Fatalf("conditional put over an existing object = %v, want 412 Precondition Failed", err)
 	}
@@ -372,32 +372,63 @@ func TestServerKilledMidWrite(t *testing.T) {
 	}
 }
 
+// methodCounter counts the requests sent through it by method.
+type methodCounter struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (mc *methodCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	mc.mu.Lock()
+	if mc.n == nil {
+		mc.n = map[string]int{}
+	}
+	mc.n[req.Method]++
+	mc.mu.Unlock()
+	return mc.base.RoundTrip(req)
+}
+
+func (mc *methodCounter) count(method string) int {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.n[method]
+}
+
 // TestDamagedObjectReplaced puts a blob whose object exists with the wrong
-// size: the put replaces it rather than trusting it.
+// size, in one request and as a multipart upload: the put overwrites it in
+// place rather than trusting it, and never deletes it first (a delete
+// could remove a good object another writer had just made and reported).
 func TestDamagedObjectReplaced(t *testing.T) {
 	srv := versitygw.Start(t)
-	be := openOn(t, srv)
-	data := randomData(5, 4000)
-	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
-	key := be.key(b)
-	if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{
-		Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data[:100]), ContentLength: aws.Int64(100),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cas.ReadBlob(t.Context(), be, b); !errors.Is(err, cas.ErrCorrupt) {
-		t.Fatalf("read of a truncated object = %v, want ErrCorrupt", err)
-	}
-	if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
-		t.Errorf("a corrupt object entered the cache: %v", err)
-	}
-	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
-	if err != nil || res.Existed {
-		t.Fatalf("Put over a damaged object = %+v, %v; want it written", res, err)
-	}
-	os.Remove(be.Path(b))
-	if got, err := cas.ReadBlob(t.Context(), be, b); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("after the put the blob reads %d bytes, %v", len(got), err)
+	mc := &methodCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: mc}))
+	for _, size := range []int{4000, MinPartSize + 1<<20} {
+		data := randomData(uint64(size), size)
+		b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+		key := be.key(b)
+		if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{
+			Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data[:100]), ContentLength: aws.Int64(100),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cas.ReadBlob(t.Context(), be, b); !errors.Is(err, cas.ErrCorrupt) {
+			t.Fatalf("%d bytes: read of a truncated object = %v, want ErrCorrupt", size, err)
+		}
+		if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
+			t.Errorf("%d bytes: a corrupt object entered the cache: %v", size, err)
+		}
+		res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+		if err != nil || res.Existed {
+			t.Fatalf("%d bytes: Put over a damaged object = %+v, %v; want it written", size, res, err)
+		}
+		if n := mc.count(http.MethodDelete); n != 0 {
+			t.Errorf("%d bytes: Put over a damaged object sent %d DELETE requests, want none", size, n)
+		}
+		os.Remove(be.Path(b))
+		if got, err := cas.ReadBlob(t.Context(), be, b); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%d bytes: after the put the blob reads %d bytes, %v", size, len(got), err)
+		}
 	}
 }
 
