@@ -18,8 +18,10 @@ import (
 	"github.com/toolcas/toolcas/cas"
 )
 
-// staleTemp is how old a temp file in the cache must be before an eviction
-// removes it: its writer has surely died.
+// staleTemp is how old a temp file in the cache must be before a scan
+// removes it where temp files cannot be locked: its writer has surely died.
+// Where they can (cas.TempLocking), a scan removes exactly the temp files no
+// live writer holds locked, whatever their age.
 const staleTemp = time.Hour
 
 // Cache is a bounded local directory of blob files, laid out as a store's
@@ -160,6 +162,16 @@ func (c *Cache) createTemp() (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("s3blob: cache: create temp file: %w", err)
 		}
+		// A scan removes a temp file only while it holds its lock: one a
+		// scan removed between its creation and this lock is made anew.
+		if err := cas.LockTempFile(f); err != nil {
+			c.discard(f)
+			return nil, fmt.Errorf("s3blob: cache: lock temp file: %w", err)
+		}
+		if cas.TempFileUnlinked(f) {
+			f.Close()
+			continue
+		}
 		return f, nil
 	}
 	return nil, fmt.Errorf("s3blob: cache: create temp file in %s: no free name", c.dir)
@@ -278,9 +290,7 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 	}
 	if tmps, err := os.ReadDir(filepath.Join(c.dir, "tmp")); err == nil {
 		for _, t := range tmps {
-			if fi, err := t.Info(); err == nil && c.now().Sub(fi.ModTime()) > staleTemp {
-				os.Remove(filepath.Join(c.dir, "tmp", t.Name()))
-			}
+			c.removeDeadTemp(filepath.Join(c.dir, "tmp", t.Name()))
 		}
 	}
 	if total > c.max {
@@ -296,4 +306,29 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 	}
 	c.total, c.sinceScan = total, 0
 	return nil
+}
+
+// removeDeadTemp removes a temp file whose writer is gone: one whose lock it
+// can take (a live writer holds its lock until it renames or removes the
+// file), or where files are not locked, one older than staleTemp.
+func (c *Cache) removeDeadTemp(p string) {
+	if !cas.TempLocking {
+		if fi, err := os.Lstat(p); err == nil && c.now().Sub(fi.ModTime()) > staleTemp {
+			os.Remove(p)
+		}
+		return
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			// Not a file this cache made (a symlink, a fifo): remove it.
+			os.Remove(p)
+		}
+		return
+	}
+	defer f.Close()
+	if cas.TryLockTempFile(f) != nil {
+		return
+	}
+	os.Remove(p)
 }

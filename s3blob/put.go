@@ -26,7 +26,8 @@ import (
 // size is damage and is overwritten with the blob's bytes. On any failure
 // the upload is
 // aborted and no object is made. The temp file then becomes the blob's file
-// in the cache.
+// in the cache, if it can: once the object is stored, a failure to cache it
+// does not fail the put.
 func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutResult, error) {
 	if err := cas.CheckExt(ext); err != nil {
 		return cas.PutResult{}, fmt.Errorf("s3blob: put: %w", err)
@@ -54,11 +55,11 @@ func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutRes
 		return res, err
 	}
 	res.Existed = existed
-	f, _, err := be.cache.install(tmp, b, res.Size, false)
-	if err != nil {
-		return res, err
+	// The blob is stored: the cache is best effort from here. A copy that
+	// cannot be installed is dropped, and a read fetches the blob.
+	if f, _, err := be.cache.install(tmp, b, res.Size, false); err == nil {
+		f.Close()
 	}
-	f.Close()
 	return res, nil
 }
 
