@@ -29,19 +29,26 @@ const staleTemp = time.Hour
 // a file any tool can open. Only checked bytes enter it: a file is written
 // under a temp name, hashed, and renamed into place. Its total size is kept
 // at most its bound by evicting the least recently used files (a hit
-// refreshes a file's modification time). Many processes may share one
-// directory: every change is a rename or an unlink, each process scans the
-// directory before it evicts, and a process may exceed the bound by what
-// other processes added since its last scan.
+// refreshes a file's modification time) down to lowWater of it, so that the
+// directory is walked once per tenth of the bound filled, not at every fill.
+// Nothing is walked until the first fill: opening a cache costs nothing.
+// Many processes may share one directory: every change is a rename or an
+// unlink, each process scans the directory before it evicts, and a process
+// may exceed the bound by what other processes added since its last scan.
 type Cache struct {
 	dir string
 	max int64
 	now func() time.Time
 
 	mu        sync.Mutex
+	scanned   bool  // a scan has run, so total means something
 	total     int64 // bytes in the cache, as of the last scan plus this process's fills
 	sinceScan int64 // bytes this process added since its last scan
+	scans     int   // scans run, for tests
 }
+
+// lowWater is the share of its bound an eviction brings the cache down to.
+const lowWater = 0.9
 
 // NewCache opens (making it if needed) the cache directory dir, bounded to
 // maxBytes. now is the clock that orders files by last use; nil is the
@@ -62,13 +69,7 @@ func NewCache(dir string, maxBytes int64, now func() time.Time) (*Cache, error) 
 			return nil, fmt.Errorf("s3blob: make cache directory: %w", err)
 		}
 	}
-	c := &Cache{dir: abs, max: maxBytes, now: now}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.scanLocked(nil); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &Cache{dir: abs, max: maxBytes, now: now}, nil
 }
 
 // Dir returns the cache directory's absolute path.
@@ -205,6 +206,10 @@ func (c *Cache) install(f *os.File, b cas.Blob, size int64, check bool) (*os.Fil
 		}
 	}
 	p := c.Path(b)
+	var replaced int64
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+		replaced = fi.Size()
+	}
 	if err := f.Chmod(0o444); err != nil {
 		c.discard(f)
 		return nil, 0, fmt.Errorf("s3blob: cache: %w", err)
@@ -226,17 +231,14 @@ func (c *Cache) install(f *os.File, b cas.Blob, size int64, check bool) (*os.Fil
 		return nil, 0, err
 	}
 	c.mu.Lock()
-	c.total += size
+	c.total += size - replaced
 	c.sinceScan += size
-	var everr error
-	if c.total > c.max || c.sinceScan > c.max/4 {
-		everr = c.scanLocked(&b)
+	if !c.scanned || c.total > c.max || c.sinceScan > c.max/4 {
+		// A failed scan leaves the cache over its bound until the next
+		// one; the blob's file is in place all the same.
+		c.scanLocked(&b)
 	}
 	c.mu.Unlock()
-	if everr != nil {
-		f.Close()
-		return nil, 0, everr
-	}
 	return f, size, nil
 }
 
@@ -255,10 +257,11 @@ type cached struct {
 	mtime time.Time
 }
 
-// scanLocked lists the cache, removes temp files older than staleTemp, and
-// evicts the least recently used files (never keep) until the total is
-// within the bound. c.mu is held.
+// scanLocked lists the cache, removes the temp files of dead writers, and
+// when the total is over the bound evicts the least recently used files
+// (never keep) until it is at most lowWater of it. c.mu is held.
 func (c *Cache) scanLocked(keep *cas.Blob) error {
+	c.scans++
 	var files []cached
 	var total int64
 	keepPath := ""
@@ -294,9 +297,10 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 		}
 	}
 	if total > c.max {
+		low := int64(float64(c.max) * lowWater)
 		slices.SortFunc(files, func(a, b cached) int { return a.mtime.Compare(b.mtime) })
 		for _, f := range files {
-			if total <= c.max {
+			if total <= low {
 				break
 			}
 			if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
@@ -304,7 +308,7 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 			}
 		}
 	}
-	c.total, c.sinceScan = total, 0
+	c.total, c.sinceScan, c.scanned = total, 0, true
 	return nil
 }
 

@@ -520,3 +520,78 @@ func machineChild(t *testing.T) {
 		}
 	}
 }
+
+// fill puts data into the cache as a fetch or a put does.
+func fill(t *testing.T, c *Cache, data []byte) cas.Blob {
+	t.Helper()
+	tmp, err := c.createTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	f, _, err := c.install(tmp, b, int64(len(data)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return b
+}
+
+// TestCacheScansInSteadyState fills a full cache again and again: it walks
+// its directory about once per tenth of its bound filled, not at every
+// fill, and opening it walks nothing.
+func TestCacheScansInSteadyState(t *testing.T) {
+	dir := t.TempDir()
+	const size, max = 1000, 100 * 1000
+	clk := newClock()
+	c, err := NewCache(dir, max, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		clk.advance(time.Second)
+		fill(t, c, randomData(uint64(i), size))
+	}
+	c2, err := NewCache(dir, max, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.scans != 0 {
+		t.Errorf("opening a cache scanned it %d times, want 0", c2.scans)
+	}
+	const n = 200
+	before := c.scans
+	for i := range n {
+		clk.advance(time.Second)
+		fill(t, c, randomData(uint64(1000+i), size))
+	}
+	scans := c.scans - before
+	t.Logf("%d scans over %d fills of a full cache", scans, n)
+	if scans > n/5 {
+		t.Errorf("%d scans over %d fills of a full cache, want at most %d", scans, n, n/5)
+	}
+	if total, err := c.Size(); err != nil || total > max {
+		t.Errorf("cache holds %d bytes, %v; bound %d", total, err, max)
+	}
+}
+
+// TestCacheRefillCountsOnce installs the same blob twice: the cache's
+// total counts its bytes once.
+func TestCacheRefillCountsOnce(t *testing.T) {
+	c, err := NewCache(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomData(7, 5000)
+	fill(t, c, data)
+	fill(t, c, data)
+	c.mu.Lock()
+	total := c.total
+	c.mu.Unlock()
+	if total != int64(len(data)) {
+		t.Errorf("total after installing one blob twice = %d, want %d", total, len(data))
+	}
+}
