@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -93,7 +94,13 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 			// Another writer made the object first: the same bytes.
 			return true, nil
 		case isConditionalConflict(err) && attempt < 5:
-			// Another conditional write of the key was in flight; look again.
+			// Another conditional write of the key is in flight: wait for
+			// its object to show rather than send everything again at
+			// once; if it never does (that write failed), upload again.
+			found, werr := be.awaitObject(ctx, b, size)
+			if werr != nil || found {
+				return found, werr
+			}
 			continue
 		case ctx.Err() == nil:
 			// A server refusing a conditional write may answer before it
@@ -125,6 +132,37 @@ func (be *Backend) send(ctx context.Context, f *os.File, key string, size int64,
 		return be.putObject(ctx, f, key, size, conditional)
 	}
 	return be.putMultipart(ctx, f, key, size, conditional)
+}
+
+// conflictPolls is how many times a writer that met another conditional
+// write of its key in flight looks for that write's object before it
+// uploads again.
+const conflictPolls = 6
+
+// awaitObject polls the blob's object with jittered, growing delays (from
+// be.pollBase), honouring ctx, and reports whether it appeared with the
+// blob's size.
+func (be *Backend) awaitObject(ctx context.Context, b cas.Blob, size int64) (bool, error) {
+	d := be.pollBase
+	for range conflictPolls {
+		wait := d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("s3blob: put %s: %w", b.FileName(), ctx.Err())
+		case <-t.C:
+		}
+		info, err := be.Stat(ctx, b)
+		switch {
+		case err == nil:
+			return info.Size == size, nil
+		case !errors.Is(err, cas.ErrNotFound):
+			return false, err
+		}
+		d *= 2
+	}
+	return false, nil
 }
 
 func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64, conditional bool) error {

@@ -151,7 +151,8 @@ type Backend struct {
 	cache    *Cache
 	partSize int64
 	conc     int
-	fetches  atomic.Int64 // GETs of blob objects, for tests of the cache
+	pollBase time.Duration // first delay of awaitObject
+	fetches  atomic.Int64  // GETs of blob objects, for tests of the cache
 }
 
 // The object store is a blob backend.
@@ -213,7 +214,7 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		// must be signed for one.
 		cfg.Region = "us-east-1"
 	}
-	be := &Backend{loc: loc, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency}
+	be := &Backend{loc: loc, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency, pollBase: 200 * time.Millisecond}
 	if loc.Prefix != "" {
 		be.keyBase = loc.Prefix + "/"
 	}

@@ -540,3 +540,99 @@ func TestWalkStrays(t *testing.T) {
 		t.Errorf("Walk = %v, want %v", got, want)
 	}
 }
+
+// conflictTransport answers every conditional PUT with 409
+// ConditionalRequestConflict, as a server does while another conditional
+// write of the key is in flight, until that other write's object appears:
+// at the appearAfter-th HEAD, when appear makes it.
+type conflictTransport struct {
+	base        http.RoundTripper
+	appearAfter int
+	appear      func()
+	onConflict  func()
+	mu          sync.Mutex
+	heads, puts int
+	appeared    bool
+}
+
+func (ct *conflictTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.Contains(req.URL.Path, "/blobs/") {
+		return ct.base.RoundTrip(req)
+	}
+	ct.mu.Lock()
+	switch {
+	case req.Method == http.MethodHead:
+		ct.heads++
+		if ct.heads == ct.appearAfter {
+			ct.mu.Unlock()
+			ct.appear()
+			ct.mu.Lock()
+			ct.appeared = true
+		}
+	case req.Method == http.MethodPut && req.Header.Get("If-None-Match") != "":
+		ct.puts++
+		if !ct.appeared {
+			ct.mu.Unlock()
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			if ct.onConflict != nil {
+				ct.onConflict()
+			}
+			body := "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>a conditional write of the key is in progress</Message></Error>"
+			return &http.Response{
+				StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req,
+			}, nil
+		}
+	}
+	ct.mu.Unlock()
+	return ct.base.RoundTrip(req)
+}
+
+// TestConflictWaitsForOtherWrite meets 409 ConditionalRequestConflict: the
+// put polls for the other write's object instead of uploading again, and
+// succeeds with Existed once it appears.
+func TestConflictWaitsForOtherWrite(t *testing.T) {
+	srv := versitygw.Start(t)
+	data := randomData(41, 64<<10)
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	ct := &conflictTransport{base: http.DefaultTransport.(*http.Transport).Clone(), appearAfter: 5}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: ct}))
+	be.pollBase = time.Millisecond
+	ct.appear = func() {
+		key := be.key(b)
+		if _, err := be.client.PutObject(context.Background(), &s3.PutObjectInput{
+			Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+		}); err != nil {
+			t.Errorf("the other writer's put: %v", err)
+		}
+	}
+	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil || !res.Existed {
+		t.Fatalf("Put meeting a conflicting write = %+v, %v; want Existed", res, err)
+	}
+	if ct.puts != 1 {
+		t.Errorf("the put sent its content %d times, want once", ct.puts)
+	}
+}
+
+// TestConflictHonoursContext cancels the context while a put waits for a
+// conflicting write's object: it returns at once with context.Canceled.
+func TestConflictHonoursContext(t *testing.T) {
+	srv := versitygw.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ct := &conflictTransport{base: http.DefaultTransport.(*http.Transport).Clone(), onConflict: cancel}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: ct}))
+	be.pollBase = time.Hour
+	done := make(chan error, 1)
+	go func() {
+		_, err := be.Put(ctx, bytes.NewReader(randomData(42, 1000)), ".bin")
+		done <- err
+	}()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Put cancelled while waiting out a conflict = %v, want context.Canceled", err)
+	}
+}
