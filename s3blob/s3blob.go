@@ -9,7 +9,8 @@
 // so memory stays bounded; every read is re-hashed. Credentials, region and
 // endpoint come from the standard AWS configuration (AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
-// profiles), or from the location.
+// profiles); the location may name the region and endpoint, never
+// credentials.
 package s3blob
 
 import (
@@ -184,12 +185,28 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	endpoint := loc.Endpoint
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
+	if loc.Endpoint != "" {
+		if _, err := checkEndpoint(loc.Endpoint); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: endpoint %v", ErrBadURL, err)
+		}
 	}
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	if loc.Region != "" {
+		if err := checkRegion(loc.Region); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: region %v", ErrBadURL, err)
+		}
+	}
+	endpoint := loc.Endpoint
+	for _, k := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if endpoint != "" {
+			break
+		}
+		if v := os.Getenv(k); v != "" {
+			ep, err := checkEndpoint(v)
+			if err != nil {
+				return nil, fmt.Errorf("s3blob: %w: %s: %v", ErrBadConfig, k, err)
+			}
+			endpoint = ep
+		}
 	}
 	var lopts []func(*config.LoadOptions) error
 	lopts = append(lopts, config.WithRetryMaxAttempts(o.maxAttempts))
@@ -204,7 +221,16 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("s3blob: load AWS configuration: %w", err)
 	}
 	if endpoint == "" && cfg.BaseEndpoint != nil {
-		endpoint = *cfg.BaseEndpoint
+		ep, err := checkEndpoint(*cfg.BaseEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("s3blob: %w: the AWS configuration's endpoint_url: %v", ErrBadConfig, err)
+		}
+		endpoint = ep
+	}
+	if cfg.Region != "" && loc.Region == "" {
+		if err := checkRegion(cfg.Region); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: region from AWS_REGION or the profile: %v", ErrBadConfig, err)
+		}
 	}
 	if cfg.Region == "" {
 		if endpoint == "" {
@@ -228,8 +254,11 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 			so.HTTPClient = o.httpClient
 		}
 	})
+	if cfg.Credentials == nil {
+		return nil, fmt.Errorf("s3blob: %w: none configured: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile", ErrCredentials)
+	}
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return nil, fmt.Errorf("s3blob: %w: none found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile: %v", ErrCredentials, err)
+		return nil, fmt.Errorf("s3blob: %w: %s", ErrCredentials, credentialFailure(err))
 	}
 	if err := be.checkStore(ctx, o.create); err != nil {
 		return nil, err
@@ -243,9 +272,10 @@ func (be *Backend) Location() Location { return be.loc }
 // Cache returns the backend's local read-through cache.
 func (be *Backend) Cache() *Cache { return be.cache }
 
+// endpointName names the server in errors, never with a user or password.
 func (be *Backend) endpointName() string {
 	if be.endpoint != "" {
-		return be.endpoint
+		return stripUserinfo(be.endpoint)
 	}
 	return "the object store"
 }

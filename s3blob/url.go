@@ -177,18 +177,43 @@ func checkPrefix(p string) error {
 func checkEndpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a URL", clip(s))
+		return "", fmt.Errorf("%q is not a URL", clip(stripUserinfo(s)))
 	}
+	shown := clip(stripUserinfo(s))
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%q: want an http:// or https:// URL", clip(s))
+		return "", fmt.Errorf("%q: want an http:// or https:// URL", shown)
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return "", fmt.Errorf("%q has no host", clip(s))
+		return "", fmt.Errorf("%q has no host", shown)
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("%q: want only scheme, host, port and path (credentials come from the environment)", clip(s))
+	if u.User != nil {
+		return "", fmt.Errorf("%q: holds credentials (user:secret@), which are not printed; give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", shown)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("%q: want only scheme, host, port and path", shown)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// stripUserinfo removes the user and password of a URL, or of what looks
+// like one, so that an error never prints a secret.
+func stripUserinfo(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	host, path, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	if path != "" || strings.Contains(rest, "/") {
+		return scheme + "://" + host + "/" + path
+	}
+	return scheme + "://" + host
 }
 
 func checkRegion(r string) error {

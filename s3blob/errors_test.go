@@ -1,0 +1,108 @@
+package s3blob
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTransportErrors opens stores on endpoints that fail in different
+// ways below HTTP: each error says what failed, under its own sentinel.
+func TestTransportErrors(t *testing.T) {
+	isolateAWSConfig(t)
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	plain := httptest.NewServer(http.NotFoundHandler())
+	defer plain.Close()
+	for _, tc := range []struct {
+		name     string
+		endpoint string
+		want     error
+		not      error
+		says     []string
+	}{
+		{"self-signed certificate", tlsSrv.URL, ErrTLS, ErrUnreachable, []string{"TLS", "certificate", tlsSrv.URL}},
+		{"https to a plain server", strings.Replace(plain.URL, "http:", "https:", 1), ErrTLS, ErrUnreachable, []string{"TLS"}},
+		{"unresolvable host", "http://no-such-host.invalid", ErrUnreachable, ErrTLS, []string{"does not resolve", "no-such-host.invalid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(t.Context(), Location{Bucket: "bkt1", Endpoint: tc.endpoint},
+				WithCredentials("k", "s"), WithCache(t.TempDir(), 1<<20), WithMaxAttempts(1))
+			if !errors.Is(err, tc.want) || errors.Is(err, tc.not) {
+				t.Fatalf("Open = %v, want %v and not %v", err, tc.want, tc.not)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenValidatesConfiguration gives Open malformed endpoints and
+// regions, in the location and in the environment: a clear error before
+// any request, never printing a secret found in an endpoint.
+func TestOpenValidatesConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		loc  Location
+		env  map[string]string
+		want error
+		says string
+	}{
+		{"userinfo in the location's endpoint", Location{Bucket: "bkt1", Endpoint: "http://AKIA:topsecret@127.0.0.1:1"}, nil, ErrBadURL, "credentials"},
+		{"ftp endpoint in the location", Location{Bucket: "bkt1", Endpoint: "ftp://127.0.0.1:1"}, nil, ErrBadURL, "http"},
+		{"bad region in the location", Location{Bucket: "bkt1", Endpoint: "http://127.0.0.1:1", Region: "EU WEST"}, nil, ErrBadURL, "region"},
+		{"userinfo in AWS_ENDPOINT_URL_S3", Location{Bucket: "bkt1"}, map[string]string{"AWS_ENDPOINT_URL_S3": "https://AKIA:topsecret@s3.example.com"}, ErrBadConfig, "AWS_ENDPOINT_URL_S3"},
+		{"no host in AWS_ENDPOINT_URL", Location{Bucket: "bkt1"}, map[string]string{"AWS_ENDPOINT_URL": "http://"}, ErrBadConfig, "AWS_ENDPOINT_URL"},
+		{"bad AWS_REGION", Location{Bucket: "bkt1", Endpoint: "http://127.0.0.1:1"}, map[string]string{"AWS_REGION": "us east 1"}, ErrBadConfig, "AWS_REGION"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isolateAWSConfig(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := Open(t.Context(), tc.loc, WithCredentials("k", "s"), WithCache(t.TempDir(), 1<<20), WithMaxAttempts(1))
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Open = %v, want %v saying %q", err, tc.want, tc.says)
+			}
+			if strings.Contains(err.Error(), "topsecret") {
+				t.Errorf("error %q prints the endpoint's secret", err)
+			}
+		})
+	}
+}
+
+// TestEndpointNameHidesUserinfo checks that errors name an endpoint
+// without its user and password.
+func TestEndpointNameHidesUserinfo(t *testing.T) {
+	be := &Backend{endpoint: "http://AKIA:topsecret@127.0.0.1:9000/base"}
+	if got, want := be.endpointName(), "http://127.0.0.1:9000/base"; got != want {
+		t.Errorf("endpointName = %q, want %q", got, want)
+	}
+}
+
+// TestCredentialFailureSaysWhat uses a profile whose credential process
+// fails: the error says that getting credentials failed and why, not that
+// none were found.
+func TestCredentialFailureSaysWhat(t *testing.T) {
+	isolateAWSConfig(t)
+	cfg := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(cfg, []byte("[profile broken]\ncredential_process = /bin/false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_PROFILE", "broken")
+	_, err := Open(t.Context(), Location{Bucket: "bkt1", Endpoint: "http://127.0.0.1:1"}, WithCache(t.TempDir(), 1<<20))
+	if !errors.Is(err, ErrCredentials) {
+		t.Fatalf("Open with a failing credential process = %v, want ErrCredentials", err)
+	}
+	if strings.Contains(err.Error(), "none found") || !strings.Contains(err.Error(), "could not get") {
+		t.Errorf("error %q: want it to say getting the credentials failed, not that none were found", err)
+	}
+}
