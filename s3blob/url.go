@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -33,7 +34,7 @@ type Location struct {
 // It returns an error wrapping ErrBadURL that names the problem.
 func ParseURL(s string) (Location, error) {
 	bad := func(format string, args ...any) (Location, error) {
-		return Location{}, fmt.Errorf("%w %q: %s", ErrBadURL, clip(s), fmt.Sprintf(format, args...))
+		return Location{}, fmt.Errorf("%w %q: %s", ErrBadURL, clip(redactUserinfo(s)), fmt.Sprintf(format, args...))
 	}
 	rest, ok := strings.CutPrefix(s, "s3://")
 	if !ok {
@@ -194,6 +195,13 @@ func checkEndpoint(s string) (string, error) {
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
+
+// userinfoRE matches the user and password of a URL inside a store URL,
+// plain or query-escaped.
+var userinfoRE = regexp.MustCompile(`(?i)(://|%3A%2F%2F)[^/?&#@]*(@|%40)`)
+
+// redactUserinfo removes every user:password@ from a store URL.
+func redactUserinfo(s string) string { return userinfoRE.ReplaceAllString(s, "$1") }
 
 // stripUserinfo removes the user and password of a URL, or of what looks
 // like one, so that an error never prints a secret.
