@@ -2,11 +2,13 @@ package s3blob
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -104,5 +106,53 @@ func TestCredentialFailureSaysWhat(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "none found") || !strings.Contains(err.Error(), "could not get") {
 		t.Errorf("error %q: want it to say getting the credentials failed, not that none were found", err)
+	}
+}
+
+// TestCreateBucketNamesRegion runs casctl init's Open against a server
+// that records the create-bucket request: outside us-east-1 it names the
+// region as the bucket's location, as AWS requires; in us-east-1 it names
+// none, as AWS requires too.
+func TestCreateBucketNamesRegion(t *testing.T) {
+	for _, tc := range []struct{ region, want string }{
+		{"eu-west-3", "<LocationConstraint>eu-west-3</LocationConstraint>"},
+		{"us-east-1", ""},
+	} {
+		t.Run(tc.region, func(t *testing.T) {
+			isolateAWSConfig(t)
+			var mu sync.Mutex
+			var created []string
+			made := false
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case r.Method == http.MethodGet && !made:
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(http.StatusNotFound)
+					io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code><Message>no</Message></Error>`)
+				case r.Method == http.MethodPut && r.URL.Path == "/bkt1":
+					created = append(created, string(body))
+					made = true
+				case r.Method == http.MethodPut:
+					w.Header().Set("ETag", `"x"`)
+				default:
+					w.WriteHeader(http.StatusNotImplemented)
+				}
+			}))
+			defer srv.Close()
+			_, err := Open(t.Context(), Location{Bucket: "bkt1", Endpoint: srv.URL, Region: tc.region},
+				WithCreate(), WithCredentials("k", "s"), WithCache(t.TempDir(), 1<<20), WithMaxAttempts(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(created) != 1 {
+				t.Fatalf("%d create-bucket requests, want 1", len(created))
+			}
+			if tc.want == "" && strings.Contains(created[0], "LocationConstraint") || !strings.Contains(created[0], tc.want) {
+				t.Errorf("create-bucket body = %q, want %q", created[0], tc.want)
+			}
+		})
 	}
 }

@@ -61,7 +61,7 @@ func (be *Backend) checkStore(ctx context.Context, create bool) error {
 }
 
 func (be *Backend) createBucket(ctx context.Context) error {
-	_, err := be.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &be.loc.Bucket})
+	_, err := be.client.CreateBucket(ctx, createBucketInput(be.loc.Bucket, be.region))
 	if err != nil {
 		var owned *types.BucketAlreadyOwnedByYou
 		var exists *types.BucketAlreadyExists
@@ -72,6 +72,19 @@ func (be *Backend) createBucket(ctx context.Context) error {
 		return be.classify("create bucket "+be.loc.Bucket, err)
 	}
 	return nil
+}
+
+// createBucketInput is the request that creates a bucket in region: AWS
+// makes buckets in us-east-1 unless told otherwise, and refuses a request
+// that names no location to an endpoint of another region.
+func createBucketInput(bucket, region string) *s3.CreateBucketInput {
+	in := &s3.CreateBucketInput{Bucket: &bucket}
+	if region != "" && region != "us-east-1" {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(region),
+		}
+	}
+	return in
 }
 
 func (be *Backend) writeMarker(ctx context.Context) error {

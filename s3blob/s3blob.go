@@ -146,6 +146,7 @@ func WithClock(now func() time.Time) Option {
 // concurrent use by many goroutines and many processes, on many machines.
 type Backend struct {
 	loc      Location
+	region   string // the region requests are signed for
 	client   *s3.Client
 	endpoint string
 	keyBase  string // the prefix and a slash, or ""
@@ -240,7 +241,7 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		// must be signed for one.
 		cfg.Region = "us-east-1"
 	}
-	be := &Backend{loc: loc, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency, pollBase: 200 * time.Millisecond}
+	be := &Backend{loc: loc, region: cfg.Region, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency, pollBase: 200 * time.Millisecond}
 	if loc.Prefix != "" {
 		be.keyBase = loc.Prefix + "/"
 	}
