@@ -150,3 +150,25 @@ func TestShardRootsClosedWhenRemoved(t *testing.T) {
 		t.Errorf("open descriptors grew from %d to %d over %d remove/write cycles", before, after, cycles)
 	}
 }
+
+// TestOpenStoredLocal reads a local store's blob with OpenStored, which
+// falls back to Open for a backend without a cache.
+func TestOpenStoredLocal(t *testing.T) {
+	s, err := Open(t.Context(), t.TempDir(), WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.PutBytes(t.Context(), []byte("stored"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenStored(t.Context(), s, res.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := OpenStored(t.Context(), s, Blob{Digest: Sum([]byte("absent")), Ext: ".txt"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenStored(missing) = %v, want ErrNotFound", err)
+	}
+}

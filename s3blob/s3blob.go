@@ -157,8 +157,11 @@ type Backend struct {
 	fetches  atomic.Int64  // GETs of blob objects, for tests of the cache
 }
 
-// The object store is a blob backend.
-var _ cas.Backend = (*Backend)(nil)
+// The object store is a blob backend whose reads can bypass its cache.
+var (
+	_ cas.Backend      = (*Backend)(nil)
+	_ cas.RemoteOpener = (*Backend)(nil)
+)
 
 // Open connects to the store at loc. It checks that the bucket exists and
 // holds a store at the prefix: a missing bucket gives ErrNoBucket and a
@@ -311,6 +314,13 @@ func (be *Backend) Stat(ctx context.Context, b cas.Blob) (cas.BlobInfo, error) {
 // damaged), else fetched into the cache, re-hashed on the way, and read from
 // there. A blob whose object does not hash to its name gives an error
 // wrapping cas.ErrCorrupt, and nothing enters the cache.
+//
+// A cached blob is served without asking the store whether it still holds
+// it, as cas.Fetcher allows: after another machine's Remove, Open may still
+// succeed from the cache while Stat and OpenRemote say cas.ErrNotFound. A
+// round trip per read would defeat the cache, and gc removes only blobs no
+// index row names. Callers that must see the store, as verify does, use
+// Stat or OpenRemote (cas.OpenStored).
 func (be *Backend) Open(ctx context.Context, b cas.Blob) (*cas.Reader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

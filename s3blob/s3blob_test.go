@@ -636,3 +636,34 @@ func TestConflictHonoursContext(t *testing.T) {
 		t.Errorf("Put cancelled while waiting out a conflict = %v, want context.Canceled", err)
 	}
 }
+
+// TestOpenAfterRemoteRemove removes a blob through one backend while
+// another, on the same store with a cache of its own, holds it cached: that
+// one's Open may still serve the checked cached copy, as cas.Fetcher
+// documents, while Stat and cas.OpenStored see the store and say
+// ErrNotFound.
+func TestOpenAfterRemoteRemove(t *testing.T) {
+	srv := versitygw.Start(t)
+	a := openOn(t, srv)
+	b, err := Open(t.Context(), a.loc, WithCredentials(srv.AccessKey, srv.SecretKey), WithCache(t.TempDir(), 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomData(51, 3000)
+	res, err := a.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(t.Context(), res.Blob); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cas.ReadBlob(t.Context(), a, res.Blob); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("Open from the cache after a remote Remove = %d bytes, %v; want the cached copy", len(got), err)
+	}
+	if _, err := a.Stat(t.Context(), res.Blob); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("Stat after a remote Remove = %v, want ErrNotFound", err)
+	}
+	if _, err := cas.OpenStored(t.Context(), a, res.Blob); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("cas.OpenStored after a remote Remove = %v, want ErrNotFound", err)
+	}
+}
