@@ -289,7 +289,7 @@ type killingBody struct {
 func (b *killingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if b.kt.sent.Add(int64(n)) > b.kt.after {
-		b.kt.once.Do(func() { b.kt.kill(); b.kt.killed.Store(true) })
+		b.kt.once.Do(func() { b.kt.killed.Store(true); b.kt.kill() })
 	}
 	return n, err
 }
@@ -326,6 +326,7 @@ func TestServerKilledMidWrite(t *testing.T) {
 			if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
 				t.Errorf("a failed put left the blob in the cache: %v", err)
 			}
+			assertNoTemps(t, be.cache)
 			srv.Restart(t)
 			kt.after = 1 << 62
 			if _, err := be.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
@@ -418,6 +419,7 @@ func TestDamagedObjectReplaced(t *testing.T) {
 		if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
 			t.Errorf("%d bytes: a corrupt object entered the cache: %v", size, err)
 		}
+		assertNoTemps(t, be.cache)
 		res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
 		if err != nil || res.Existed {
 			t.Fatalf("%d bytes: Put over a damaged object = %+v, %v; want it written", size, res, err)
@@ -452,6 +454,7 @@ func TestCancelDuringUpload(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put cancelled during the upload = %v, want context.Canceled", err)
 	}
+	assertNoTemps(t, be.cache)
 	if _, err := be.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("after a cancelled upload, Stat = %v, want ErrNotFound", err)
 	}
