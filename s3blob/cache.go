@@ -105,7 +105,10 @@ func (c *Cache) Size() (int64, error) {
 }
 
 // open opens a blob's cached file once its bytes are checked, refreshing its
-// last use. A missing file, or one that does not hash to the blob's digest
+// last use. A hit so reads the file twice: once here, whole, so that damage
+// is found before anything is handed out and the blob is fetched again
+// instead; and once more by the caller through a cas.Reader, which re-hashes
+// as it reads, as every read is checked (the file may change in between). A missing file, or one that does not hash to the blob's digest
 // (which is then removed), gives cas.ErrNotFound: the caller fetches it.
 func (c *Cache) open(ctx context.Context, b cas.Blob) (*os.File, int64, error) {
 	p := c.Path(b)
@@ -186,25 +189,11 @@ func (c *Cache) discard(f *os.File) {
 
 // install renames a temp file holding a blob's checked bytes into place and
 // returns it open at its start; the open file reads the bytes even if an
-// eviction removes the name at once. When check is set the bytes are hashed
-// again first. Then the cache evicts what is over its bound, never this blob.
-func (c *Cache) install(f *os.File, b cas.Blob, size int64, check bool) (*os.File, int64, error) {
-	if check {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			c.discard(f)
-			return nil, 0, err
-		}
-		h := cas.NewHashingReader(f)
-		if _, err := io.Copy(io.Discard, h); err != nil {
-			c.discard(f)
-			return nil, 0, fmt.Errorf("s3blob: cache: %w", err)
-		}
-		if h.Digest() != b.Digest || h.Size() != size {
-			c.discard(f)
-			return nil, 0, fmt.Errorf("s3blob: cache: fill %s: %w", b.FileName(),
-				&cas.CorruptError{Blob: b, Reason: "content hashes to " + h.Digest().String(), Got: h.Digest(), Size: h.Size()})
-		}
-	}
+// eviction removes the name at once. The caller has checked the bytes: a put
+// hashed them to name the blob, a fetch read them through a cas.Reader, which
+// fails at the end on a mismatch. Then the cache evicts what is over its
+// bound, never this blob.
+func (c *Cache) install(f *os.File, b cas.Blob, size int64) (*os.File, int64, error) {
 	p := c.Path(b)
 	var replaced int64
 	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {

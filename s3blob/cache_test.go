@@ -532,7 +532,7 @@ func fill(t *testing.T, c *Cache, data []byte) cas.Blob {
 		t.Fatal(err)
 	}
 	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
-	f, _, err := c.install(tmp, b, int64(len(data)), false)
+	f, _, err := c.install(tmp, b, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutRes
 	res.Existed = existed
 	// The blob is stored: the cache is best effort from here. A copy that
 	// cannot be installed is dropped, and a read fetches the blob.
-	if f, _, err := be.cache.install(tmp, b, res.Size, false); err == nil {
+	if f, _, err := be.cache.install(tmp, b, res.Size); err == nil {
 		f.Close()
 	}
 	return res, nil

@@ -377,7 +377,7 @@ func (be *Backend) fetch(ctx context.Context, b cas.Blob) (*os.File, int64, erro
 		}
 		return nil, 0, be.classify("fetch "+b.FileName(), err)
 	}
-	return be.cache.install(tmp, b, n, true)
+	return be.cache.install(tmp, b, n)
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
