@@ -3,6 +3,7 @@ package s3blob
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestTransportErrors opens stores on endpoints that fail in different
@@ -154,5 +156,38 @@ func TestCreateBucketNamesRegion(t *testing.T) {
 				t.Errorf("create-bucket body = %q, want %q", created[0], tc.want)
 			}
 		})
+	}
+}
+
+// TestCloseClosesIdleConnections opens a store on a server that counts its
+// connections: after Close, the connection Open left idle is closed.
+func TestCloseClosesIdleConnections(t *testing.T) {
+	isolateAWSConfig(t)
+	closed := make(chan struct{}, 16)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte(`{"format":1,"hash":"blake3","shard_width":2}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed <- struct{}{}
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	be, err := Open(t.Context(), Location{Bucket: "bkt1", Endpoint: srv.URL}, WithCredentials("k", "s"), WithCache(t.TempDir(), 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("the connection closed before Close")
+	default:
+	}
+	be.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection closed within 10 s of Close")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -145,16 +146,17 @@ func WithClock(now func() time.Time) Option {
 // Backend is a cas.Backend on an S3-compatible object store. It is safe for
 // concurrent use by many goroutines and many processes, on many machines.
 type Backend struct {
-	loc      Location
-	region   string // the region requests are signed for
-	client   *s3.Client
-	endpoint string
-	keyBase  string // the prefix and a slash, or ""
-	cache    *Cache
-	partSize int64
-	conc     int
-	pollBase time.Duration // first delay of awaitObject
-	fetches  atomic.Int64  // GETs of blob objects, for tests of the cache
+	loc       Location
+	region    string // the region requests are signed for
+	client    *s3.Client
+	endpoint  string
+	keyBase   string // the prefix and a slash, or ""
+	cache     *Cache
+	partSize  int64
+	conc      int
+	pollBase  time.Duration // first delay of awaitObject
+	closeIdle func()        // closes the idle connections of the backend's own HTTP client
+	fetches   atomic.Int64  // GETs of blob objects, for tests of the cache
 }
 
 // The object store is a blob backend whose reads can bypass its cache.
@@ -256,6 +258,13 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		}
 		if o.httpClient != nil {
 			so.HTTPClient = o.httpClient
+		} else if bc, ok := sdkClient(cfg.HTTPClient); ok {
+			// The SDK's client, as configured (AWS_CA_BUNDLE included),
+			// on a transport of the backend's own, so that Close can
+			// close its idle connections.
+			hc := &http.Client{Transport: bc.GetTransport(), Timeout: bc.GetTimeout()}
+			so.HTTPClient = hc
+			be.closeIdle = hc.CloseIdleConnections
 		}
 	})
 	if cfg.Credentials == nil {
@@ -265,9 +274,20 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("s3blob: %w: %s", ErrCredentials, credentialFailure(err))
 	}
 	if err := be.checkStore(ctx, o.create); err != nil {
+		be.Close()
 		return nil, err
 	}
 	return be, nil
+}
+
+// sdkClient returns the SDK's buildable HTTP client the configuration holds
+// (with AWS_CA_BUNDLE applied), or a default one when it holds none.
+func sdkClient(c aws.HTTPClient) (*awshttp.BuildableClient, bool) {
+	if c == nil {
+		return awshttp.NewBuildableClient(), true
+	}
+	bc, ok := c.(*awshttp.BuildableClient)
+	return bc, ok
 }
 
 // Location returns where the store is.
@@ -454,5 +474,12 @@ func (be *Backend) Walk(ctx context.Context, fn func(cas.Entry) error) error {
 	return nil
 }
 
-// Close releases nothing the backend holds alone; it exists for cas.Backend.
-func (be *Backend) Close() error { return nil }
+// Close closes the idle connections of the backend's HTTP client (not of
+// one given with WithHTTPClient, which is the caller's). Requests still in
+// flight finish.
+func (be *Backend) Close() error {
+	if be.closeIdle != nil {
+		be.closeIdle()
+	}
+	return nil
+}
