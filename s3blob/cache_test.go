@@ -2,6 +2,7 @@ package s3blob
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -594,4 +595,28 @@ func TestCacheRefillCountsOnce(t *testing.T) {
 	if total != int64(len(data)) {
 		t.Errorf("total after installing one blob twice = %d, want %d", total, len(data))
 	}
+}
+
+// failingReader gives n bytes of data, then fails.
+type failingReader struct{ n int }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("source failed")
+	}
+	k := min(len(p), f.n)
+	clear(p[:k])
+	f.n -= k
+	return k, nil
+}
+
+// TestFailedPutLeavesNoTemp puts content whose reader fails partway: the
+// put fails and the cache's tmp/ is empty.
+func TestFailedPutLeavesNoTemp(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	if _, err := be.Put(t.Context(), &failingReader{n: 300 << 10}, ".bin"); err == nil {
+		t.Fatal("Put from a failing reader succeeded")
+	}
+	assertNoTemps(t, be.cache)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,17 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/cas/backendtest"
 	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
-func randomData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, 99))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
+// randomData is the conformance suite's generator of test content.
+var randomData = backendtest.RandomBytes
 
 // objectFile is where the posix backend keeps an object: the bucket's
 // directory, then the key.
