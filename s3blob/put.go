@@ -280,26 +280,45 @@ func (be *Backend) AbortUploads(ctx context.Context, olderThan time.Duration) (i
 	prefix := be.keyBase + cas.BlobsDir + "/"
 	cutoff := time.Now().Add(-olderThan)
 	in := &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket, Prefix: &prefix}
-	n := 0
+	if be.pageSize > 0 {
+		in.MaxUploads = aws.Int32(be.pageSize)
+	}
+	// List every page first, then abort: a server may refuse a page
+	// marker naming an upload that was aborted meanwhile.
+	var stale []types.MultipartUpload
 	for {
 		out, err := be.client.ListMultipartUploads(ctx, in)
+		if code, _ := apiCode(err); code == "InvalidArgument" && in.UploadIdMarker != nil {
+			// Some servers (versitygw 1.8.0) refuse the upload-id marker
+			// they returned. Go on after the key alone: further uploads
+			// of that one key wait for the next run.
+			in.UploadIdMarker = nil
+			out, err = be.client.ListMultipartUploads(ctx, in)
+		}
 		if err != nil {
-			return n, be.classify("list uploads in "+be.loc.String(), err)
+			return 0, be.classify("list uploads in "+be.loc.String(), err)
 		}
 		for _, u := range out.Uploads {
-			if u.Initiated != nil && u.Initiated.After(cutoff) {
-				continue
+			if u.Initiated == nil || !u.Initiated.After(cutoff) {
+				stale = append(stale, u)
 			}
-			if _, err := be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-				Bucket: &be.loc.Bucket, Key: u.Key, UploadId: u.UploadId,
-			}); err != nil {
-				return n, be.classify("abort upload of "+aws.ToString(u.Key), err)
-			}
-			n++
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return n, nil
+			break
 		}
 		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
+	n := 0
+	for _, u := range stale {
+		if _, err := be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: &be.loc.Bucket, Key: u.Key, UploadId: u.UploadId,
+		}); err != nil {
+			if errors.Is(be.classify("", err), cas.ErrNotFound) {
+				continue // aborted or completed meanwhile
+			}
+			return n, be.classify("abort upload of "+aws.ToString(u.Key), err)
+		}
+		n++
+	}
+	return n, nil
 }

@@ -156,6 +156,7 @@ type Backend struct {
 	conc      int
 	pollBase  time.Duration // first delay of awaitObject
 	closeIdle func()        // closes the idle connections of the backend's own HTTP client
+	pageSize  int32         // keys per listing page; 0 is the server's default (1000), tests set it small
 	fetches   atomic.Int64  // GETs of blob objects, for tests of the cache
 }
 
@@ -447,7 +448,11 @@ func (be *Backend) Walk(ctx context.Context, fn func(cas.Entry) error) error {
 		return err
 	}
 	prefix := be.keyBase + cas.BlobsDir + "/"
-	p := s3.NewListObjectsV2Paginator(be.client, &s3.ListObjectsV2Input{Bucket: &be.loc.Bucket, Prefix: &prefix})
+	in := &s3.ListObjectsV2Input{Bucket: &be.loc.Bucket, Prefix: &prefix}
+	if be.pageSize > 0 {
+		in.MaxKeys = aws.Int32(be.pageSize)
+	}
+	p := s3.NewListObjectsV2Paginator(be.client, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {

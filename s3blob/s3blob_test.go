@@ -664,3 +664,45 @@ func TestOpenAfterRemoteRemove(t *testing.T) {
 		t.Errorf("cas.OpenStored after a remote Remove = %v, want ErrNotFound", err)
 	}
 }
+
+// TestListingPages lists with two keys a page: Walk reports every blob
+// and AbortUploads aborts every upload, across pages.
+func TestListingPages(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	be.pageSize = 2
+	want := map[cas.Blob]bool{}
+	for i := range 7 {
+		res, err := be.Put(t.Context(), bytes.NewReader(randomData(uint64(600+i), 100)), ".bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[res.Blob] = true
+	}
+	got := map[cas.Blob]bool{}
+	if err := be.Walk(t.Context(), func(e cas.Entry) error { got[e.Blob] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Walk two keys a page found %d blobs, want %d", len(got), len(want))
+	}
+	for b := range want {
+		if !got[b] {
+			t.Errorf("Walk two keys a page missed %v", b)
+		}
+	}
+	const uploads = 5
+	for i := range uploads {
+		key := be.keyBase + cas.BlobsDir + fmt.Sprintf("/0%d/upload-%d", i%2, i)
+		if _, err := be.client.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := be.AbortUploads(t.Context(), 0); err != nil || n != uploads {
+		t.Errorf("AbortUploads two a page = %d, %v; want %d", n, err, uploads)
+	}
+	left, err := be.client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket})
+	if err != nil || len(left.Uploads) != 0 {
+		t.Errorf("after AbortUploads, %d uploads remain, %v", len(left.Uploads), err)
+	}
+}
