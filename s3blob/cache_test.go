@@ -229,7 +229,8 @@ func TestCacheScanSparesSlowPut(t *testing.T) {
 	dir := t.TempDir()
 	be := openOn(t, srv, WithCache(dir, 1<<30))
 	data := randomData(31, 300<<10)
-	g := &gatedReader{data: data, reached: make(chan struct{}), release: make(chan struct{})}
+	reached := make(chan struct{})
+	g := &gatedReader{data: data, reached: reached, release: make(chan struct{})}
 	type result struct {
 		res cas.PutResult
 		err error
@@ -239,7 +240,7 @@ func TestCacheScanSparesSlowPut(t *testing.T) {
 		res, err := be.Put(t.Context(), g, ".bin")
 		done <- result{res, err}
 	}()
-	<-g.reached
+	<-reached
 	clk := newClock()
 	clk.t = time.Now().Add(2 * time.Hour)
 	other, err := NewCache(dir, 1<<30, clk.now)
