@@ -37,7 +37,37 @@ type Fetcher interface {
 	// wrapping ErrCorrupt instead of io.EOF when they do not hash to the
 	// blob's digest. A missing blob gives an error wrapping ErrNotFound.
 	// The caller closes the Reader.
+	//
+	// A backend with a local read-through cache (an object store) may
+	// answer from its cached copy a blob that another machine has since
+	// removed from the store: Open then succeeds where Stat says
+	// ErrNotFound. The cached bytes are still checked against the digest,
+	// so what is read is the blob, never other content. Checking the store
+	// on every read would cost a round trip per read and defeat the cache
+	// that keeps pointer reads local; and a blob is removed only by gc once
+	// no index row names it, so a reader following a row does not meet
+	// this. A caller that must know what the store holds (verify, gc) uses
+	// Stat, or OpenStored.
 	Open(ctx context.Context, b Blob) (*Reader, error)
+}
+
+// A RemoteOpener is a Fetcher with a local cache that can also read a blob
+// from the store itself, past the cache.
+type RemoteOpener interface {
+	// OpenRemote opens the blob as Open does, but reads it from the store,
+	// never from a cached copy: a blob the store no longer holds gives
+	// ErrNotFound, and damage to the stored bytes shows.
+	OpenRemote(ctx context.Context, b Blob) (*Reader, error)
+}
+
+// OpenStored opens a blob for a checked read of what the store holds: with
+// OpenRemote when f has a cache it can bypass, else with Open. Verify and
+// gc read so.
+func OpenStored(ctx context.Context, f Fetcher, b Blob) (*Reader, error) {
+	if ro, ok := f.(RemoteOpener); ok {
+		return ro.OpenRemote(ctx, b)
+	}
+	return f.Open(ctx, b)
 }
 
 // A Statter describes blobs without reading them.

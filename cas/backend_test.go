@@ -59,8 +59,8 @@ func TestShardRootKeptOnMiss(t *testing.T) {
 	for err := range errs {
 		t.Errorf("with misses in the same shard: %v", err)
 	}
-	if len(rfs.retired) != 0 {
-		t.Errorf("%d shard handles retired, want 0: the shard was never removed", len(rfs.retired))
+	if rfs.retired != 0 {
+		t.Errorf("%d shard handles retired, want 0: the shard was never removed", rfs.retired)
 	}
 }
 
@@ -100,7 +100,75 @@ func TestShardRootRetiredWhenRemade(t *testing.T) {
 		t.Fatalf("OpenFile in the remade shard = %v", err)
 	}
 	f.Close()
-	if len(rfs.retired) != 1 {
-		t.Errorf("%d shard handles retired, want the removed directory's", len(rfs.retired))
+	if rfs.retired != 1 {
+		t.Errorf("%d shard handles retired, want the removed directory's", rfs.retired)
+	}
+}
+
+// TestShardRootsClosedWhenRemoved writes a blob, removes it and its empty
+// shard directory, again and again, as a long-lived process that packs
+// does: the store's open file descriptors do not grow with the cycles.
+func TestShardRootsClosedWhenRemoved(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to count open files")
+	}
+	ctx := t.Context()
+	s, err := Open(ctx, t.TempDir(), WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := []byte("a blob removed and written again\n")
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	cycle := func() {
+		res, err := s.PutBytes(ctx, data, ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Remove(ctx, res.Blob); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.RemoveEmptyShards(ctx); err != nil || n == 0 {
+			t.Fatalf("RemoveEmptyShards = %d, %v; want the blob's shard removed", n, err)
+		}
+	}
+	cycle()
+	before := fds()
+	const cycles = 50
+	for range cycles {
+		cycle()
+	}
+	after := fds()
+	t.Logf("open descriptors: %d before, %d after %d cycles", before, after, cycles)
+	if after > before+5 {
+		t.Errorf("open descriptors grew from %d to %d over %d remove/write cycles", before, after, cycles)
+	}
+}
+
+// TestOpenStoredLocal reads a local store's blob with OpenStored, which
+// falls back to Open for a backend without a cache.
+func TestOpenStoredLocal(t *testing.T) {
+	s, err := Open(t.Context(), t.TempDir(), WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.PutBytes(t.Context(), []byte("stored"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenStored(t.Context(), s, res.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := OpenStored(t.Context(), s, Blob{Digest: Sum([]byte("absent")), Ext: ".txt"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenStored(missing) = %v, want ErrNotFound", err)
 	}
 }

@@ -51,46 +51,92 @@ var errSyncFSUnsupported = errors.New("syncfs not supported")
 type rootFS struct {
 	root   *os.Root
 	mu     sync.Mutex
-	shards map[string]*os.Root
-	// retired holds the Roots of shard directories found removed: another
-	// goroutine may still be using one, so it is closed only with the store.
-	retired []*os.Root
+	shards map[string]*shardRoot
+	// retired counts the shard Roots dropped because their directory was
+	// removed; each is closed once no call uses it.
+	retired int
+}
+
+// shardRoot is a shard directory's cached Root and the number of calls
+// using it, so that a Root dropped from the cache is closed by its last
+// user rather than kept open until the store closes.
+type shardRoot struct {
+	root    *os.Root
+	refs    int
+	dropped bool
 }
 
 func newRootFS(root *os.Root) *rootFS {
-	return &rootFS{root: root, shards: make(map[string]*os.Root)}
+	return &rootFS{root: root, shards: make(map[string]*shardRoot)}
 }
 
 // resolve returns the Root and name to use for a name relative to the store
-// root: the shard's own Root for blobs/<shard>/<file>.
-func (r *rootFS) resolve(name string) (*os.Root, string) {
-	const prefix = BlobsDir + "/"
-	if len(name) < len(prefix)+4 || name[:len(prefix)] != prefix || name[len(prefix)+2] != '/' {
-		return r.root, name
-	}
-	shard, base := name[len(prefix):len(prefix)+2], name[len(prefix)+3:]
-	if !isShardName(shard) || strings.ContainsRune(base, '/') {
-		return r.root, name
+// root: the shard's own Root for blobs/<shard>/<file>. The caller calls
+// release once done with the Root.
+func (r *rootFS) resolve(name string) (root *os.Root, base string, release func()) {
+	shard, base, ok := splitShard(name)
+	if !ok {
+		return r.root, name, func() {}
 	}
 	r.mu.Lock()
 	sr := r.shards[shard]
+	if sr != nil {
+		sr.refs++
+	}
 	r.mu.Unlock()
 	if sr == nil {
-		var err error
-		sr, err = r.root.OpenRoot(prefix + shard)
+		opened, err := r.root.OpenRoot(BlobsDir + "/" + shard)
 		if err != nil {
-			return r.root, name
+			return r.root, name, func() {}
 		}
 		r.mu.Lock()
-		if old := r.shards[shard]; old != nil {
-			sr.Close()
-			sr = old
+		if sr = r.shards[shard]; sr != nil {
+			opened.Close()
 		} else {
+			sr = &shardRoot{root: opened}
 			r.shards[shard] = sr
 		}
+		sr.refs++
 		r.mu.Unlock()
 	}
-	return sr, base
+	return sr.root, base, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		sr.refs--
+		if sr.dropped && sr.refs == 0 {
+			sr.root.Close()
+		}
+	}
+}
+
+// splitShard splits blobs/<shard>/<file> into its shard and file names.
+func splitShard(name string) (shard, base string, ok bool) {
+	const prefix = BlobsDir + "/"
+	if len(name) < len(prefix)+4 || name[:len(prefix)] != prefix || name[len(prefix)+2] != '/' {
+		return "", "", false
+	}
+	shard, base = name[len(prefix):len(prefix)+2], name[len(prefix)+3:]
+	if !isShardName(shard) || strings.ContainsRune(base, '/') {
+		return "", "", false
+	}
+	return shard, base, true
+}
+
+// drop removes a shard's Root from the cache if it is root (any Root when
+// root is nil); it is closed now if no call uses it, else by the last.
+func (r *rootFS) drop(shard string, root *os.Root) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sr := r.shards[shard]
+	if sr == nil || (root != nil && sr.root != root) {
+		return
+	}
+	delete(r.shards, shard)
+	sr.dropped = true
+	r.retired++
+	if sr.refs == 0 {
+		sr.root.Close()
+	}
 }
 
 // forget drops the cached Root of the shard holding name, after an error
@@ -99,7 +145,12 @@ func (r *rootFS) forget(name string, err error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	root, _ := r.resolve(name)
+	shard, _, ok := splitShard(name)
+	if !ok {
+		return
+	}
+	root, _, release := r.resolve(name)
+	defer release()
 	if root == r.root {
 		return
 	}
@@ -110,25 +161,20 @@ func (r *rootFS) forget(name string, err error) {
 			return
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, v := range r.shards {
-		if v == root {
-			delete(r.shards, k)
-			r.retired = append(r.retired, v)
-		}
-	}
+	r.drop(shard, root)
 }
 
 func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
-	root, base := r.resolve(name)
+	root, base, release := r.resolve(name)
 	f, err := root.OpenFile(base, flag, perm)
+	release()
 	if err != nil && root != r.root && errors.Is(err, fs.ErrNotExist) {
 		// The cached shard directory may have been removed (packing removes
 		// empty shards) and made anew by another process: look again.
 		r.forget(name, err)
-		root, base = r.resolve(name)
+		root, base, release = r.resolve(name)
 		f, err = root.OpenFile(base, flag, perm)
+		release()
 	}
 	if err != nil {
 		r.forget(name, err)
@@ -138,14 +184,16 @@ func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error)
 }
 
 func (r *rootFS) Rename(oldname, newname string) error {
-	ro, bo := r.resolve(oldname)
-	rn, bn := r.resolve(newname)
+	ro, bo, releaseOld := r.resolve(oldname)
+	rn, bn, releaseNew := r.resolve(newname)
 	var err error
 	if ro == rn {
 		err = ro.Rename(bo, bn)
 	} else {
 		err = r.root.Rename(oldname, newname)
 	}
+	releaseOld()
+	releaseNew()
 	if err != nil {
 		r.forget(newname, err)
 	}
@@ -153,23 +201,34 @@ func (r *rootFS) Rename(oldname, newname string) error {
 }
 
 func (r *rootFS) Remove(name string) error {
-	root, base := r.resolve(name)
-	return root.Remove(base)
+	root, base, release := r.resolve(name)
+	err := root.Remove(base)
+	release()
+	if err == nil && root == r.root {
+		// A shard directory removed here: its cached Root names nothing.
+		if shard, ok := strings.CutPrefix(name, BlobsDir+"/"); ok && isShardName(shard) {
+			r.drop(shard, nil)
+		}
+	}
+	return err
 }
 
 func (r *rootFS) Lstat(name string) (fs.FileInfo, error) {
-	root, base := r.resolve(name)
+	root, base, release := r.resolve(name)
 	fi, err := root.Lstat(base)
+	release()
 	if err != nil && root != r.root && errors.Is(err, fs.ErrNotExist) {
 		r.forget(name, err)
-		root, base = r.resolve(name)
+		root, base, release = r.resolve(name)
 		fi, err = root.Lstat(base)
+		release()
 	}
 	return fi, err
 }
 
 func (r *rootFS) Chtimes(name string, atime, mtime time.Time) error {
-	root, base := r.resolve(name)
+	root, base, release := r.resolve(name)
+	defer release()
 	return root.Chtimes(base, atime, mtime)
 }
 
@@ -185,11 +244,12 @@ func (r *rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 func (r *rootFS) SyncDir(name string) error {
-	root, base := r.resolve(name + "/.")
+	root, base, release := r.resolve(name + "/.")
 	if root == r.root {
 		base = name
 	}
 	f, err := root.Open(base)
+	release()
 	if err != nil {
 		return err
 	}
@@ -213,13 +273,9 @@ func (r *rootFS) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.shards {
-		v.Close()
+		v.root.Close()
 		delete(r.shards, k)
 	}
-	for _, v := range r.retired {
-		v.Close()
-	}
-	r.retired = nil
 }
 
 // isDiskFull reports whether err says the file system or the user's quota

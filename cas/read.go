@@ -149,25 +149,7 @@ func (r *Reader) Close() error { return r.f.Close() }
 // ReadAll returns a blob's bytes once they are checked against its digest;
 // a corrupt blob gives an error wrapping ErrCorrupt and no bytes.
 func (s *Store) ReadAll(ctx context.Context, b Blob) ([]byte, error) {
-	r, err := s.Open(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	buf := make([]byte, 0, r.Size()+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return ReadBlob(ctx, s, b)
 }
 
 // Stat describes a blob's file without reading it; a blob that is not a file

@@ -10,7 +10,6 @@ package cas
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -113,13 +112,6 @@ func ReadOnly() Option {
 	}
 }
 
-// marker is the content of MarkerFile.
-type marker struct {
-	Format     int    `json:"format"`
-	Hash       string `json:"hash"`
-	ShardWidth int    `json:"shard_width"`
-}
-
 // Store is a content-addressed blob store rooted at a directory. It is safe for
 // concurrent use by many goroutines and many processes.
 type Store struct {
@@ -207,17 +199,8 @@ func (s *Store) init(create bool) error {
 	case err != nil:
 		return fmt.Errorf("cas: read %s: %w", filepath.Join(s.dir, MarkerFile), err)
 	default:
-		var m marker
-		if err := json.Unmarshal(b, &m); err != nil {
-			return fmt.Errorf("cas: %s is damaged: %w", filepath.Join(s.dir, MarkerFile), err)
-		}
-		if m.Format > Format {
-			return fmt.Errorf("cas: %w: %s has format %d, this build reads formats up to %d; upgrade toolcas",
-				ErrNewerFormat, s.dir, m.Format, Format)
-		}
-		if m.Hash != "blake3" || m.ShardWidth != 2 || m.Format < 1 {
-			return fmt.Errorf("cas: %s names hash %q, shard width %d, format %d; this build reads blake3, width 2, format %d",
-				filepath.Join(s.dir, MarkerFile), m.Hash, m.ShardWidth, m.Format, Format)
+		if err := CheckMarker(b, filepath.Join(s.dir, MarkerFile), s.dir); err != nil {
+			return fmt.Errorf("cas: %w", err)
 		}
 	}
 	if s.readOnly {
@@ -229,8 +212,7 @@ func (s *Store) init(create bool) error {
 // writeMarker writes the layout marker atomically and durably; several
 // processes creating one store at once write identical bytes.
 func (s *Store) writeMarker() error {
-	b, _ := json.MarshalIndent(marker{Format: Format, Hash: "blake3", ShardWidth: 2}, "", "  ")
-	b = append(b, '\n')
+	b := MarkerContent()
 	tmp := fmt.Sprintf("%s%s%s", tempPrefix, MarkerFile, randomSuffix())
 	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

@@ -7,6 +7,9 @@ import (
 	"syscall"
 )
 
+// tempLocking says temp files are locked here.
+const tempLocking = true
+
 // lockTemp takes an exclusive lock on a temp file the store is writing, so
 // that gc, which removes only the temp files it can lock, leaves it alone
 // however long the content takes to arrive. The lock goes with the file

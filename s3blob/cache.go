@@ -18,8 +18,10 @@ import (
 	"github.com/toolcas/toolcas/cas"
 )
 
-// staleTemp is how old a temp file in the cache must be before an eviction
-// removes it: its writer has surely died.
+// staleTemp is how old a temp file in the cache must be before a scan
+// removes it where temp files cannot be locked: its writer has surely died.
+// Where they can (cas.TempLocking), a scan removes exactly the temp files no
+// live writer holds locked, whatever their age.
 const staleTemp = time.Hour
 
 // Cache is a bounded local directory of blob files, laid out as a store's
@@ -27,19 +29,26 @@ const staleTemp = time.Hour
 // a file any tool can open. Only checked bytes enter it: a file is written
 // under a temp name, hashed, and renamed into place. Its total size is kept
 // at most its bound by evicting the least recently used files (a hit
-// refreshes a file's modification time). Many processes may share one
-// directory: every change is a rename or an unlink, each process scans the
-// directory before it evicts, and a process may exceed the bound by what
-// other processes added since its last scan.
+// refreshes a file's modification time) down to lowWater of it, so that the
+// directory is walked once per tenth of the bound filled, not at every fill.
+// Nothing is walked until the first fill: opening a cache costs nothing.
+// Many processes may share one directory: every change is a rename or an
+// unlink, each process scans the directory before it evicts, and a process
+// may exceed the bound by what other processes added since its last scan.
 type Cache struct {
 	dir string
 	max int64
 	now func() time.Time
 
 	mu        sync.Mutex
+	scanned   bool  // a scan has run, so total means something
 	total     int64 // bytes in the cache, as of the last scan plus this process's fills
 	sinceScan int64 // bytes this process added since its last scan
+	scans     int   // scans run, for tests
 }
+
+// lowWater is the share of its bound an eviction brings the cache down to.
+const lowWater = 0.9
 
 // NewCache opens (making it if needed) the cache directory dir, bounded to
 // maxBytes. now is the clock that orders files by last use; nil is the
@@ -60,13 +69,7 @@ func NewCache(dir string, maxBytes int64, now func() time.Time) (*Cache, error) 
 			return nil, fmt.Errorf("s3blob: make cache directory: %w", err)
 		}
 	}
-	c := &Cache{dir: abs, max: maxBytes, now: now}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.scanLocked(nil); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return &Cache{dir: abs, max: maxBytes, now: now}, nil
 }
 
 // Dir returns the cache directory's absolute path.
@@ -102,7 +105,10 @@ func (c *Cache) Size() (int64, error) {
 }
 
 // open opens a blob's cached file once its bytes are checked, refreshing its
-// last use. A missing file, or one that does not hash to the blob's digest
+// last use. A hit so reads the file twice: once here, whole, so that damage
+// is found before anything is handed out and the blob is fetched again
+// instead; and once more by the caller through a cas.Reader, which re-hashes
+// as it reads, as every read is checked (the file may change in between). A missing file, or one that does not hash to the blob's digest
 // (which is then removed), gives cas.ErrNotFound: the caller fetches it.
 func (c *Cache) open(ctx context.Context, b cas.Blob) (*os.File, int64, error) {
 	p := c.Path(b)
@@ -160,6 +166,16 @@ func (c *Cache) createTemp() (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("s3blob: cache: create temp file: %w", err)
 		}
+		// A scan removes a temp file only while it holds its lock: one a
+		// scan removed between its creation and this lock is made anew.
+		if err := cas.LockTempFile(f); err != nil {
+			c.discard(f)
+			return nil, fmt.Errorf("s3blob: cache: lock temp file: %w", err)
+		}
+		if cas.TempFileUnlinked(f) {
+			f.Close()
+			continue
+		}
 		return f, nil
 	}
 	return nil, fmt.Errorf("s3blob: cache: create temp file in %s: no free name", c.dir)
@@ -173,26 +189,16 @@ func (c *Cache) discard(f *os.File) {
 
 // install renames a temp file holding a blob's checked bytes into place and
 // returns it open at its start; the open file reads the bytes even if an
-// eviction removes the name at once. When check is set the bytes are hashed
-// again first. Then the cache evicts what is over its bound, never this blob.
-func (c *Cache) install(f *os.File, b cas.Blob, size int64, check bool) (*os.File, int64, error) {
-	if check {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			c.discard(f)
-			return nil, 0, err
-		}
-		h := cas.NewHashingReader(f)
-		if _, err := io.Copy(io.Discard, h); err != nil {
-			c.discard(f)
-			return nil, 0, fmt.Errorf("s3blob: cache: %w", err)
-		}
-		if h.Digest() != b.Digest || h.Size() != size {
-			c.discard(f)
-			return nil, 0, fmt.Errorf("s3blob: cache: fill %s: %w", b.FileName(),
-				&cas.CorruptError{Blob: b, Reason: "content hashes to " + h.Digest().String(), Got: h.Digest(), Size: h.Size()})
-		}
-	}
+// eviction removes the name at once. The caller has checked the bytes: a put
+// hashed them to name the blob, a fetch read them through a cas.Reader, which
+// fails at the end on a mismatch. Then the cache evicts what is over its
+// bound, never this blob.
+func (c *Cache) install(f *os.File, b cas.Blob, size int64) (*os.File, int64, error) {
 	p := c.Path(b)
+	var replaced int64
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+		replaced = fi.Size()
+	}
 	if err := f.Chmod(0o444); err != nil {
 		c.discard(f)
 		return nil, 0, fmt.Errorf("s3blob: cache: %w", err)
@@ -214,17 +220,14 @@ func (c *Cache) install(f *os.File, b cas.Blob, size int64, check bool) (*os.Fil
 		return nil, 0, err
 	}
 	c.mu.Lock()
-	c.total += size
+	c.total += size - replaced
 	c.sinceScan += size
-	var everr error
-	if c.total > c.max || c.sinceScan > c.max/4 {
-		everr = c.scanLocked(&b)
+	if !c.scanned || c.total > c.max || c.sinceScan > c.max/4 {
+		// A failed scan leaves the cache over its bound until the next
+		// one; the blob's file is in place all the same.
+		c.scanLocked(&b)
 	}
 	c.mu.Unlock()
-	if everr != nil {
-		f.Close()
-		return nil, 0, everr
-	}
 	return f, size, nil
 }
 
@@ -243,10 +246,11 @@ type cached struct {
 	mtime time.Time
 }
 
-// scanLocked lists the cache, removes temp files older than staleTemp, and
-// evicts the least recently used files (never keep) until the total is
-// within the bound. c.mu is held.
+// scanLocked lists the cache, removes the temp files of dead writers, and
+// when the total is over the bound evicts the least recently used files
+// (never keep) until it is at most lowWater of it. c.mu is held.
 func (c *Cache) scanLocked(keep *cas.Blob) error {
+	c.scans++
 	var files []cached
 	var total int64
 	keepPath := ""
@@ -278,15 +282,14 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 	}
 	if tmps, err := os.ReadDir(filepath.Join(c.dir, "tmp")); err == nil {
 		for _, t := range tmps {
-			if fi, err := t.Info(); err == nil && c.now().Sub(fi.ModTime()) > staleTemp {
-				os.Remove(filepath.Join(c.dir, "tmp", t.Name()))
-			}
+			c.removeDeadTemp(filepath.Join(c.dir, "tmp", t.Name()))
 		}
 	}
 	if total > c.max {
+		low := int64(float64(c.max) * lowWater)
 		slices.SortFunc(files, func(a, b cached) int { return a.mtime.Compare(b.mtime) })
 		for _, f := range files {
-			if total <= c.max {
+			if total <= low {
 				break
 			}
 			if err := os.Remove(f.path); err == nil || errors.Is(err, fs.ErrNotExist) {
@@ -294,6 +297,31 @@ func (c *Cache) scanLocked(keep *cas.Blob) error {
 			}
 		}
 	}
-	c.total, c.sinceScan = total, 0
+	c.total, c.sinceScan, c.scanned = total, 0, true
 	return nil
+}
+
+// removeDeadTemp removes a temp file whose writer is gone: one whose lock it
+// can take (a live writer holds its lock until it renames or removes the
+// file), or where files are not locked, one older than staleTemp.
+func (c *Cache) removeDeadTemp(p string) {
+	if !cas.TempLocking {
+		if fi, err := os.Lstat(p); err == nil && c.now().Sub(fi.ModTime()) > staleTemp {
+			os.Remove(p)
+		}
+		return
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			// Not a file this cache made (a symlink, a fifo): remove it.
+			os.Remove(p)
+		}
+		return
+	}
+	defer f.Close()
+	if cas.TryLockTempFile(f) != nil {
+		return
+	}
+	os.Remove(p)
 }

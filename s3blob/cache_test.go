@@ -2,6 +2,7 @@ package s3blob
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -157,31 +158,147 @@ func TestCacheBlobLargerThanBound(t *testing.T) {
 	}
 }
 
-// TestCacheRemovesStaleTemp checks that a temp file a dead process left in
-// the cache goes at the next scan once it is an hour old, and a fresh one
-// stays.
-func TestCacheRemovesStaleTemp(t *testing.T) {
+// TestCacheRemovesDeadTemp checks that a scan removes a temp file no
+// writer holds, however fresh, and leaves one a live writer holds locked,
+// however old.
+func TestCacheRemovesDeadTemp(t *testing.T) {
+	if !cas.TempLocking {
+		t.Skip("temp files are not locked on this system")
+	}
 	clk := newClock()
 	dir := t.TempDir()
 	c, err := NewCache(dir, 1<<20, clk.now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale, fresh := filepath.Join(dir, "tmp", ".tmp-stale"), filepath.Join(dir, "tmp", ".tmp-fresh")
-	os.WriteFile(stale, []byte("x"), 0o644)
-	os.WriteFile(fresh, []byte("x"), 0o644)
-	old := clk.now().Add(-2 * time.Hour)
-	os.Chtimes(stale, old, old)
+	dead := filepath.Join(dir, "tmp", ".tmp-dead")
+	os.WriteFile(dead, []byte("x"), 0o644)
 	now := clk.now()
-	os.Chtimes(fresh, now, now)
+	os.Chtimes(dead, now, now)
+	live, err := c.createTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.discard(live)
+	old := clk.now().Add(-2 * time.Hour)
+	os.Chtimes(live.Name(), old, old)
 	c.mu.Lock()
 	err = c.scanLocked(nil)
 	c.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exists(stale) || !exists(fresh) {
-		t.Errorf("after a scan: stale temp present %v, fresh present %v; want false, true", exists(stale), exists(fresh))
+	if exists(dead) || !exists(live.Name()) {
+		t.Errorf("after a scan: dead temp present %v, live temp present %v; want false, true", exists(dead), exists(live.Name()))
+	}
+}
+
+// gatedReader hands out its data in two halves: after the first it closes
+// reached and waits for release.
+type gatedReader struct {
+	data    []byte
+	off     int
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	if g.off == len(g.data)/2 && g.reached != nil {
+		close(g.reached)
+		g.reached = nil
+		<-g.release
+	}
+	end := len(g.data)
+	if g.off < len(g.data)/2 {
+		end = len(g.data) / 2
+	}
+	if g.off == len(g.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, g.data[g.off:end])
+	g.off += n
+	return n, nil
+}
+
+// TestCacheScanSparesSlowPut runs a scan of the cache directory, as another
+// process sharing it would, with a clock two hours ahead while a put is
+// still reading its content: the put's temp file survives and the put
+// succeeds with the blob in the cache.
+func TestCacheScanSparesSlowPut(t *testing.T) {
+	srv := versitygw.Start(t)
+	dir := t.TempDir()
+	be := openOn(t, srv, WithCache(dir, 1<<30))
+	data := randomData(31, 300<<10)
+	reached := make(chan struct{})
+	g := &gatedReader{data: data, reached: reached, release: make(chan struct{})}
+	type result struct {
+		res cas.PutResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := be.Put(t.Context(), g, ".bin")
+		done <- result{res, err}
+	}()
+	<-reached
+	clk := newClock()
+	clk.t = time.Now().Add(2 * time.Hour)
+	other, err := NewCache(dir, 1<<30, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.mu.Lock()
+	err = other.scanLocked(nil)
+	other.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Put while another process scanned the cache: %v", r.err)
+	}
+	if got, err := os.ReadFile(be.Path(r.res.Blob)); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("cache file after the put: %d bytes, %v; want the blob", len(got), err)
+	}
+	assertNoTemps(t, be.cache)
+}
+
+// TestPutSucceedsWhenCacheFails makes the blob's cache file impossible to
+// install (a directory holds its name): the object is stored, so the put
+// succeeds, and its temp file is gone.
+func TestPutSucceedsWhenCacheFails(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	data := randomData(32, 10<<10)
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	if err := os.MkdirAll(filepath.Join(be.Path(b), "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil || res.Blob != b {
+		t.Fatalf("Put with an uncachable blob = %+v, %v; want it stored", res, err)
+	}
+	assertNoTemps(t, be.cache)
+	r, err := be.OpenRemote(t.Context(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the stored object reads %d bytes, %v", len(got), err)
+	}
+}
+
+// assertNoTemps fails the test if the cache's tmp/ holds any file.
+func assertNoTemps(t *testing.T, c *Cache) {
+	t.Helper()
+	tmps, err := os.ReadDir(filepath.Join(c.Dir(), "tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tmps) != 0 {
+		t.Errorf("%d temp files left in the cache's tmp/", len(tmps))
 	}
 }
 
@@ -404,4 +521,103 @@ func machineChild(t *testing.T) {
 			t.Fatalf("read %d: %d bytes, %v", i, len(got), err)
 		}
 	}
+}
+
+// fill puts data into the cache as a fetch or a put does.
+func fill(t *testing.T, c *Cache, data []byte) cas.Blob {
+	t.Helper()
+	tmp, err := c.createTemp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	f, _, err := c.install(tmp, b, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return b
+}
+
+// TestCacheScansInSteadyState fills a full cache again and again: it walks
+// its directory about once per tenth of its bound filled, not at every
+// fill, and opening it walks nothing.
+func TestCacheScansInSteadyState(t *testing.T) {
+	dir := t.TempDir()
+	const size, max = 1000, 100 * 1000
+	clk := newClock()
+	c, err := NewCache(dir, max, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		clk.advance(time.Second)
+		fill(t, c, randomData(uint64(i), size))
+	}
+	c2, err := NewCache(dir, max, clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.scans != 0 {
+		t.Errorf("opening a cache scanned it %d times, want 0", c2.scans)
+	}
+	const n = 200
+	before := c.scans
+	for i := range n {
+		clk.advance(time.Second)
+		fill(t, c, randomData(uint64(1000+i), size))
+	}
+	scans := c.scans - before
+	t.Logf("%d scans over %d fills of a full cache", scans, n)
+	if scans > n/5 {
+		t.Errorf("%d scans over %d fills of a full cache, want at most %d", scans, n, n/5)
+	}
+	if total, err := c.Size(); err != nil || total > max {
+		t.Errorf("cache holds %d bytes, %v; bound %d", total, err, max)
+	}
+}
+
+// TestCacheRefillCountsOnce installs the same blob twice: the cache's
+// total counts its bytes once.
+func TestCacheRefillCountsOnce(t *testing.T) {
+	c, err := NewCache(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomData(7, 5000)
+	fill(t, c, data)
+	fill(t, c, data)
+	c.mu.Lock()
+	total := c.total
+	c.mu.Unlock()
+	if total != int64(len(data)) {
+		t.Errorf("total after installing one blob twice = %d, want %d", total, len(data))
+	}
+}
+
+// failingReader gives n bytes of data, then fails.
+type failingReader struct{ n int }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("source failed")
+	}
+	k := min(len(p), f.n)
+	clear(p[:k])
+	f.n -= k
+	return k, nil
+}
+
+// TestFailedPutLeavesNoTemp puts content whose reader fails partway: the
+// put fails and the cache's tmp/ is empty.
+func TestFailedPutLeavesNoTemp(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	if _, err := be.Put(t.Context(), &failingReader{n: 300 << 10}, ".bin"); err == nil {
+		t.Fatal("Put from a failing reader succeeded")
+	}
+	assertNoTemps(t, be.cache)
 }

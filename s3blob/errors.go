@@ -2,14 +2,16 @@ package s3blob
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"syscall"
 
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"github.com/toolcas/toolcas/cas"
@@ -37,8 +39,18 @@ var (
 	ErrNoRegion = errors.New("no region")
 
 	// ErrUnreachable is returned when the object store does not answer:
-	// the connection is refused, reset or times out.
+	// its host name does not resolve, or the connection is refused, reset,
+	// closed midway or times out.
 	ErrUnreachable = errors.New("object store unreachable")
+
+	// ErrTLS is returned when the TLS connection to the object store fails:
+	// its certificate is not trusted or names another host, or the
+	// endpoint does not speak TLS.
+	ErrTLS = errors.New("object store TLS")
+
+	// ErrBadConfig is returned by Open when the AWS configuration (the
+	// environment or a profile) holds a malformed endpoint or region.
+	ErrBadConfig = errors.New("bad object store configuration")
 )
 
 // classify wraps an error from the SDK with the sentinel that says what
@@ -72,12 +84,51 @@ func (be *Backend) classify(what string, err error) error {
 			what, ErrCredentials, be.endpointName(), be.loc.Bucket)
 	}
 	if isCredentialRetrieval(err) {
-		return fmt.Errorf("s3blob: %s: %w: none found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile: %v", what, ErrCredentials, err)
+		return fmt.Errorf("s3blob: %s: %w: %s", what, ErrCredentials, credentialFailure(err))
+	}
+	if isTLS(err) {
+		return fmt.Errorf("s3blob: %s: %w: the TLS connection to %s failed: %v (check that the endpoint speaks https and that its certificate is trusted: AWS_CA_BUNDLE)",
+			what, ErrTLS, be.endpointName(), rootCause(err))
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return fmt.Errorf("s3blob: %s: %w: the host of %s does not resolve: %v", what, ErrUnreachable, be.endpointName(), dns)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "proxyconnect" {
+		return fmt.Errorf("s3blob: %s: %w: the proxy to %s did not answer: %v (check HTTPS_PROXY, HTTP_PROXY)", what, ErrUnreachable, be.endpointName(), rootCause(err))
 	}
 	if isUnreachable(err) {
 		return fmt.Errorf("s3blob: %s: %w: %s did not answer: %v", what, ErrUnreachable, be.endpointName(), rootCause(err))
 	}
 	return fmt.Errorf("s3blob: %s: %w", what, err)
+}
+
+// credentialFailure says what failed when credentials could not be had.
+func credentialFailure(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "no EC2 IMDS role found") || strings.Contains(msg, "failed to refresh cached credentials, no") ||
+		strings.Contains(msg, "static credentials are empty") {
+		return fmt.Sprintf("none found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile (%v)", err)
+	}
+	return fmt.Sprintf("could not get them: %v", err)
+}
+
+// isTLS reports whether err is a failed TLS handshake or certificate check.
+func isTLS(err error) bool {
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		verify   *tls.CertificateVerificationError
+		record   tls.RecordHeaderError
+		alert    tls.AlertError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert) ||
+		// net/http replaces the tls.RecordHeaderError of a plain HTTP
+		// answer with an error of its own, known only by its text.
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 func apiCode(err error) (string, int) {
@@ -112,19 +163,22 @@ func isCredentialRetrieval(err error) bool {
 		strings.Contains(err.Error(), "no EC2 IMDS role found")
 }
 
+// isUnreachable reports whether err says the server did not answer: the
+// connection was refused, reset, cut or timed out.
 func isUnreachable(err error) bool {
 	var ne net.Error
-	var me *retry.MaxAttemptsError
 	switch {
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH):
 		return true
-	case errors.As(err, &ne):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// The server closed the connection before it answered.
 		return true
-	case errors.As(err, &me):
-		return isUnreachable(me.Err)
+	case errors.As(err, &ne) && ne.Timeout():
+		return true
 	}
-	var oe *net.OpError
-	return errors.As(err, &oe) || strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF")
+	return false
 }
 
 func rootCause(err error) error {

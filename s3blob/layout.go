@@ -2,7 +2,6 @@ package s3blob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,13 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/toolcas/toolcas/cas"
 )
-
-// marker is the content of the store's layout marker object, as on disk.
-type marker struct {
-	Format     int    `json:"format"`
-	Hash       string `json:"hash"`
-	ShardWidth int    `json:"shard_width"`
-}
 
 // checkStore checks that the bucket exists and the prefix holds a store,
 // making both when create is set.
@@ -45,23 +37,14 @@ func (be *Backend) checkStore(ctx context.Context, create bool) error {
 	if err != nil {
 		return be.classify("read "+key, err)
 	}
-	var m marker
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("s3blob: %s in %s is damaged: %w", cas.MarkerFile, be.loc, err)
-	}
-	if m.Format > cas.Format {
-		return fmt.Errorf("s3blob: %w: %s has format %d, this build reads formats up to %d; upgrade toolcas",
-			cas.ErrNewerFormat, be.loc, m.Format, cas.Format)
-	}
-	if m.Hash != "blake3" || m.ShardWidth != 2 || m.Format < 1 {
-		return fmt.Errorf("s3blob: %s in %s names hash %q, shard width %d, format %d; this build reads blake3, width 2, format %d",
-			cas.MarkerFile, be.loc, m.Hash, m.ShardWidth, m.Format, cas.Format)
+	if err := cas.CheckMarker(b, cas.MarkerFile+" in "+be.loc.String(), be.loc.String()); err != nil {
+		return fmt.Errorf("s3blob: %w", err)
 	}
 	return nil
 }
 
 func (be *Backend) createBucket(ctx context.Context) error {
-	_, err := be.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &be.loc.Bucket})
+	_, err := be.client.CreateBucket(ctx, createBucketInput(be.loc.Bucket, be.region))
 	if err != nil {
 		var owned *types.BucketAlreadyOwnedByYou
 		var exists *types.BucketAlreadyExists
@@ -74,9 +57,21 @@ func (be *Backend) createBucket(ctx context.Context) error {
 	return nil
 }
 
+// createBucketInput is the request that creates a bucket in region: AWS
+// makes buckets in us-east-1 unless told otherwise, and refuses a request
+// that names no location to an endpoint of another region.
+func createBucketInput(bucket, region string) *s3.CreateBucketInput {
+	in := &s3.CreateBucketInput{Bucket: &bucket}
+	if region != "" && region != "us-east-1" {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(region),
+		}
+	}
+	return in
+}
+
 func (be *Backend) writeMarker(ctx context.Context) error {
-	b, _ := json.MarshalIndent(marker{Format: cas.Format, Hash: "blake3", ShardWidth: 2}, "", "  ")
-	b = append(b, '\n')
+	b := cas.MarkerContent()
 	key := be.keyBase + cas.MarkerFile
 	_, err := be.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &be.loc.Bucket, Key: &key, Body: strings.NewReader(string(b)),

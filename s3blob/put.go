@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -22,9 +23,12 @@ import (
 // (If-None-Match: *): in one request up to the part size, else as a
 // multipart upload whose parts are read from the temp file, so memory stays
 // bounded whatever the size. A writer that finds the object made meanwhile
-// by another succeeds with Existed set. On any failure the upload is
+// by another succeeds with Existed set. An object of the name with another
+// size is damage and is overwritten with the blob's bytes. On any failure
+// the upload is
 // aborted and no object is made. The temp file then becomes the blob's file
-// in the cache.
+// in the cache, if it can: once the object is stored, a failure to cache it
+// does not fail the put.
 func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutResult, error) {
 	if err := cas.CheckExt(ext); err != nil {
 		return cas.PutResult{}, fmt.Errorf("s3blob: put: %w", err)
@@ -52,11 +56,11 @@ func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutRes
 		return res, err
 	}
 	res.Existed = existed
-	f, _, err := be.cache.install(tmp, b, res.Size, false)
-	if err != nil {
-		return res, err
+	// The blob is stored: the cache is best effort from here. A copy that
+	// cannot be installed is dropped, and a read fetches the blob.
+	if f, _, err := be.cache.install(tmp, b, res.Size); err == nil {
+		f.Close()
 	}
-	f.Close()
 	return res, nil
 }
 
@@ -70,20 +74,19 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 		case err == nil && info.Size == size:
 			return true, nil
 		case err == nil:
-			// An object of the blob's name with another size is damage: a
-			// write never trusts what is there. Every writer of this name
-			// writes the same bytes, so deleting it loses nothing.
-			if _, err := be.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &be.loc.Bucket, Key: &key}); err != nil {
-				return false, be.classify("replace damaged "+b.FileName(), err)
-			}
+			// An object of the blob's name with another size is damage
+			// (one of the same size is trusted as a dedup hit: verify,
+			// which re-hashes every object, is what finds that). Every
+			// writer of this name writes the same bytes, so it is
+			// overwritten unconditionally, never deleted first: a delete
+			// could remove a good object another writer just made and
+			// reported, and a writer dying between the delete and its
+			// write would lose a blob that others recorded.
+			return false, be.write(ctx, f, b, key, size, false)
 		case !errors.Is(err, cas.ErrNotFound):
 			return false, err
 		}
-		if size <= be.partSize {
-			err = be.putObject(ctx, f, key, size)
-		} else {
-			err = be.putMultipart(ctx, f, key, size)
-		}
+		err = be.send(ctx, f, key, size, true)
 		switch {
 		case err == nil:
 			return false, nil
@@ -91,7 +94,13 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 			// Another writer made the object first: the same bytes.
 			return true, nil
 		case isConditionalConflict(err) && attempt < 5:
-			// Another conditional write of the key was in flight; look again.
+			// Another conditional write of the key is in flight: wait for
+			// its object to show rather than send everything again at
+			// once; if it never does (that write failed), upload again.
+			found, werr := be.awaitObject(ctx, b, size)
+			if werr != nil || found {
+				return found, werr
+			}
 			continue
 		case ctx.Err() == nil:
 			// A server refusing a conditional write may answer before it
@@ -106,14 +115,67 @@ func (be *Backend) upload(ctx context.Context, f *os.File, b cas.Blob, size int6
 	}
 }
 
-func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64) error {
-	_, err := be.client.PutObject(ctx, &s3.PutObjectInput{
+// write sends the temp file as the blob's object (see send) and
+// classifies a failure.
+func (be *Backend) write(ctx context.Context, f *os.File, b cas.Blob, key string, size int64, conditional bool) error {
+	if err := be.send(ctx, f, key, size, conditional); err != nil {
+		return be.classify("put "+b.FileName(), err)
+	}
+	return nil
+}
+
+// send uploads the temp file as the object key: in one request up to the
+// part size, else as a multipart upload. When conditional is set the write
+// is refused if the object exists (If-None-Match: *).
+func (be *Backend) send(ctx context.Context, f *os.File, key string, size int64, conditional bool) error {
+	if size <= be.partSize {
+		return be.putObject(ctx, f, key, size, conditional)
+	}
+	return be.putMultipart(ctx, f, key, size, conditional)
+}
+
+// conflictPolls is how many times a writer that met another conditional
+// write of its key in flight looks for that write's object before it
+// uploads again.
+const conflictPolls = 6
+
+// awaitObject polls the blob's object with jittered, growing delays (from
+// be.pollBase), honouring ctx, and reports whether it appeared with the
+// blob's size.
+func (be *Backend) awaitObject(ctx context.Context, b cas.Blob, size int64) (bool, error) {
+	d := be.pollBase
+	for range conflictPolls {
+		wait := d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("s3blob: put %s: %w", b.FileName(), ctx.Err())
+		case <-t.C:
+		}
+		info, err := be.Stat(ctx, b)
+		switch {
+		case err == nil:
+			return info.Size == size, nil
+		case !errors.Is(err, cas.ErrNotFound):
+			return false, err
+		}
+		d *= 2
+	}
+	return false, nil
+}
+
+func (be *Backend) putObject(ctx context.Context, f *os.File, key string, size int64, conditional bool) error {
+	in := &s3.PutObjectInput{
 		Bucket:        &be.loc.Bucket,
 		Key:           &key,
 		Body:          io.NewSectionReader(f, 0, size),
 		ContentLength: aws.Int64(size),
-		IfNoneMatch:   aws.String("*"),
-	})
+	}
+	if conditional {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := be.client.PutObject(ctx, in)
 	return err
 }
 
@@ -128,9 +190,10 @@ func (be *Backend) partSizeFor(size int64) int64 {
 }
 
 // putMultipart uploads the file in parts, a few at a time, each read from
-// the file as it is sent, and completes the upload conditionally. Any
-// failure aborts the upload, so that its parts do not linger.
-func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, size int64) (err error) {
+// the file as it is sent, and completes the upload (conditionally when
+// conditional is set). Any failure aborts the upload, so that its parts do
+// not linger.
+func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, size int64, conditional bool) (err error) {
 	created, err := be.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key})
 	if err != nil {
 		return err
@@ -198,11 +261,14 @@ func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, siz
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err = be.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+	in := &s3.CompleteMultipartUploadInput{
 		Bucket: &be.loc.Bucket, Key: &key, UploadId: id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
-		IfNoneMatch:     aws.String("*"),
-	})
+	}
+	if conditional {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err = be.client.CompleteMultipartUpload(ctx, in)
 	return err
 }
 
@@ -214,26 +280,45 @@ func (be *Backend) AbortUploads(ctx context.Context, olderThan time.Duration) (i
 	prefix := be.keyBase + cas.BlobsDir + "/"
 	cutoff := time.Now().Add(-olderThan)
 	in := &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket, Prefix: &prefix}
-	n := 0
+	if be.pageSize > 0 {
+		in.MaxUploads = aws.Int32(be.pageSize)
+	}
+	// List every page first, then abort: a server may refuse a page
+	// marker naming an upload that was aborted meanwhile.
+	var stale []types.MultipartUpload
 	for {
 		out, err := be.client.ListMultipartUploads(ctx, in)
+		if code, _ := apiCode(err); code == "InvalidArgument" && in.UploadIdMarker != nil {
+			// Some servers (versitygw 1.8.0) refuse the upload-id marker
+			// they returned. Go on after the key alone: further uploads
+			// of that one key wait for the next run.
+			in.UploadIdMarker = nil
+			out, err = be.client.ListMultipartUploads(ctx, in)
+		}
 		if err != nil {
-			return n, be.classify("list uploads in "+be.loc.String(), err)
+			return 0, be.classify("list uploads in "+be.loc.String(), err)
 		}
 		for _, u := range out.Uploads {
-			if u.Initiated != nil && u.Initiated.After(cutoff) {
-				continue
+			if u.Initiated == nil || !u.Initiated.After(cutoff) {
+				stale = append(stale, u)
 			}
-			if _, err := be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-				Bucket: &be.loc.Bucket, Key: u.Key, UploadId: u.UploadId,
-			}); err != nil {
-				return n, be.classify("abort upload of "+aws.ToString(u.Key), err)
-			}
-			n++
 		}
 		if !aws.ToBool(out.IsTruncated) {
-			return n, nil
+			break
 		}
 		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
 	}
+	n := 0
+	for _, u := range stale {
+		if _, err := be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: &be.loc.Bucket, Key: u.Key, UploadId: u.UploadId,
+		}); err != nil {
+			if errors.Is(be.classify("", err), cas.ErrNotFound) {
+				continue // aborted or completed meanwhile
+			}
+			return n, be.classify("abort upload of "+aws.ToString(u.Key), err)
+		}
+		n++
+	}
+	return n, nil
 }

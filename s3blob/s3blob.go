@@ -9,7 +9,8 @@
 // so memory stays bounded; every read is re-hashed. Credentials, region and
 // endpoint come from the standard AWS configuration (AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
-// profiles), or from the location.
+// profiles); the location may name the region and endpoint, never
+// credentials.
 package s3blob
 
 import (
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -144,18 +146,25 @@ func WithClock(now func() time.Time) Option {
 // Backend is a cas.Backend on an S3-compatible object store. It is safe for
 // concurrent use by many goroutines and many processes, on many machines.
 type Backend struct {
-	loc      Location
-	client   *s3.Client
-	endpoint string
-	keyBase  string // the prefix and a slash, or ""
-	cache    *Cache
-	partSize int64
-	conc     int
-	fetches  atomic.Int64 // GETs of blob objects, for tests of the cache
+	loc       Location
+	region    string // the region requests are signed for
+	client    *s3.Client
+	endpoint  string
+	keyBase   string // the prefix and a slash, or ""
+	cache     *Cache
+	partSize  int64
+	conc      int
+	pollBase  time.Duration // first delay of awaitObject
+	closeIdle func()        // closes the idle connections of the backend's own HTTP client
+	pageSize  int32         // keys per listing page; 0 is the server's default (1000), tests set it small
+	fetches   atomic.Int64  // GETs of blob objects, for tests of the cache
 }
 
-// The object store is a blob backend.
-var _ cas.Backend = (*Backend)(nil)
+// The object store is a blob backend whose reads can bypass its cache.
+var (
+	_ cas.Backend      = (*Backend)(nil)
+	_ cas.RemoteOpener = (*Backend)(nil)
+)
 
 // Open connects to the store at loc. It checks that the bucket exists and
 // holds a store at the prefix: a missing bucket gives ErrNoBucket and a
@@ -183,12 +192,28 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	endpoint := loc.Endpoint
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL_S3")
+	if loc.Endpoint != "" {
+		if _, err := checkEndpoint(loc.Endpoint); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: endpoint %v", ErrBadURL, err)
+		}
 	}
-	if endpoint == "" {
-		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	if loc.Region != "" {
+		if err := checkRegion(loc.Region); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: region %v", ErrBadURL, err)
+		}
+	}
+	endpoint := loc.Endpoint
+	for _, k := range []string{"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"} {
+		if endpoint != "" {
+			break
+		}
+		if v := os.Getenv(k); v != "" {
+			ep, err := checkEndpoint(v)
+			if err != nil {
+				return nil, fmt.Errorf("s3blob: %w: %s: %v", ErrBadConfig, k, err)
+			}
+			endpoint = ep
+		}
 	}
 	var lopts []func(*config.LoadOptions) error
 	lopts = append(lopts, config.WithRetryMaxAttempts(o.maxAttempts))
@@ -203,7 +228,16 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("s3blob: load AWS configuration: %w", err)
 	}
 	if endpoint == "" && cfg.BaseEndpoint != nil {
-		endpoint = *cfg.BaseEndpoint
+		ep, err := checkEndpoint(*cfg.BaseEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("s3blob: %w: the AWS configuration's endpoint_url: %v", ErrBadConfig, err)
+		}
+		endpoint = ep
+	}
+	if cfg.Region != "" && loc.Region == "" {
+		if err := checkRegion(cfg.Region); err != nil {
+			return nil, fmt.Errorf("s3blob: %w: region from AWS_REGION or the profile: %v", ErrBadConfig, err)
+		}
 	}
 	if cfg.Region == "" {
 		if endpoint == "" {
@@ -213,7 +247,7 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		// must be signed for one.
 		cfg.Region = "us-east-1"
 	}
-	be := &Backend{loc: loc, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency}
+	be := &Backend{loc: loc, region: cfg.Region, endpoint: endpoint, cache: cache, partSize: o.partSize, conc: o.concurrency, pollBase: 200 * time.Millisecond}
 	if loc.Prefix != "" {
 		be.keyBase = loc.Prefix + "/"
 	}
@@ -225,15 +259,36 @@ func Open(ctx context.Context, loc Location, opts ...Option) (*Backend, error) {
 		}
 		if o.httpClient != nil {
 			so.HTTPClient = o.httpClient
+		} else if bc, ok := sdkClient(cfg.HTTPClient); ok {
+			// The SDK's client, as configured (AWS_CA_BUNDLE included),
+			// on a transport of the backend's own, so that Close can
+			// close its idle connections.
+			hc := &http.Client{Transport: bc.GetTransport(), Timeout: bc.GetTimeout()}
+			so.HTTPClient = hc
+			be.closeIdle = hc.CloseIdleConnections
 		}
 	})
+	if cfg.Credentials == nil {
+		return nil, fmt.Errorf("s3blob: %w: none configured: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile", ErrCredentials)
+	}
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
-		return nil, fmt.Errorf("s3blob: %w: none found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile: %v", ErrCredentials, err)
+		return nil, fmt.Errorf("s3blob: %w: %s", ErrCredentials, credentialFailure(err))
 	}
 	if err := be.checkStore(ctx, o.create); err != nil {
+		be.Close()
 		return nil, err
 	}
 	return be, nil
+}
+
+// sdkClient returns the SDK's buildable HTTP client the configuration holds
+// (with AWS_CA_BUNDLE applied), or a default one when it holds none.
+func sdkClient(c aws.HTTPClient) (*awshttp.BuildableClient, bool) {
+	if c == nil {
+		return awshttp.NewBuildableClient(), true
+	}
+	bc, ok := c.(*awshttp.BuildableClient)
+	return bc, ok
 }
 
 // Location returns where the store is.
@@ -242,9 +297,10 @@ func (be *Backend) Location() Location { return be.loc }
 // Cache returns the backend's local read-through cache.
 func (be *Backend) Cache() *Cache { return be.cache }
 
+// endpointName names the server in errors, never with a user or password.
 func (be *Backend) endpointName() string {
 	if be.endpoint != "" {
-		return be.endpoint
+		return stripUserinfo(be.endpoint)
 	}
 	return "the object store"
 }
@@ -279,6 +335,13 @@ func (be *Backend) Stat(ctx context.Context, b cas.Blob) (cas.BlobInfo, error) {
 // damaged), else fetched into the cache, re-hashed on the way, and read from
 // there. A blob whose object does not hash to its name gives an error
 // wrapping cas.ErrCorrupt, and nothing enters the cache.
+//
+// A cached blob is served without asking the store whether it still holds
+// it, as cas.Fetcher allows: after another machine's Remove, Open may still
+// succeed from the cache while Stat and OpenRemote say cas.ErrNotFound. A
+// round trip per read would defeat the cache, and gc removes only blobs no
+// index row names. Callers that must see the store, as verify does, use
+// Stat or OpenRemote (cas.OpenStored).
 func (be *Backend) Open(ctx context.Context, b cas.Blob) (*cas.Reader, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -335,7 +398,7 @@ func (be *Backend) fetch(ctx context.Context, b cas.Blob) (*os.File, int64, erro
 		}
 		return nil, 0, be.classify("fetch "+b.FileName(), err)
 	}
-	return be.cache.install(tmp, b, n, true)
+	return be.cache.install(tmp, b, n)
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -385,7 +448,11 @@ func (be *Backend) Walk(ctx context.Context, fn func(cas.Entry) error) error {
 		return err
 	}
 	prefix := be.keyBase + cas.BlobsDir + "/"
-	p := s3.NewListObjectsV2Paginator(be.client, &s3.ListObjectsV2Input{Bucket: &be.loc.Bucket, Prefix: &prefix})
+	in := &s3.ListObjectsV2Input{Bucket: &be.loc.Bucket, Prefix: &prefix}
+	if be.pageSize > 0 {
+		in.MaxKeys = aws.Int32(be.pageSize)
+	}
+	p := s3.NewListObjectsV2Paginator(be.client, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -412,5 +479,12 @@ func (be *Backend) Walk(ctx context.Context, fn func(cas.Entry) error) error {
 	return nil
 }
 
-// Close releases nothing the backend holds alone; it exists for cas.Backend.
-func (be *Backend) Close() error { return nil }
+// Close closes the idle connections of the backend's HTTP client (not of
+// one given with WithHTTPClient, which is the caller's). Requests still in
+// flight finish.
+func (be *Backend) Close() error {
+	if be.closeIdle != nil {
+		be.closeIdle()
+	}
+	return nil
+}

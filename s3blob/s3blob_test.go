@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,17 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/cas/backendtest"
 	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
-func randomData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, 99))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
-}
+// randomData is the conformance suite's generator of test content.
+var randomData = backendtest.RandomBytes
 
 // objectFile is where the posix backend keeps an object: the bucket's
 // directory, then the key.
@@ -85,7 +79,7 @@ func TestConditionalWrite(t *testing.T) {
 	}
 	defer f.Close()
 	f.Write(randomData(2, 1000))
-	err = be.putObject(t.Context(), f, be.key(res.Blob), 1000)
+	err = be.putObject(t.Context(), f, be.key(res.Blob), 1000, true)
 	if !isPreconditionFailed(err) {
 		t.Fatalf("conditional put over an existing object = %v, want 412 Precondition Failed", err)
 	}
@@ -289,7 +283,7 @@ type killingBody struct {
 func (b *killingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if b.kt.sent.Add(int64(n)) > b.kt.after {
-		b.kt.once.Do(func() { b.kt.kill(); b.kt.killed.Store(true) })
+		b.kt.once.Do(func() { b.kt.killed.Store(true); b.kt.kill() })
 	}
 	return n, err
 }
@@ -326,6 +320,7 @@ func TestServerKilledMidWrite(t *testing.T) {
 			if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
 				t.Errorf("a failed put left the blob in the cache: %v", err)
 			}
+			assertNoTemps(t, be.cache)
 			srv.Restart(t)
 			kt.after = 1 << 62
 			if _, err := be.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
@@ -372,32 +367,64 @@ func TestServerKilledMidWrite(t *testing.T) {
 	}
 }
 
+// methodCounter counts the requests sent through it by method.
+type methodCounter struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (mc *methodCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	mc.mu.Lock()
+	if mc.n == nil {
+		mc.n = map[string]int{}
+	}
+	mc.n[req.Method]++
+	mc.mu.Unlock()
+	return mc.base.RoundTrip(req)
+}
+
+func (mc *methodCounter) count(method string) int {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.n[method]
+}
+
 // TestDamagedObjectReplaced puts a blob whose object exists with the wrong
-// size: the put replaces it rather than trusting it.
+// size, in one request and as a multipart upload: the put overwrites it in
+// place rather than trusting it, and never deletes it first (a delete
+// could remove a good object another writer had just made and reported).
 func TestDamagedObjectReplaced(t *testing.T) {
 	srv := versitygw.Start(t)
-	be := openOn(t, srv)
-	data := randomData(5, 4000)
-	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
-	key := be.key(b)
-	if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{
-		Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data[:100]), ContentLength: aws.Int64(100),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cas.ReadBlob(t.Context(), be, b); !errors.Is(err, cas.ErrCorrupt) {
-		t.Fatalf("read of a truncated object = %v, want ErrCorrupt", err)
-	}
-	if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
-		t.Errorf("a corrupt object entered the cache: %v", err)
-	}
-	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
-	if err != nil || res.Existed {
-		t.Fatalf("Put over a damaged object = %+v, %v; want it written", res, err)
-	}
-	os.Remove(be.Path(b))
-	if got, err := cas.ReadBlob(t.Context(), be, b); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("after the put the blob reads %d bytes, %v", len(got), err)
+	mc := &methodCounter{base: http.DefaultTransport.(*http.Transport).Clone()}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: mc}))
+	for _, size := range []int{4000, MinPartSize + 1<<20} {
+		data := randomData(uint64(size), size)
+		b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+		key := be.key(b)
+		if _, err := be.client.PutObject(t.Context(), &s3.PutObjectInput{
+			Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data[:100]), ContentLength: aws.Int64(100),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cas.ReadBlob(t.Context(), be, b); !errors.Is(err, cas.ErrCorrupt) {
+			t.Fatalf("%d bytes: read of a truncated object = %v, want ErrCorrupt", size, err)
+		}
+		if _, err := os.Stat(be.Path(b)); !os.IsNotExist(err) {
+			t.Errorf("%d bytes: a corrupt object entered the cache: %v", size, err)
+		}
+		assertNoTemps(t, be.cache)
+		res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+		if err != nil || res.Existed {
+			t.Fatalf("%d bytes: Put over a damaged object = %+v, %v; want it written", size, res, err)
+		}
+		if n := mc.count(http.MethodDelete); n != 0 {
+			t.Errorf("%d bytes: Put over a damaged object sent %d DELETE requests, want none", size, n)
+		}
+		os.Remove(be.Path(b))
+		if got, err := cas.ReadBlob(t.Context(), be, b); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%d bytes: after the put the blob reads %d bytes, %v", size, len(got), err)
+		}
 	}
 }
 
@@ -421,6 +448,7 @@ func TestCancelDuringUpload(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put cancelled during the upload = %v, want context.Canceled", err)
 	}
+	assertNoTemps(t, be.cache)
 	if _, err := be.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("after a cancelled upload, Stat = %v, want ErrNotFound", err)
 	}
@@ -507,5 +535,174 @@ func TestWalkStrays(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Walk = %v, want %v", got, want)
+	}
+}
+
+// conflictTransport answers every conditional PUT with 409
+// ConditionalRequestConflict, as a server does while another conditional
+// write of the key is in flight, until that other write's object appears:
+// at the appearAfter-th HEAD, when appear makes it.
+type conflictTransport struct {
+	base        http.RoundTripper
+	appearAfter int
+	appear      func()
+	onConflict  func()
+	mu          sync.Mutex
+	heads, puts int
+	appeared    bool
+}
+
+func (ct *conflictTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.Contains(req.URL.Path, "/blobs/") {
+		return ct.base.RoundTrip(req)
+	}
+	ct.mu.Lock()
+	switch {
+	case req.Method == http.MethodHead:
+		ct.heads++
+		if ct.heads == ct.appearAfter {
+			ct.mu.Unlock()
+			ct.appear()
+			ct.mu.Lock()
+			ct.appeared = true
+		}
+	case req.Method == http.MethodPut && req.Header.Get("If-None-Match") != "":
+		ct.puts++
+		if !ct.appeared {
+			ct.mu.Unlock()
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			if ct.onConflict != nil {
+				ct.onConflict()
+			}
+			body := "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ConditionalRequestConflict</Code><Message>a conditional write of the key is in progress</Message></Error>"
+			return &http.Response{
+				StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req,
+			}, nil
+		}
+	}
+	ct.mu.Unlock()
+	return ct.base.RoundTrip(req)
+}
+
+// TestConflictWaitsForOtherWrite meets 409 ConditionalRequestConflict: the
+// put polls for the other write's object instead of uploading again, and
+// succeeds with Existed once it appears.
+func TestConflictWaitsForOtherWrite(t *testing.T) {
+	srv := versitygw.Start(t)
+	data := randomData(41, 64<<10)
+	b := cas.Blob{Digest: cas.Sum(data), Ext: ".bin"}
+	ct := &conflictTransport{base: http.DefaultTransport.(*http.Transport).Clone(), appearAfter: 5}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: ct}))
+	be.pollBase = time.Millisecond
+	ct.appear = func() {
+		key := be.key(b)
+		if _, err := be.client.PutObject(context.Background(), &s3.PutObjectInput{
+			Bucket: &be.loc.Bucket, Key: &key, Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+		}); err != nil {
+			t.Errorf("the other writer's put: %v", err)
+		}
+	}
+	res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil || !res.Existed {
+		t.Fatalf("Put meeting a conflicting write = %+v, %v; want Existed", res, err)
+	}
+	if ct.puts != 1 {
+		t.Errorf("the put sent its content %d times, want once", ct.puts)
+	}
+}
+
+// TestConflictHonoursContext cancels the context while a put waits for a
+// conflicting write's object: it returns at once with context.Canceled.
+func TestConflictHonoursContext(t *testing.T) {
+	srv := versitygw.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ct := &conflictTransport{base: http.DefaultTransport.(*http.Transport).Clone(), onConflict: cancel}
+	be := openOn(t, srv, WithHTTPClient(&http.Client{Transport: ct}))
+	be.pollBase = time.Hour
+	done := make(chan error, 1)
+	go func() {
+		_, err := be.Put(ctx, bytes.NewReader(randomData(42, 1000)), ".bin")
+		done <- err
+	}()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Put cancelled while waiting out a conflict = %v, want context.Canceled", err)
+	}
+}
+
+// TestOpenAfterRemoteRemove removes a blob through one backend while
+// another, on the same store with a cache of its own, holds it cached: that
+// one's Open may still serve the checked cached copy, as cas.Fetcher
+// documents, while Stat and cas.OpenStored see the store and say
+// ErrNotFound.
+func TestOpenAfterRemoteRemove(t *testing.T) {
+	srv := versitygw.Start(t)
+	a := openOn(t, srv)
+	b, err := Open(t.Context(), a.loc, WithCredentials(srv.AccessKey, srv.SecretKey), WithCache(t.TempDir(), 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomData(51, 3000)
+	res, err := a.Put(t.Context(), bytes.NewReader(data), ".bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(t.Context(), res.Blob); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cas.ReadBlob(t.Context(), a, res.Blob); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("Open from the cache after a remote Remove = %d bytes, %v; want the cached copy", len(got), err)
+	}
+	if _, err := a.Stat(t.Context(), res.Blob); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("Stat after a remote Remove = %v, want ErrNotFound", err)
+	}
+	if _, err := cas.OpenStored(t.Context(), a, res.Blob); !errors.Is(err, cas.ErrNotFound) {
+		t.Errorf("cas.OpenStored after a remote Remove = %v, want ErrNotFound", err)
+	}
+}
+
+// TestListingPages lists with two keys a page: Walk reports every blob
+// and AbortUploads aborts every upload, across pages.
+func TestListingPages(t *testing.T) {
+	srv := versitygw.Start(t)
+	be := openOn(t, srv)
+	be.pageSize = 2
+	want := map[cas.Blob]bool{}
+	for i := range 7 {
+		res, err := be.Put(t.Context(), bytes.NewReader(randomData(uint64(600+i), 100)), ".bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[res.Blob] = true
+	}
+	got := map[cas.Blob]bool{}
+	if err := be.Walk(t.Context(), func(e cas.Entry) error { got[e.Blob] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Walk two keys a page found %d blobs, want %d", len(got), len(want))
+	}
+	for b := range want {
+		if !got[b] {
+			t.Errorf("Walk two keys a page missed %v", b)
+		}
+	}
+	const uploads = 5
+	for i := range uploads {
+		key := be.keyBase + cas.BlobsDir + fmt.Sprintf("/0%d/upload-%d", i%2, i)
+		if _, err := be.client.CreateMultipartUpload(t.Context(), &s3.CreateMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := be.AbortUploads(t.Context(), 0); err != nil || n != uploads {
+		t.Errorf("AbortUploads two a page = %d, %v; want %d", n, err, uploads)
+	}
+	left, err := be.client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &be.loc.Bucket})
+	if err != nil || len(left.Uploads) != 0 {
+		t.Errorf("after AbortUploads, %d uploads remain, %v", len(left.Uploads), err)
 	}
 }

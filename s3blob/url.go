@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -33,7 +34,7 @@ type Location struct {
 // It returns an error wrapping ErrBadURL that names the problem.
 func ParseURL(s string) (Location, error) {
 	bad := func(format string, args ...any) (Location, error) {
-		return Location{}, fmt.Errorf("%w %q: %s", ErrBadURL, clip(s), fmt.Sprintf(format, args...))
+		return Location{}, fmt.Errorf("%w %q: %s", ErrBadURL, clip(redactUserinfo(s)), fmt.Sprintf(format, args...))
 	}
 	rest, ok := strings.CutPrefix(s, "s3://")
 	if !ok {
@@ -177,18 +178,50 @@ func checkPrefix(p string) error {
 func checkEndpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a URL", clip(s))
+		return "", fmt.Errorf("%q is not a URL", clip(stripUserinfo(s)))
 	}
+	shown := clip(stripUserinfo(s))
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%q: want an http:// or https:// URL", clip(s))
+		return "", fmt.Errorf("%q: want an http:// or https:// URL", shown)
 	}
 	if u.Host == "" || u.Hostname() == "" {
-		return "", fmt.Errorf("%q has no host", clip(s))
+		return "", fmt.Errorf("%q has no host", shown)
 	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("%q: want only scheme, host, port and path (credentials come from the environment)", clip(s))
+	if u.User != nil {
+		return "", fmt.Errorf("%q: holds credentials (user:secret@), which are not printed; give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", shown)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("%q: want only scheme, host, port and path", shown)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// userinfoRE matches the user and password of a URL inside a store URL,
+// plain or query-escaped.
+var userinfoRE = regexp.MustCompile(`(?i)(://|%3A%2F%2F)[^/?&#@]*(@|%40)`)
+
+// redactUserinfo removes every user:password@ from a store URL.
+func redactUserinfo(s string) string { return userinfoRE.ReplaceAllString(s, "$1") }
+
+// stripUserinfo removes the user and password of a URL, or of what looks
+// like one, so that an error never prints a secret.
+func stripUserinfo(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	host, path, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(host, '@'); i >= 0 {
+		host = host[i+1:]
+	}
+	if path != "" || strings.Contains(rest, "/") {
+		return scheme + "://" + host + "/" + path
+	}
+	return scheme + "://" + host
 }
 
 func checkRegion(r string) error {

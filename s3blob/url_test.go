@@ -59,7 +59,8 @@ func TestParseURLErrors(t *testing.T) {
 		{"s3://bucket/p q", "spaces"},
 		{"s3://bucket?endpoint=ftp://x", "http:// or https://"},
 		{"s3://bucket?endpoint=http://", "no host"},
-		{"s3://bucket?endpoint=http://u:p@host", "credentials come from the environment"},
+		{"s3://bucket?endpoint=http://u:topsecret@host", "AWS_ACCESS_KEY_ID"},
+		{"s3://bucket?endpoint=http%3A%2F%2Fu%3Atopsecret%40host", "AWS_ACCESS_KEY_ID"},
 		{"s3://bucket?endpoint=http://h&endpoint=http://i", "given 2 times"},
 		{"s3://bucket?region=EU", "lowercase"},
 		{"s3://bucket?region=", "want 1 to 64"},
@@ -69,6 +70,9 @@ func TestParseURLErrors(t *testing.T) {
 		_, err := ParseURL(tc.in)
 		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseURL(%q) = %v, want ErrBadURL saying %q", tc.in, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("ParseURL(%q) = %v: prints the secret", tc.in, err)
 		}
 	}
 }

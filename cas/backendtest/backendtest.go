@@ -54,6 +54,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"CancelledBeforePut", testCancelledBefore},
 		{"CancelledMidStream", testCancelledMidStream},
 		{"CancelledOpen", testCancelledOpen},
+		{"FailingReader", testFailingReader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +96,9 @@ func mustRead(t *testing.T, be cas.Backend, b cas.Blob) []byte {
 	return got
 }
 
-func randomBytes(seed uint64, n int) []byte {
+// RandomBytes returns n bytes that depend only on seed, for test content
+// that differs from test to test and is the same at every run.
+func RandomBytes(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	b := make([]byte, n)
 	for i := range b {
@@ -106,7 +109,7 @@ func randomBytes(seed uint64, n int) []byte {
 
 func testRoundTrip(t *testing.T, f Fixture) {
 	for i, size := range []int{1, 100, 64 << 10, 1<<20 + 1, 3 << 20} {
-		data := randomBytes(uint64(i+1), size)
+		data := RandomBytes(uint64(i+1), size)
 		res := put(t, f.Backend, data, ".bin")
 		if res.Existed {
 			t.Errorf("first Put of %d bytes: Existed = true", size)
@@ -144,7 +147,7 @@ func testEmpty(t *testing.T, f Fixture) {
 }
 
 func testDedup(t *testing.T, f Fixture) {
-	data := randomBytes(7, 200<<10)
+	data := RandomBytes(7, 200<<10)
 	first := put(t, f.Backend, data, ".txt")
 	second := put(t, f.Backend, data, ".txt")
 	if first.Existed || !second.Existed {
@@ -171,7 +174,7 @@ func testDedup(t *testing.T, f Fixture) {
 
 func testConcurrentSameBlob(t *testing.T, f Fixture) {
 	for _, size := range []int{10 << 10, 3 << 20} {
-		data := randomBytes(uint64(size), size)
+		data := RandomBytes(uint64(size), size)
 		const writers = 8
 		var wg sync.WaitGroup
 		errs := make([]error, writers)
@@ -263,7 +266,7 @@ func testCorrupt(t *testing.T, f Fixture) {
 		t.Skip("the fixture cannot corrupt this backend's storage")
 	}
 	for _, size := range []int{100, 2 << 20} {
-		data := randomBytes(uint64(size)+3, size)
+		data := RandomBytes(uint64(size)+3, size)
 		res := put(t, f.Backend, data, ".bin")
 		bad := bytes.Clone(data)
 		bad[len(bad)/2] ^= 0x40
@@ -281,7 +284,7 @@ func testTruncated(t *testing.T, f Fixture) {
 	if f.Corrupt == nil {
 		t.Skip("the fixture cannot corrupt this backend's storage")
 	}
-	data := randomBytes(11, 300<<10)
+	data := RandomBytes(11, 300<<10)
 	res := put(t, f.Backend, data, ".bin")
 	f.Corrupt(t, res.Blob, data[:len(data)-1])
 	if got, err := cas.ReadBlob(t.Context(), f.Backend, res.Blob); !errors.Is(err, cas.ErrCorrupt) || got != nil {
@@ -293,7 +296,7 @@ func testWalk(t *testing.T, f Fixture) {
 	start := time.Now()
 	want := map[cas.Blob]int64{}
 	for i := range 20 {
-		data := randomBytes(uint64(100+i), 1000+i*37)
+		data := RandomBytes(uint64(100+i), 1000+i*37)
 		ext := ".txt"
 		if i%3 == 0 {
 			ext = ".json"
@@ -336,9 +339,9 @@ func testWalk(t *testing.T, f Fixture) {
 }
 
 func testRemove(t *testing.T, f Fixture) {
-	data := randomBytes(21, 5000)
+	data := RandomBytes(21, 5000)
 	res := put(t, f.Backend, data, ".txt")
-	keep := put(t, f.Backend, randomBytes(22, 5000), ".txt")
+	keep := put(t, f.Backend, RandomBytes(22, 5000), ".txt")
 	if err := f.Backend.Remove(t.Context(), res.Blob); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
@@ -420,7 +423,7 @@ func testLarge(t *testing.T, f Fixture) {
 func testCancelledBefore(t *testing.T, f Fixture) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	data := randomBytes(31, 1000)
+	data := RandomBytes(31, 1000)
 	if _, err := f.Backend.Put(ctx, bytes.NewReader(data), ".txt"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Put with a cancelled context = %v, want context.Canceled", err)
 	}
@@ -473,7 +476,7 @@ func testCancelledMidStream(t *testing.T, f Fixture) {
 }
 
 func testCancelledOpen(t *testing.T, f Fixture) {
-	res := put(t, f.Backend, randomBytes(41, 1000), ".txt")
+	res := put(t, f.Backend, RandomBytes(41, 1000), ".txt")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if r, err := f.Backend.Open(ctx, res.Blob); !errors.Is(err, context.Canceled) {
@@ -484,5 +487,58 @@ func testCancelledOpen(t *testing.T, f Fixture) {
 	}
 	if err := f.Backend.Walk(ctx, func(cas.Entry) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("Walk with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+// failAfter passes on a stream until n bytes have gone by, then fails, as
+// a pipe whose writer died or a disk that cannot be read.
+type failAfter struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, f.err
+	}
+	if int64(len(p)) > f.n {
+		p = p[:f.n]
+	}
+	k, err := f.r.Read(p)
+	f.n -= int64(k)
+	return k, err
+}
+
+// testFailingReader puts content whose reader fails partway, small and
+// large: Put returns the reader's error, and no blob of the whole content
+// or of the part read is stored.
+func testFailingReader(t *testing.T, f Fixture) {
+	errRead := errors.New("the content's source failed")
+	for _, tc := range []struct {
+		size, failAt int64
+	}{
+		{1000, 100},
+		{8 << 20, 6 << 20},
+	} {
+		full := RandomBytes(uint64(tc.size), int(tc.size))
+		_, err := f.Backend.Put(t.Context(), &failAfter{r: bytes.NewReader(full), n: tc.failAt, err: errRead}, ".bin")
+		if !errors.Is(err, errRead) {
+			t.Errorf("%d bytes failing at %d: Put = %v, want the reader's error", tc.size, tc.failAt, err)
+		}
+		for _, d := range [][]byte{full, full[:tc.failAt]} {
+			b := cas.Blob{Digest: cas.Sum(d), Ext: ".bin"}
+			if _, err := f.Backend.Stat(t.Context(), b); !errors.Is(err, cas.ErrNotFound) {
+				t.Errorf("%d bytes failing at %d: Stat of %d bytes = %v, want ErrNotFound", tc.size, tc.failAt, len(d), err)
+			}
+		}
+	}
+	if err := f.Backend.Walk(t.Context(), func(e cas.Entry) error {
+		if e.Kind == cas.EntryBlob {
+			t.Errorf("after failed Puts, Walk lists %v", e.Blob)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,8 +6,10 @@ package versitygw
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Version is the versitygw release the tests are written against.
@@ -141,6 +146,7 @@ func (s *Server) launch() error {
 	cmd := exec.Command(s.Bin, "--port", s.Addr, "--quiet", "posix", s.Dir)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	setPdeathsig(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -160,6 +166,20 @@ func (s *Server) launch() error {
 		resp, err := client.Get(s.Endpoint() + "/")
 		if err == nil {
 			resp.Body.Close()
+			// Something answers on the port; another process may have
+			// taken it between freePort and the server's listen. It is
+			// ours only if our process still runs and it accepts a
+			// request signed with our made-up credentials.
+			select {
+			case <-done:
+				s.cmd = nil
+				return fmt.Errorf("server on %s exited at start (another process has the port?): %v", s.Addr, cmd.ProcessState)
+			default:
+			}
+			if err := s.checkSigned(client); err != nil {
+				s.Stop()
+				return fmt.Errorf("the server on %s is not ours: %v", s.Addr, err)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -173,6 +193,40 @@ func (s *Server) launch() error {
 		case <-tick.C:
 		}
 	}
+}
+
+// checkSigned proves the server on s.Addr is ours: ListBuckets signed with
+// its made-up root credentials gets 200 OK, and signed with a wrong secret
+// gets 403. No other server knows the secret, and one that answers
+// anything with 200 fails the second test.
+func (s *Server) checkSigned(client *http.Client) error {
+	if code, err := s.signedListBuckets(client, s.SecretKey); err != nil || code != http.StatusOK {
+		return fmt.Errorf("ListBuckets signed with our secret: status %d, %v", code, err)
+	}
+	if code, err := s.signedListBuckets(client, s.SecretKey+"-wrong"); err != nil || code != http.StatusForbidden {
+		return fmt.Errorf("ListBuckets signed with a wrong secret: status %d, %v; want 403", code, err)
+	}
+	return nil
+}
+
+func (s *Server) signedListBuckets(client *http.Client, secret string) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, s.Endpoint()+"/", nil)
+	if err != nil {
+		return 0, err
+	}
+	const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	req.Header.Set("X-Amz-Content-Sha256", emptyHash)
+	creds := aws.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: secret}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, emptyHash, "s3", "us-east-1", time.Now()); err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, nil
 }
 
 // Kill stops the server at once with SIGKILL, by its pid, as a crash or a
