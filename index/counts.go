@@ -236,12 +236,18 @@ const countedBlobsSQL = `SELECT counted_in, count(*) AS n, sum(size) AS bytes,
 
 // CountDrift recounts the rows that Stats' counters summarise and returns
 // one line for each counter that differs from its recount: none on a sound
-// index. It reads every part and blob row.
+// index. It reads every part and blob row, in one read transaction.
 func (x *Index) CountDrift(ctx context.Context) ([]string, error) {
 	var lines []string
 	err := x.read(ctx, func() error {
-		var err error
-		lines, err = drift(ctx, x.db)
+		// One transaction: every check reads the same snapshot, whatever
+		// writers commit meanwhile.
+		tx, err := x.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		lines, err = drift(ctx, tx)
 		return err
 	})
 	if err != nil {

@@ -25,7 +25,7 @@ type ShardBlob struct {
 // a 256th of the blobs at a time, so that a mark of every blob never holds
 // them all.
 func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, error) {
-	q := `SELECT b.digest, b.ext, b.size, b.last_referenced, EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id),
+	q := `SELECT b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
 		b.pack_id IS NOT NULL FROM blobs b WHERE b.digest >= ?`
 	args := []any{[]byte{shard}}
 	if shard < 0xff {

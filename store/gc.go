@@ -160,12 +160,41 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	// blob and its row: the writers that were, while the mark ran without
 	// the lock, have committed by now, and the deletes below check each
 	// row again inside their transaction (a blob referenced since the mark
-	// keeps its row, so keeps its file).
-	unlock, err := s.exclusiveLock(ctx, timeout)
-	if err != nil {
+	// keeps its row, so keeps its file). It holds the lock for sweepHold
+	// at a time, a chunk of rows deleted and their files unlinked, and
+	// lets writers in between: no write waits for the whole sweep.
+	var errs []string
+	locked := false
+	unlock := func() {}
+	defer func() { unlock() }()
+	var held time.Time
+	lock := func() error {
+		if locked && time.Since(held) < sweepHold {
+			return nil
+		}
+		if locked {
+			unlock()
+			locked = false
+			// Writers waiting on gc.intent poll for it: give them time
+			// to take their share before gc asks for the lock again.
+			t := time.NewTimer(2 * sharedPoll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		u, err := s.exclusiveLock(ctx, timeout)
+		if err != nil {
+			return err
+		}
+		unlock, locked, held = u, true, time.Now()
+		return nil
+	}
+	if err := lock(); err != nil {
 		return GCResult{}, err
 	}
-	defer unlock()
 	if err := s.fault("gc:sweep"); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
@@ -175,25 +204,34 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	gone, err := s.index.DeleteUnreferencedAt(ctx, candidates, cutoff, now)
-	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: %w", err)
+	for len(candidates) > 0 {
+		if err := lock(); err != nil {
+			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		}
+		chunk := candidates[:min(len(candidates), sweepChunk)]
+		candidates = candidates[len(chunk):]
+		gone, err := s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
+		if err != nil {
+			return res, fmt.Errorf("store: gc: %w", err)
+		}
+		for _, b := range gone {
+			if isPacked(onDisk[b]) {
+				// Its bytes go when its pack is rewritten, below.
+				res.UnusedPacked++
+				res.UnusedPackedBytes += onDisk[b].Size
+				continue
+			}
+			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+				errs = append(errs, err.Error())
+				continue
+			}
+			res.RemovedBlobs++
+			res.FreedBytes += onDisk[b].Size
+			res.Removed = append(res.Removed, b)
+		}
 	}
-	var errs []string
-	for _, b := range gone {
-		if isPacked(onDisk[b]) {
-			// Its bytes go when its pack is rewritten, below.
-			res.UnusedPacked++
-			res.UnusedPackedBytes += onDisk[b].Size
-			continue
-		}
-		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-			errs = append(errs, err.Error())
-			continue
-		}
-		res.RemovedBlobs++
-		res.FreedBytes += onDisk[b].Size
-		res.Removed = append(res.Removed, b)
+	if err := lock(); err != nil {
+		return res, fmt.Errorf("store: gc: %w", err)
 	}
 	for _, t := range oldTemps {
 		if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
@@ -205,8 +243,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		}
 		res.RemovedTemp++
 	}
-	if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
-		errs = append(errs, "packs: "+err.Error())
+	var err2 error
+	if res.Packs, err2 = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err2 != nil {
+		errs = append(errs, "packs: "+err2.Error())
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
@@ -214,6 +253,14 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	return res, nil
 }
+
+// The sweep holds gc.lock exclusively for about sweepHold at a time,
+// deleting the rows of sweepChunk blobs per transaction and then their
+// files: writers wait for one such hold at most.
+const (
+	sweepHold  = 20 * time.Millisecond
+	sweepChunk = 100
+)
 
 // keysOf lists the keys of parts, for messages.
 func keysOf(ps []index.Part) []string {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -86,17 +88,33 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 // what it found wrong, never a list of every blob.
 func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
-	problems, err := s.index.IntegrityCheck(ctx)
-	if err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+	// SQLite's integrity check reads the whole database: it runs beside
+	// the re-hashing.
+	type check struct {
+		problems []string
+		err      error
 	}
-	res.IndexProblems = problems
+	checked := make(chan check, 1)
+	go func() {
+		p, err := s.index.IntegrityCheck(ctx)
+		checked <- check{p, err}
+	}()
+	integrity := func() ([]string, error) {
+		c := <-checked
+		checked <- c
+		return c.problems, c.err
+	}
+	// damaged reports an index too damaged to read: verify reports what
+	// the integrity check found rather than the first query that failed.
+	damaged := func() bool {
+		p, err := integrity()
+		res.IndexProblems = p
+		return err == nil && len(p) > 0
+	}
 	var total int64
 	if st, err := s.index.Stats(ctx, ""); err == nil {
 		total = st.StoredBytes + st.UnreferencedBytes
-	} else if len(problems) > 0 {
-		// The index is too damaged to read: report what the integrity
-		// check found rather than the first query that failed.
+	} else if damaged() {
 		return res, nil
 	} else {
 		return res, fmt.Errorf("store: verify: %w", err)
@@ -129,7 +147,7 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		sh, ok := shardOf(e.RelPath)
 		if !ok {
 			// Names outside the shards: no row can name them.
-			return v.entry(ctx, e)
+			return v.entry(ctx, e, v.hash(ctx, e))
 		}
 		if sh != cur {
 			if err := flush(); err != nil {
@@ -151,12 +169,17 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	if err == nil {
 		err = v.markWhole(ctx, 0)
 	}
-	if err != nil && len(problems) > 0 {
-		return res, nil // the index is too damaged to read: the integrity check says how
+	if err != nil && damaged() {
+		return res, nil
 	}
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
+	problems, err := integrity()
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	res.IndexProblems = problems
 	var whole []cas.Blob
 	isUsed := func(b cas.Blob) bool {
 		r, err := s.index.Blob(ctx, b)
@@ -260,8 +283,27 @@ func (v *verifier) shard(ctx context.Context, sh byte, entries []cas.Entry) erro
 			v.used[r.Blob] = r
 		}
 	}
-	for _, e := range entries {
-		if err := v.entry(ctx, e); err != nil {
+	// The shard's blobs are re-hashed by a worker per core, then judged
+	// in order.
+	errs := make([]error, len(entries))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = v.hash(ctx, entries[i])
+			}
+		}()
+	}
+	for i := range entries {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, e := range entries {
+		if err := v.entry(ctx, e, errs[i]); err != nil {
 			return err
 		}
 	}
@@ -292,9 +334,17 @@ func (v *verifier) markWhole(ctx context.Context, n int) error {
 	return nil
 }
 
-// entry checks one name the walk found; a blob the current shard's rows
-// use is taken off v.used once found.
-func (v *verifier) entry(ctx context.Context, e cas.Entry) error {
+// hash re-hashes a blob entry: nil when it matches its name.
+func (v *verifier) hash(ctx context.Context, e cas.Entry) error {
+	if e.Kind != cas.EntryBlob {
+		return nil
+	}
+	return v.s.blobs.Verify(ctx, e.Blob)
+}
+
+// entry checks one name the walk found, given what hash said of it; a
+// blob the current shard's rows use is taken off v.used once found.
+func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -324,7 +374,6 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry) error {
 		}
 		return nil
 	}
-	err := s.blobs.Verify(ctx, e.Blob)
 	if errors.Is(err, cas.ErrNotFound) {
 		// Removed since the walk listed it: if a row still uses it,
 		// the re-check under the lock says so.
