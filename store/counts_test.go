@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/toolcas/toolcas/index"
 )
 
 // TestVerifyReportsCountDriftAndRepairFixesIt damages the counters behind
@@ -59,5 +62,47 @@ func TestVerifyReportsCountDriftAndRepairFixesIt(t *testing.T) {
 	}
 	if res, err := s.Verify(ctx, VerifyOptions{}); err != nil || !res.OK {
 		t.Errorf("verify after repair = %+v, %v", res, err)
+	}
+}
+
+// TestCountsThroughGCAndPack runs the store's own gc, pack and gc's pack
+// rewrite between writes and prunes, and recounts after each: the counters
+// stay those of the rows, and stats read from them say what the rows say.
+func TestCountsThroughGCAndPack(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	recount := func(when string) {
+		t.Helper()
+		drift, err := s.Index().CountDrift(ctx)
+		if err != nil || len(drift) > 0 {
+			t.Fatalf("%s: drift %q, %v", when, drift, err)
+		}
+	}
+	for round := range 3 {
+		for run := range 4 {
+			r := fmt.Sprint("run", round, "-", run)
+			mustWrite(t, s, item(r, 1, fmt.Sprint("unique ", round, run)), item(r, 2, "shared by all"),
+				item(r, 3, fmt.Sprint("per round ", round)))
+		}
+		recount("after writes")
+		if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		recount("after pack")
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprint("run", round, "-0")}); err != nil {
+			t.Fatal(err)
+		}
+		recount("after prune")
+		if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+			t.Fatal(err)
+		}
+		recount("after gc")
+	}
+	st, err := s.Stats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Parts != 27 || st.PackedBlobs == 0 {
+		t.Errorf("stats = %d parts, %d packed blobs; want 27 parts, some packed", st.Parts, st.PackedBlobs)
 	}
 }
