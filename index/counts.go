@@ -66,9 +66,10 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			}
 		}
 		s.Runs = int64(len(runs))
-		if err := x.groupDates(ctx, tools, `SELECT DISTINCT tool,
+		// Each tool once (it has a counts row per run), then its dates.
+		if err := x.groupDates(ctx, tools, `SELECT c.tool,
 				(SELECT min(created_at) FROM parts p WHERE p.tool = c.tool), (SELECT max(created_at) FROM parts p WHERE p.tool = c.tool)
-			FROM counts c WHERE c.parts > 0`); err != nil {
+			FROM (SELECT DISTINCT tool FROM counts WHERE parts > 0) c`); err != nil {
 			return err
 		}
 		if err := x.groupDates(ctx, runs, `SELECT r.name,
