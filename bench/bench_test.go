@@ -122,3 +122,60 @@ func asUsage(err error, ue *usageError) bool {
 	}
 	return ok
 }
+
+// TestScaleSection runs the scale section at its smallest size: every
+// command ran and found what the store holds, the writer put all through
+// gc, and the report has the row; -quick and sizes under 10,000 are
+// refused.
+func TestScaleSection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a store of 10,000 parts; skipped with -short")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-scale", "-scale-sizes", "10000", "-out", out, "-dir", t.TempDir()}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep scaleReport
+	b, err := os.ReadFile(filepath.Join(out, "scale.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Sizes) != 1 {
+		t.Fatalf("%d sizes, want 1", len(rep.Sizes))
+	}
+	got := map[string]scaleOp{}
+	for _, o := range rep.Sizes[0].Ops {
+		got[o.Op] = o
+	}
+	for op, want := range map[string]string{
+		"stats":  "10000 parts, 5001 blobs, 10 runs",
+		"ls-50":  "50 parts",
+		"ls-run": "1000 parts",
+		"show":   "10 of 999 parts sharing the blob",
+		"prune":  "1000 parts of 1 runs",
+		"gc":     "removed 500 blobs",
+	} {
+		if !strings.Contains(got[op].Detail, want) || got[op].PeakKiB <= 0 {
+			t.Errorf("%s = %+v, want %q", op, got[op], want)
+		}
+	}
+	if w := rep.Sizes[0].Writer; w.Count < 1 || w.MaxMilli <= 0 {
+		t.Errorf("writer during gc = %+v", w)
+	}
+	if v, h := got["verify"], got["blake3"]; v.Bytes == 0 || v.Bytes != h.Bytes {
+		t.Errorf("verify checked %d bytes, BLAKE3 alone %d: want the same bytes", v.Bytes, h.Bytes)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "SCALE.md"))
+	if err != nil || !strings.Contains(string(md), "| 10000 |") {
+		t.Errorf("SCALE.md lacks the row: %v\n%s", err, md)
+	}
+	for _, args := range [][]string{{"-scale", "-quick"}, {"-scale", "-scale-sizes", "500"}} {
+		if err := run(context.Background(), append(args, "-out", t.TempDir()), &stdout, &stderr); err == nil {
+			t.Errorf("bench %v = nil, want a usage error", args)
+		}
+	}
+}

@@ -7,6 +7,7 @@
 //	go run ./bench -trace bench/traces/mini-swe-agent-deepseek.jsonl.gz \
 //	    -synthetic=false -out bench/results/real-trace   # a real trace
 //	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
+//	go run ./bench -scale -dir /dev/shm  # maintenance at 10k to 1M parts, bench/results/SCALE.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
@@ -130,6 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
 	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
 	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
+	scale := fs.Bool("scale", false, "measure maintenance at 10,000 to 1,000,000 parts instead (bench/results/SCALE.md); not part of -quick")
+	scaleSizes := fs.String("scale-sizes", "10000,100000,1000000", "with -scale: the store sizes, in parts, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -147,6 +150,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
 		}
 		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
+	if *scale {
+		var sizes []int
+		for _, f := range strings.Split(*scaleSizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 10_000 {
+				return usageError{fmt.Errorf("-scale-sizes %q: want sizes of 10000 parts or more", *scaleSizes)}
+			}
+			sizes = append(sizes, n)
+		}
+		if o.quick {
+			return usageError{errors.New("-scale and -quick: the scale section is never quick")}
+		}
+		dir := o.dir
+		if dir == "" {
+			var err error
+			if dir, err = os.MkdirTemp("", "toolcas-scale-"); err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+		}
+		return runScale(ctx, sizes, dir, o.out, o.command, stderr)
 	}
 	if o.runs == 0 {
 		o.runs = map[bool]int{true: 2, false: 10}[o.quick]
@@ -365,6 +390,11 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		var c targetsConfig
 		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
 			res, err = writePathTargets(ctx, c.Dir, c.Quick)
+		}
+	case "scale":
+		var c scaleConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = scaleChild(ctx, c)
 		}
 	case "stream":
 		var c streamConfig

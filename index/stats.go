@@ -45,9 +45,10 @@ type Stats struct {
 	ByRun            []GroupStats
 }
 
-// GroupStats is the share of one tool or run. StoredBytes counts the
-// distinct blobs of the group, so groups sharing blobs add up to more than
-// the total.
+// GroupStats is the share of one tool or run. StoredBytes counts, in the
+// whole index's stats, the blobs charged to the group (the groups add up
+// to the total), and in a run's, the distinct blobs of the group (groups
+// sharing blobs add up to more than the total).
 type GroupStats struct {
 	Name         string
 	Parts        int64
@@ -59,10 +60,23 @@ type GroupStats struct {
 	Last  time.Time
 }
 
-// Stats computes the statistics of the whole index, or of one run. It reads
-// each part row once and aggregates in memory: one scan instead of a query
-// per breakdown.
+// Stats computes the statistics of the whole index, or of one run. The
+// whole index's are read from the counters the index keeps as rows change
+// (a few rows, whatever the number of parts); a run's are computed from its
+// parts. In the whole index's ByTool and ByRun, a group's StoredBytes counts
+// the blobs it is charged with (each blob in use is charged to one group
+// that uses it, the first to, while it does), so that they add up to
+// StoredBytes; in a run's, each group's distinct blobs.
 func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
+	if run == "" {
+		return x.countedStats(ctx)
+	}
+	return x.scanStats(ctx, run)
+}
+
+// scanStats computes the statistics by reading each part row (of a run, or
+// of all when run is "") once and aggregating in memory.
+func (x *Index) scanStats(ctx context.Context, run string) (Stats, error) {
 	var s Stats
 	err := x.read(ctx, func() error {
 		s = Stats{}
@@ -162,6 +176,12 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("index: stats: %w", err)
 	}
+	x.finish(&s)
+	return s, nil
+}
+
+// finish sets the figures derived from the others.
+func (x *Index) finish(s *Stats) {
 	s.SavedBytes = s.LogicalBytes - s.StoredBytes
 	s.DedupRatio = 1
 	if s.StoredBytes > 0 {
@@ -172,7 +192,6 @@ func (x *Index) Stats(ctx context.Context, run string) (Stats, error) {
 		s.CompressionRatio = float64(s.PackRawBytes) / float64(s.PackFileBytes)
 	}
 	s.IndexBytes = x.Size()
-	return s, nil
 }
 
 type group struct {

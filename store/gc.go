@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,8 +63,9 @@ type GCResult struct {
 }
 
 // GC removes the blobs no index row uses and that are older than the grace
-// period, and temp files older than it. It marks without a lock, writers
-// writing on, and holds gc.lock exclusively only while it sweeps, so that
+// period, and temp files older than it. It marks a shard at a time (its
+// memory follows a shard and the garbage, not the store) without a lock,
+// writers writing on, and holds gc.lock exclusively only while it sweeps, so that
 // no writer is between its blob and its row then; a dry run takes no lock. It
 // fails closed: any error while listing rows or files stops it before it
 // deletes anything. It refuses to run while rows point at missing blobs.
@@ -96,94 +98,38 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return !t.After(cutoff)
 	}
 
-	// Mark: what the index uses, what is on disk.
-	if err := s.fault("gc:referenced"); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs (nothing deleted): %w", err)
-	}
-	refs, err := s.index.ReferencedBlobs(ctx)
+	// Mark: what the index uses, what is on disk, a shard at a time.
+	m, err := s.mark(ctx, old, o.Progress)
 	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list referenced blobs (nothing deleted): %w", err)
+		return GCResult{}, err
 	}
-	used := make(map[cas.Blob]bool, len(refs))
-	for _, r := range refs {
-		used[r.Blob] = true
-	}
-	var (
-		onDisk = map[cas.Blob]cas.Entry{}
-		temps  []cas.Entry
-	)
-	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
-		if err := s.fault("gc:walk"); err != nil {
-			return err
-		}
-		switch e.Kind {
-		case cas.EntryBlob:
-			onDisk[e.Blob] = e
-		case cas.EntryTemp:
-			temps = append(temps, e)
-		}
-		if o.Progress != nil {
-			o.Progress(len(onDisk), len(refs))
-		}
-		return nil
-	})
-	if err == nil {
-		err = s.packedEntries(ctx, onDisk)
-	}
-	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list blob files (nothing deleted): %w", err)
-	}
-	var missing []cas.Blob
-	for b := range used {
-		if _, ok := onDisk[b]; !ok {
-			missing = append(missing, b)
-		}
-	}
-	if len(missing) > 0 {
+	res.KeptYoung = m.keptYoung
+	if len(m.missing) > 0 {
 		// Blobs Repair quarantined are known damage: their rows wait for
 		// the same content to be written again.
 		quarantined, err := s.Quarantined(ctx)
 		if err != nil {
 			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
 		}
-		missing = slices.DeleteFunc(missing, func(b cas.Blob) bool { return quarantined[b] })
+		m.missing = slices.DeleteFunc(m.missing, func(b cas.Blob) bool { return quarantined[b] })
 	}
-	if len(missing) > 0 {
-		sort.Slice(missing, func(i, j int) bool { return missing[i].FileName() < missing[j].FileName() })
+	if len(m.missing) > 0 {
+		sort.Slice(m.missing, func(i, j int) bool { return m.missing[i].FileName() < m.missing[j].FileName() })
 		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; casctl repair drops their rows",
-			ErrMissingBlobs, len(missing), s.blobs.Path(missing[0]))
+			ErrMissingBlobs, len(m.missing), s.blobs.Path(m.missing[0]))
 	}
-	if err := s.fault("gc:unreferenced"); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs (nothing deleted): %w", err)
-	}
-	unrefRows, err := s.index.UnreferencedBlobs(ctx)
-	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: list unreferenced blobs (nothing deleted): %w", err)
-	}
-
-	var candidates []cas.Blob
-	for b, e := range onDisk {
-		if used[b] {
-			continue
-		}
-		if !old(e.ModTime) {
-			res.KeptYoung++
-			continue
-		}
+	candidates := make([]cas.Blob, 0, len(m.candidates))
+	for b := range m.candidates {
 		candidates = append(candidates, b)
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].FileName() < candidates[j].FileName() })
-	// Rows whose file is gone and that no part uses: nothing to unlink.
-	var stale []cas.Blob
-	for _, r := range unrefRows {
-		if _, ok := onDisk[r.Blob]; !ok {
-			stale = append(stale, r.Blob)
-		}
-	}
-	var oldTemps []cas.Entry
-	for _, t := range temps {
-		if old(t.ModTime) {
-			oldTemps = append(oldTemps, t)
+	stale, oldTemps := m.stale, m.oldTemps
+	// What the pack sweep asks of the mark: the candidates, and loose
+	// copies of blobs whose rows name a pack.
+	onDisk := m.candidates
+	for b, e := range m.looseCopies {
+		if _, ok := onDisk[b]; !ok {
+			onDisk[b] = e
 		}
 	}
 	if o.DryRun {
@@ -214,12 +160,41 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	// blob and its row: the writers that were, while the mark ran without
 	// the lock, have committed by now, and the deletes below check each
 	// row again inside their transaction (a blob referenced since the mark
-	// keeps its row, so keeps its file).
-	unlock, err := s.exclusiveLock(ctx, timeout)
-	if err != nil {
+	// keeps its row, so keeps its file). It holds the lock for sweepHold
+	// at a time, a chunk of rows deleted and their files unlinked, and
+	// lets writers in between: no write waits for the whole sweep.
+	var errs []string
+	locked := false
+	unlock := func() {}
+	defer func() { unlock() }()
+	var held time.Time
+	lock := func() error {
+		if locked && time.Since(held) < sweepHold {
+			return nil
+		}
+		if locked {
+			unlock()
+			locked = false
+			// Writers waiting on gc.intent poll for it: give them time
+			// to take their share before gc asks for the lock again.
+			t := time.NewTimer(2 * sharedPoll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		u, err := s.exclusiveLock(ctx, timeout)
+		if err != nil {
+			return err
+		}
+		unlock, locked, held = u, true, time.Now()
+		return nil
+	}
+	if err := lock(); err != nil {
 		return GCResult{}, err
 	}
-	defer unlock()
 	if err := s.fault("gc:sweep"); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
@@ -229,25 +204,34 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	gone, err := s.index.DeleteUnreferencedAt(ctx, candidates, cutoff, now)
-	if err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: %w", err)
+	for len(candidates) > 0 {
+		if err := lock(); err != nil {
+			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		}
+		chunk := candidates[:min(len(candidates), sweepChunk)]
+		candidates = candidates[len(chunk):]
+		gone, err := s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
+		if err != nil {
+			return res, fmt.Errorf("store: gc: %w", err)
+		}
+		for _, b := range gone {
+			if isPacked(onDisk[b]) {
+				// Its bytes go when its pack is rewritten, below.
+				res.UnusedPacked++
+				res.UnusedPackedBytes += onDisk[b].Size
+				continue
+			}
+			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+				errs = append(errs, err.Error())
+				continue
+			}
+			res.RemovedBlobs++
+			res.FreedBytes += onDisk[b].Size
+			res.Removed = append(res.Removed, b)
+		}
 	}
-	var errs []string
-	for _, b := range gone {
-		if isPacked(onDisk[b]) {
-			// Its bytes go when its pack is rewritten, below.
-			res.UnusedPacked++
-			res.UnusedPackedBytes += onDisk[b].Size
-			continue
-		}
-		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-			errs = append(errs, err.Error())
-			continue
-		}
-		res.RemovedBlobs++
-		res.FreedBytes += onDisk[b].Size
-		res.Removed = append(res.Removed, b)
+	if err := lock(); err != nil {
+		return res, fmt.Errorf("store: gc: %w", err)
 	}
 	for _, t := range oldTemps {
 		if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
@@ -259,8 +243,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		}
 		res.RemovedTemp++
 	}
-	if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
-		errs = append(errs, "packs: "+err.Error())
+	var err2 error
+	if res.Packs, err2 = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err2 != nil {
+		errs = append(errs, "packs: "+err2.Error())
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
@@ -269,6 +254,14 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	return res, nil
 }
 
+// The sweep holds gc.lock exclusively for about sweepHold at a time,
+// deleting the rows of sweepChunk blobs per transaction and then their
+// files: writers wait for one such hold at most.
+const (
+	sweepHold  = 20 * time.Millisecond
+	sweepChunk = 100
+)
+
 // keysOf lists the keys of parts, for messages.
 func keysOf(ps []index.Part) []string {
 	out := make([]string, len(ps))
@@ -276,4 +269,191 @@ func keysOf(ps []index.Part) []string {
 		out[i] = p.Key
 	}
 	return out
+}
+
+// gcMark is what gc's mark found: only what the sweep acts on, so that its
+// size follows the garbage, not the store.
+type gcMark struct {
+	// candidates are the blobs no row uses and whose file (or pack) is
+	// older than the grace period, with what the walk saw of them.
+	candidates map[cas.Blob]cas.Entry
+	keptYoung  int
+	// stale are rows no part uses whose blob is on disk nowhere.
+	stale []cas.Blob
+	// missing are blobs rows use that are on disk nowhere.
+	missing  []cas.Blob
+	oldTemps []cas.Entry
+	// looseCopies are loose files of blobs whose rows name a pack.
+	looseCopies map[cas.Blob]cas.Entry
+}
+
+// mark compares the index's blob rows with the files a shard at a time:
+// the rows of one shard against the walk's entries of that shard and the
+// packed blobs in it. It holds one shard's rows and files at
+// a time (a 256th of the store), the packs' tables of contents (which
+// reads load anyway) and what it found to delete. It fails closed: any
+// error reading rows or listing files is returned, and gc deletes nothing.
+// A row found used whose blob the walk did not see is looked at again
+// before it counts as missing: a writer may have stored it since.
+func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
+	m := gcMark{candidates: map[cas.Blob]cas.Entry{}, looseCopies: map[cas.Blob]cas.Entry{}}
+	listErr := func(what string, err error) error {
+		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
+	}
+	// Packed blobs by shard, each blob once, the first pack holding it.
+	var packed [256][]cas.Entry
+	packs, _, bad, err := s.blobs.Packs(ctx)
+	if err != nil {
+		return m, listErr("blob files", err)
+	}
+	for name, err := range bad {
+		return m, listErr("blob files", fmt.Errorf("pack %s does not load (run casctl verify): %w", name, err))
+	}
+	seenPacked := map[cas.Blob]bool{}
+	for _, p := range packs {
+		for _, e := range p.Entries {
+			if seenPacked[e.Blob] {
+				continue
+			}
+			seenPacked[e.Blob] = true
+			packed[e.Blob.Digest[0]] = append(packed[e.Blob.Digest[0]], cas.Entry{Kind: cas.EntryBlob,
+				RelPath: cas.PacksDir + "/" + p.Name, Blob: e.Blob, Size: e.Size, ModTime: p.ModTime})
+		}
+	}
+	seenPacked = nil
+	total := 0
+	for _, es := range packed {
+		total += len(es)
+	}
+	done := 0
+	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
+		if err := s.fault("gc:referenced"); err != nil {
+			return listErr("referenced blobs", err)
+		}
+		rows, err := s.index.BlobsInShard(ctx, sh)
+		if err != nil {
+			return listErr("referenced blobs", err)
+		}
+		if err := s.fault("gc:unreferenced"); err != nil {
+			return listErr("unreferenced blobs", err)
+		}
+		inPack := make(map[cas.Blob]cas.Entry, len(packed[sh]))
+		for _, e := range packed[sh] {
+			inPack[e.Blob] = e
+		}
+		unused := func(b cas.Blob, e cas.Entry) {
+			if old(e.ModTime) {
+				m.candidates[b] = e
+			} else {
+				m.keptYoung++
+			}
+		}
+		for _, r := range rows {
+			e, isLoose := loose[r.Blob]
+			p, isPacked := inPack[r.Blob]
+			delete(loose, r.Blob)
+			delete(inPack, r.Blob)
+			if isLoose && r.Packed {
+				m.looseCopies[r.Blob] = e
+			}
+			if !isLoose && isPacked {
+				e = p
+			}
+			switch {
+			case r.Used && !isLoose && !isPacked:
+				m.missing = append(m.missing, r.Blob)
+			case r.Used:
+			case !isLoose && !isPacked:
+				m.stale = append(m.stale, r.Blob)
+			default:
+				unused(r.Blob, e)
+			}
+		}
+		// Files no row names.
+		for b, e := range loose {
+			unused(b, e)
+		}
+		for b, e := range inPack {
+			unused(b, e)
+		}
+		done += len(rows)
+		if progress != nil {
+			progress(done, max(total, done))
+		}
+		return nil
+	}
+	// The walk lists each shard's entries together, the shards in no
+	// particular order: a shard is marked once the walk has left it, and
+	// the shards it did not find (empty ones packing removed) at the end.
+	var marked [256]bool
+	cur, loose := -1, map[cas.Blob]cas.Entry{}
+	flush := func() error {
+		if cur < 0 || marked[cur] {
+			return nil
+		}
+		marked[cur] = true
+		return shard(byte(cur), loose)
+	}
+	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+		if err := s.fault("gc:walk"); err != nil {
+			return err
+		}
+		sh, ok := shardOf(e.RelPath)
+		if ok && sh != cur {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur, loose = sh, map[cas.Blob]cas.Entry{}
+		}
+		switch e.Kind {
+		case cas.EntryBlob:
+			loose[e.Blob] = e
+		case cas.EntryTemp:
+			if old(e.ModTime) {
+				m.oldTemps = append(m.oldTemps, e)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	for sh := 0; sh < 256 && err == nil; sh++ {
+		if !marked[sh] {
+			err = shard(byte(sh), map[cas.Blob]cas.Entry{})
+		}
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "(nothing deleted)") {
+			return m, err
+		}
+		return m, listErr("blob files", err)
+	}
+	// A row used and a blob not seen: stored since its shard was walked,
+	// or packed meanwhile, or truly missing.
+	missing := m.missing[:0]
+	for _, b := range m.missing {
+		if _, err := s.blobs.Stat(ctx, b); err != nil && !errors.Is(err, cas.ErrCorrupt) {
+			missing = append(missing, b)
+		}
+	}
+	m.missing = missing
+	return m, nil
+}
+
+// shardOf returns the shard number of a path blobs/xx/… inside a shard.
+func shardOf(rel string) (int, bool) {
+	rest, ok := strings.CutPrefix(rel, cas.BlobsDir+"/")
+	if !ok {
+		return 0, false
+	}
+	name, _, ok := strings.Cut(rest, "/")
+	if !ok || len(name) != 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name, 16, 8)
+	if err != nil || strings.ToLower(name) != name {
+		return 0, false
+	}
+	return int(n), true
 }

@@ -21,19 +21,29 @@ func TestGCMarksWithoutTheLock(t *testing.T) {
 			dir := t.TempDir()
 			later := func() time.Time { return time.Now().Add(2 * DefaultGrace) }
 			var writer *Store
-			wrote, calls := 0, 0
+			wrote := 0
+			walks, shards := 0, 0
 			inject := func(point string) error {
-				if point != "gc:walk" {
+				var it hook.Item
+				switch {
+				case point == "gc:walk" && walks == 0:
+					// Something new while gc walks the files.
+					walks++
+					it = item("other", 1, "written during the walk")
+				case point == "gc:unreferenced":
+					// The garbage blob's content again, once the mark has
+					// read the rows of every shard (a shard at a time).
+					if shards++; shards != 256 {
+						return nil
+					}
+					it = item("again", 1, "garbage")
+				default:
 					return nil
 				}
-				calls++
-				if calls == 1 {
-					// The garbage blob's content again, during the mark.
-					if _, err := writer.Write(ctx, []hook.Item{item("again", 1, "garbage")}); err != nil {
-						return fmt.Errorf("write during the mark: %w", err)
-					}
-					wrote++
+				if _, err := writer.Write(ctx, []hook.Item{it}); err != nil {
+					return fmt.Errorf("write during the mark: %w", err)
 				}
+				wrote++
 				return nil
 			}
 			s := MustOpenDir(t, dir, WithCreate(), WithClock(later), withFaults(inject))
@@ -47,8 +57,8 @@ func TestGCMarksWithoutTheLock(t *testing.T) {
 			if err != nil {
 				t.Fatalf("gc: %v", err)
 			}
-			if wrote != 1 {
-				t.Fatalf("%d writes during the mark, want 1", wrote)
+			if wrote != 2 {
+				t.Fatalf("%d writes during the mark, want 2", wrote)
 			}
 			if dry && res.RemovedBlobs != 1 {
 				t.Errorf("dry run would remove %d blobs, want the one unused when it marked", res.RemovedBlobs)

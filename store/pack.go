@@ -183,29 +183,6 @@ func (s *Store) packLock(ctx context.Context) (func(), error) {
 	return func() { l.Unlock(); l.Close() }, nil
 }
 
-// packedEntries lists every blob held in a pack as a walk entry (its path
-// the pack's), for gc's mark: a packed blob is on disk. A pack that does not
-// load fails the mark, so gc deletes nothing.
-func (s *Store) packedEntries(ctx context.Context, into map[cas.Blob]cas.Entry) error {
-	packs, _, bad, err := s.blobs.Packs(ctx)
-	if err != nil {
-		return err
-	}
-	for name, err := range bad {
-		return fmt.Errorf("pack %s does not load (run casctl verify): %w", name, err)
-	}
-	for _, p := range packs {
-		for _, e := range p.Entries {
-			if _, ok := into[e.Blob]; ok {
-				continue // loose too: the loose file is what gc removes
-			}
-			into[e.Blob] = cas.Entry{Kind: cas.EntryBlob, RelPath: cas.PacksDir + "/" + p.Name, Blob: e.Blob,
-				Size: e.Size, ModTime: p.ModTime}
-		}
-	}
-	return nil
-}
-
 // isPacked reports whether a walk entry stands for a blob held in a pack.
 func isPacked(e cas.Entry) bool {
 	return strings.HasPrefix(e.RelPath, cas.PacksDir+"/")
@@ -233,8 +210,9 @@ type PackSweep struct {
 // live blobs (new pack durable, rows moved in one transaction, then the old
 // pack unlinked); packs no row names and temp files, older than the grace
 // period, go, and so do loose copies of packed blobs. A dry run counts and
-// changes nothing. onDisk is gc's mark: loose files, and packed blobs;
-// dying lists the blobs whose rows a dry run would have deleted.
+// changes nothing. onDisk is what gc's mark found of the blobs it asks
+// about: the unused ones, and loose copies of blobs whose rows name a
+// pack; dying lists the blobs whose rows a dry run would have deleted.
 func (s *Store) sweepPacks(ctx context.Context, cutoff time.Time, dryRun bool, onDisk map[cas.Blob]cas.Entry, dying map[cas.Blob]bool) (PackSweep, error) {
 	var sw PackSweep
 	rows, err := s.index.Packs(ctx)

@@ -52,6 +52,9 @@ type RepairResult struct {
 	// IndexProblems lists damage to the index database itself, which Repair
 	// cannot mend.
 	IndexProblems []string
+	// CountDrift lists the counters behind stats that differed from a
+	// recount of the rows; Repair set them to the recount.
+	CountDrift []string
 }
 
 // ErrIndexDamaged is returned by Repair when SQLite's integrity check fails:
@@ -62,10 +65,11 @@ var ErrIndexDamaged = errors.New("the index database is damaged")
 // nothing it cannot: it drops the rows of parts whose blobs are missing
 // from disk (their content is gone; the result names their keys), and moves
 // corrupt blob files aside under QuarantineDir, keeping their rows so that a
-// later write of the same content heals them. It holds gc.lock exclusively,
+// later write of the same content heals them, and sets the counters behind
+// stats to a recount of the rows when they drifted. It holds gc.lock exclusively,
 // so no writer is between its blob and its row meanwhile. Orphans and temp
 // files are left to gc.
-func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, error) {
+func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, err error) {
 	res := RepairResult{DryRun: o.DryRun}
 	if err := s.writable("repair"); err != nil {
 		return res, err
@@ -107,7 +111,20 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, erro
 		res.Lost = append(res.Lost, Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason})
 		lost = append(lost, p.Blob)
 	}
-	if o.DryRun || len(lost) == 0 {
+	res.CountDrift = v.CountDrift
+	if o.DryRun {
+		return res, nil
+	}
+	// Dropping rows keeps the counters as they are, right or wrong: the
+	// recount comes last.
+	defer func() {
+		if len(res.CountDrift) > 0 && err == nil {
+			if _, err = s.index.FixCounts(ctx); err != nil {
+				err = fmt.Errorf("store: repair: %w", err)
+			}
+		}
+	}()
+	if len(lost) == 0 {
 		return res, nil
 	}
 	gone, err := s.index.DeletePartsOf(ctx, lost)

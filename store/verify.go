@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -60,6 +63,9 @@ type VerifyResult struct {
 	Quarantined []Problem
 	// IndexProblems lists what SQLite's integrity check reported.
 	IndexProblems []string
+	// CountDrift lists the counters behind stats that differ from a
+	// recount of the rows, one line each; Repair sets them right.
+	CountDrift []string
 	// RecentOrphans counts the orphans younger than the grace period. They
 	// are suspicious: rows lost (the index's -wal file deleted after a
 	// crash, say) leave exactly such blobs, and gc deletes them once the
@@ -76,127 +82,131 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 }
 
 // verify is Verify; held says the caller holds gc.lock exclusively, so
-// that a second look needs no lock of its own.
+// that a second look needs no lock of its own. It goes a shard at a time:
+// the walk's entries of one shard against the index's rows of that shard,
+// so that it holds one shard's rows, the names of the packed blobs, and
+// what it found wrong, never a list of every blob.
 func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
-	problems, err := s.index.IntegrityCheck(ctx)
+	// SQLite's integrity check reads the whole database: it runs beside
+	// the re-hashing.
+	type check struct {
+		problems []string
+		err      error
+	}
+	checked := make(chan check, 1)
+	go func() {
+		p, err := s.index.IntegrityCheck(ctx)
+		checked <- check{p, err}
+	}()
+	integrity := func() ([]string, error) {
+		c := <-checked
+		checked <- c
+		return c.problems, c.err
+	}
+	// damaged reports an index too damaged to read: verify reports what
+	// the integrity check found rather than the first query that failed.
+	damaged := func() bool {
+		p, err := integrity()
+		res.IndexProblems = p
+		return err == nil && len(p) > 0
+	}
+	var total int64
+	if st, err := s.index.Stats(ctx, ""); err == nil {
+		total = st.StoredBytes + st.UnreferencedBytes
+	} else if damaged() {
+		return res, nil
+	} else {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	// The blobs packs hold: a row using one is not missing when its loose
+	// file is not there, and a loose copy found whole spares the packed one.
+	packs, _, _, err := s.blobs.Packs(ctx)
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	inPacks := map[cas.Blob]bool{}
+	for _, p := range packs {
+		for _, e := range p.Entries {
+			inPacks[e.Blob] = true
+		}
+	}
+	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}}
+	var marked [256]bool
+	cur := -1
+	var entries []cas.Entry
+	flush := func() error {
+		if cur < 0 || marked[cur] {
+			return nil
+		}
+		marked[cur] = true
+		return v.shard(ctx, byte(cur), entries)
+	}
+	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+		sh, ok := shardOf(e.RelPath)
+		if !ok {
+			// Names outside the shards: no row can name them.
+			return v.entry(ctx, e, v.hash(ctx, e))
+		}
+		if sh != cur {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur, entries = sh, entries[:0]
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	for sh := 0; sh < 256 && err == nil; sh++ {
+		if !marked[sh] {
+			err = v.shard(ctx, byte(sh), nil)
+		}
+	}
+	if err == nil {
+		err = v.markWhole(ctx, 0)
+	}
+	if err != nil && damaged() {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	problems, err := integrity()
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
 	res.IndexProblems = problems
-	refs, err := s.index.ReferencedBlobs(ctx)
-	if err != nil {
-		if len(problems) > 0 {
-			// The index is too damaged to read: report what the integrity
-			// check found rather than the first query that failed.
-			return res, nil
-		}
-		return res, fmt.Errorf("store: verify: %w", err)
-	}
-	type ref struct{ size, parts int64 }
-	used := make(map[cas.Blob]ref, len(refs))
-	for _, r := range refs {
-		used[r.Blob] = ref{r.Size, r.Parts}
-	}
-	var entries []cas.Entry
-	var total int64
-	if err := s.blobs.Walk(ctx, func(e cas.Entry) error {
-		entries = append(entries, e)
-		if e.Kind == cas.EntryBlob {
-			total += e.Size
-		}
-		return nil
-	}); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
-	}
-	seen := make(map[cas.Blob]bool, len(entries))
-	mtimes := map[cas.Blob]time.Time{}
 	var whole []cas.Blob
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		path := s.abs(e.RelPath)
-		switch e.Kind {
-		case cas.EntryTemp:
-			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
-			continue
-		case cas.EntryStray:
-			if e.Vanished {
-				// gc or a writer's rename took it since the listing.
-				continue
-			}
-			if e.BadShard {
-				res.Corrupt = append(res.Corrupt, Problem{Path: path, Reason: e.Problem})
-				continue
-			}
-			p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
-			if _, ok := used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
-				seen[e.Blob] = true
-				p.Keys = s.keys(ctx, e.Blob)
-				res.Corrupt = append(res.Corrupt, p)
-			} else {
-				res.Orphans = append(res.Orphans, p)
-			}
-			continue
-		}
-		err := s.blobs.Verify(ctx, e.Blob)
-		if errors.Is(err, cas.ErrNotFound) {
-			// Removed since the walk listed it: if a row still uses it,
-			// the re-check below under the lock says so.
-			continue
-		}
-		seen[e.Blob] = true
-		res.Checked++
-		res.CheckedBytes += e.Size
-		if o.Progress != nil {
-			o.Progress(res.CheckedBytes, total)
-		}
-		r, isUsed := used[e.Blob]
-		switch {
-		case err == nil && isUsed && r.size != e.Size:
-			// Cannot happen with a sound hash; say so rather than hide it.
-			res.Corrupt = append(res.Corrupt, Problem{Path: path, Blob: e.Blob, Keys: s.keys(ctx, e.Blob),
-				Reason: fmt.Sprintf("%d bytes, the index says %d", e.Size, r.size)})
-		case err == nil && isUsed:
-			whole = append(whole, e.Blob)
-		case err == nil:
-			res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
-			mtimes[e.Blob] = e.ModTime
-		default:
-			reason := err.Error()
-			var ce *cas.CorruptError
-			if errors.As(err, &ce) {
-				reason = ce.Reason
-				_, other := used[cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}]
-				switch {
-				case !ce.Got.IsZero() && other:
-					reason = "misnamed: holds the content of " + ce.Got.String()
-				case isUsed && e.Size < r.size:
-					reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, r.size)
-				}
-			}
-			p := Problem{Path: path, Blob: e.Blob, Reason: reason}
-			if isUsed {
-				p.Keys = s.keys(ctx, e.Blob)
-			}
-			res.Corrupt = append(res.Corrupt, p)
-		}
+	isUsed := func(b cas.Blob) bool {
+		r, err := s.index.Blob(ctx, b)
+		return err == nil && r.Parts > 0
 	}
-	isUsed := func(b cas.Blob) bool { _, ok := used[b]; return ok }
-	if err := s.verifyPacks(ctx, &res, isUsed, seen, &whole); err != nil {
+	if err := s.verifyPacks(ctx, &res, isUsed, v.seen, &whole); err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool { return seen[b] })
-	if err != nil {
+	v.whole = append(v.whole, whole...)
+	if err := v.markWhole(ctx, 0); err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	if len(lost) > 0 || len(res.Orphans) > 0 {
+	missing := slices.DeleteFunc(v.missing, func(b cas.Blob) bool { return v.seen[b] })
+	if len(missing) > 0 || len(res.Orphans) > 0 {
 		// gc may have collected, and writers stored, blobs since the walk:
 		// look again while gc cannot sweep.
-		if lost, err = s.recheck(ctx, seen, &res, held); err != nil {
+		if missing, err = s.recheck(ctx, missing, &res, held); err != nil {
 			return res, fmt.Errorf("store: verify: %w", err)
 		}
+	}
+	var lost []index.Part
+	for _, b := range missing {
+		ps, err := s.index.Sharing(ctx, b)
+		if err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
+		lost = append(lost, ps...)
 	}
 	quarantined := map[cas.Blob]bool{}
 	if len(lost) > 0 {
@@ -231,17 +241,190 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	}
 	cutoff := s.now().Add(-grace)
 	for _, o := range res.Orphans {
-		if t, ok := mtimes[o.Blob]; ok && t.After(cutoff) {
+		if t, ok := v.mtimes[o.Blob]; ok && t.After(cutoff) {
 			res.RecentOrphans++
 		}
 	}
-	if len(whole) > 0 && !s.readOnly {
-		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
+	if res.CountDrift, err = s.index.CountDrift(ctx); err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
+	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0 && len(res.CountDrift) == 0
+	return res, nil
+}
+
+// verifier holds what verify keeps between shards.
+type verifier struct {
+	s       *Store
+	o       VerifyOptions
+	res     *VerifyResult
+	total   int64
+	inPacks map[cas.Blob]bool
+	// seen holds the packed blobs found as loose files, and the blobs
+	// found corrupt (not also missing).
+	seen map[cas.Blob]bool
+	// used holds the current shard's rows that parts use.
+	used map[cas.Blob]index.ShardBlob
+	// missing lists blobs rows use that the walk did not find.
+	missing []cas.Blob
+	// whole lists blobs found whole, not yet marked verified.
+	whole  []cas.Blob
+	mtimes map[cas.Blob]time.Time
+}
+
+// shard checks one shard's entries against its rows.
+func (v *verifier) shard(ctx context.Context, sh byte, entries []cas.Entry) error {
+	rows, err := v.s.index.BlobsInShard(ctx, sh)
+	if err != nil {
+		return err
+	}
+	clear(v.used)
+	for _, r := range rows {
+		if r.Used {
+			v.used[r.Blob] = r
 		}
 	}
-	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0
-	return res, nil
+	// The shard's blobs are re-hashed by a worker per core, then judged
+	// in order.
+	errs := make([]error, len(entries))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = v.hash(ctx, entries[i])
+			}
+		}()
+	}
+	for i := range entries {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, e := range entries {
+		if err := v.entry(ctx, e, errs[i]); err != nil {
+			return err
+		}
+	}
+	for b := range v.used {
+		if !v.inPacks[b] {
+			v.missing = append(v.missing, b)
+		}
+	}
+	return v.markWhole(ctx, markEvery)
+}
+
+// markEvery is how many blobs found whole verify gathers before it marks
+// them verified.
+const markEvery = 10000
+
+// markWhole marks the blobs found whole as verified once there are at
+// least n of them, unless the store is read-only.
+func (v *verifier) markWhole(ctx context.Context, n int) error {
+	if len(v.whole) == 0 || len(v.whole) < n {
+		return nil
+	}
+	if !v.s.readOnly {
+		if err := v.s.index.MarkVerified(ctx, v.whole, v.s.now()); err != nil {
+			return err
+		}
+	}
+	v.whole = v.whole[:0]
+	return nil
+}
+
+// hash re-hashes a blob entry: nil when it matches its name.
+func (v *verifier) hash(ctx context.Context, e cas.Entry) error {
+	if e.Kind != cas.EntryBlob {
+		return nil
+	}
+	return v.s.blobs.Verify(ctx, e.Blob)
+}
+
+// entry checks one name the walk found, given what hash said of it; a
+// blob the current shard's rows use is taken off v.used once found.
+func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, res := v.s, v.res
+	path := s.abs(e.RelPath)
+	switch e.Kind {
+	case cas.EntryTemp:
+		res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
+		return nil
+	case cas.EntryStray:
+		if e.Vanished {
+			// gc or a writer's rename took it since the listing.
+			return nil
+		}
+		if e.BadShard {
+			res.Corrupt = append(res.Corrupt, Problem{Path: path, Reason: e.Problem})
+			return nil
+		}
+		p := Problem{Path: path, Blob: e.Blob, Reason: e.Problem}
+		if _, ok := v.used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
+			delete(v.used, e.Blob)
+			v.seen[e.Blob] = true
+			p.Keys = s.keys(ctx, e.Blob)
+			res.Corrupt = append(res.Corrupt, p)
+		} else {
+			res.Orphans = append(res.Orphans, p)
+		}
+		return nil
+	}
+	if errors.Is(err, cas.ErrNotFound) {
+		// Removed since the walk listed it: if a row still uses it,
+		// the re-check under the lock says so.
+		return nil
+	}
+	r, isUsed := v.used[e.Blob]
+	delete(v.used, e.Blob)
+	if v.inPacks[e.Blob] {
+		v.seen[e.Blob] = true
+	}
+	res.Checked++
+	res.CheckedBytes += e.Size
+	if v.o.Progress != nil {
+		v.o.Progress(res.CheckedBytes, max(v.total, res.CheckedBytes))
+	}
+	switch {
+	case err == nil && isUsed && r.Size != e.Size:
+		// Cannot happen with a sound hash; say so rather than hide it.
+		res.Corrupt = append(res.Corrupt, Problem{Path: path, Blob: e.Blob, Keys: s.keys(ctx, e.Blob),
+			Reason: fmt.Sprintf("%d bytes, the index says %d", e.Size, r.Size)})
+	case err == nil && isUsed:
+		v.whole = append(v.whole, e.Blob)
+	case err == nil:
+		res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
+		v.mtimes[e.Blob] = e.ModTime
+	default:
+		reason := err.Error()
+		var ce *cas.CorruptError
+		if errors.As(err, &ce) {
+			reason = ce.Reason
+			switch {
+			case !ce.Got.IsZero() && v.usedAnywhere(ctx, cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}):
+				reason = "misnamed: holds the content of " + ce.Got.String()
+			case isUsed && e.Size < r.Size:
+				reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, r.Size)
+			}
+		}
+		p := Problem{Path: path, Blob: e.Blob, Reason: reason}
+		if isUsed {
+			p.Keys = s.keys(ctx, e.Blob)
+			v.seen[e.Blob] = true
+		}
+		res.Corrupt = append(res.Corrupt, p)
+	}
+	return nil
+}
+
+// usedAnywhere reports whether a part uses a blob of any shard.
+func (v *verifier) usedAnywhere(ctx context.Context, b cas.Blob) bool {
+	r, err := v.s.index.Blob(ctx, b)
+	return err == nil && r.Parts > 0
 }
 
 // recheck looks again, under gc.lock shared, at what verify's first look
@@ -249,10 +432,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 // row deletions and its unlinks, and a writer commits a row only once its
 // blob is durable: a row whose blob is missing now is damage, whereas one
 // the walk missed may have been written, or collected, meanwhile. It
-// returns the parts whose blobs are missing, and drops from res.Orphans the
-// blobs a row uses now. On a store this process cannot lock (read-only),
-// it reads the rows again without the lock.
-func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *VerifyResult, held bool) ([]index.Part, error) {
+// returns the blobs still missing that rows still use, and drops from
+// res.Orphans the blobs a row uses now. On a store this process cannot
+// lock (read-only), it reads the rows again without the lock.
+func (s *Store) recheck(ctx context.Context, missing []cas.Blob, res *VerifyResult, held bool) ([]cas.Blob, error) {
 	unlock, err := func() {}, error(nil)
 	if !held {
 		unlock, err = s.sharedLock(ctx)
@@ -264,32 +447,36 @@ func (s *Store) recheck(ctx context.Context, seen map[cas.Blob]bool, res *Verify
 		unlock = func() {}
 	}
 	defer unlock()
-	lost, err := s.index.PartsMissingBlob(ctx, func(b cas.Blob) bool {
-		if seen[b] {
-			return true
+	var still []cas.Blob
+	for _, b := range missing {
+		row, err := s.index.Blob(ctx, b)
+		if errors.Is(err, index.ErrNotFound) || (err == nil && row.Parts == 0) {
+			continue // no row uses it any more
 		}
-		_, err := s.blobs.Stat(ctx, b)
-		return err == nil || errors.Is(err, cas.ErrCorrupt)
-	})
-	if err != nil || len(res.Orphans) == 0 {
-		return lost, err
-	}
-	refs, err := s.index.ReferencedBlobs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	used := make(map[cas.Blob]bool, len(refs))
-	for _, r := range refs {
-		used[r.Blob] = true
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.blobs.Stat(ctx, b); err == nil || errors.Is(err, cas.ErrCorrupt) {
+			continue
+		}
+		still = append(still, b)
 	}
 	kept := res.Orphans[:0]
 	for _, o := range res.Orphans {
-		if o.Blob.Digest.IsZero() || !used[o.Blob] {
+		if o.Blob.Digest.IsZero() {
+			kept = append(kept, o)
+			continue
+		}
+		row, err := s.index.Blob(ctx, o.Blob)
+		if err != nil && !errors.Is(err, index.ErrNotFound) {
+			return nil, err
+		}
+		if err != nil || row.Parts == 0 {
 			kept = append(kept, o)
 		}
 	}
 	res.Orphans = kept
-	return lost, nil
+	return still, nil
 }
 
 // keys lists the keys using a blob, for reports; an error listing them

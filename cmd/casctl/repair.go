@@ -80,6 +80,9 @@ func runRepair(ctx context.Context, g *globals, o repairOptions) error {
 		return writeJSON(g.stdout, repairJSON{DryRun: res.DryRun, Lost: repairedOf(res.Lost), Quarantined: repairedOf(res.Quarantined)})
 	}
 	w := g.stdout
+	if n := len(res.CountDrift); n > 0 {
+		fmt.Fprintf(w, "%s %s of stats to a recount of the rows\n", map[bool]string{false: "set", true: "would set"}[o.dryRun], count(n, "counter"))
+	}
 	if len(res.Lost)+len(res.Quarantined) == 0 {
 		fmt.Fprintln(w, "nothing to repair: no blob is missing or corrupt")
 		return nil

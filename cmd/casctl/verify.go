@@ -52,6 +52,7 @@ type verifyJSON struct {
 	Orphans       []problemJSON `json:"orphans"`
 	Temp          []problemJSON `json:"temp"`
 	IndexProblems []string      `json:"index_problems"`
+	CountDrift    []string      `json:"count_drift"`
 }
 
 func problems(ps []store.Problem) []problemJSON {
@@ -108,6 +109,9 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 		if out.IndexProblems == nil {
 			out.IndexProblems = []string{}
 		}
+		if out.CountDrift = res.CountDrift; out.CountDrift == nil {
+			out.CountDrift = []string{}
+		}
 		if err := writeJSON(g.stdout, out); err != nil {
 			return err
 		}
@@ -119,7 +123,8 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 		printVerify(g.stdout, s, res, o.verbose)
 	}
 	if !res.OK {
-		return fmt.Errorf("verify: %w: %d corrupt, %d missing, %d index problems", errVerifyFailed, len(res.Corrupt), len(res.Missing), len(res.IndexProblems))
+		return fmt.Errorf("verify: %w: %d corrupt, %d missing, %d index problems, %d counters off", errVerifyFailed,
+			len(res.Corrupt), len(res.Missing), len(res.IndexProblems), len(res.CountDrift))
 	}
 	return nil
 }
@@ -148,6 +153,9 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	for _, p := range res.IndexProblems {
 		fmt.Fprintf(w, "INDEX\t%s\n", p)
 	}
+	for _, p := range res.CountDrift {
+		fmt.Fprintf(w, "COUNTS\t%s\n", p)
+	}
 	leftovers := fmt.Sprintf("%s and %s (casctl gc removes them", count(len(res.Orphans), "orphan"), count(len(res.Temp), "temp file"))
 	if !verbose && len(res.Orphans)+len(res.Temp) > 0 {
 		leftovers += "; verify --verbose lists them"
@@ -171,6 +179,9 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	}
 	if n := len(res.Corrupt); n > 0 {
 		todo = append(todo, fmt.Sprintf("move %s to quarantine", count(n, "corrupt blob")))
+	}
+	if n := len(res.CountDrift); n > 0 {
+		todo = append(todo, fmt.Sprintf("set %s of stats to a recount", count(n, "counter")))
 	}
 	fmt.Fprintf(w, "to %s, run:\n  %s\n", strings.Join(todo, " and "), repairCommand(s))
 }

@@ -1,0 +1,448 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
+)
+
+// The scale section: what maintenance costs as a store grows to a million
+// parts. Each size gets a store of its own, filled once without fsync;
+// then each command runs in a process of its own, so that its peak memory
+// is its own, on the same store: stats, ls, show of a blob 50,000 parts
+// share, durable puts, gc --dry-run, then a tenth of the runs pruned and
+// gc with a durable writer putting all along, verify, and BLAKE3 alone
+// over the same blob files.
+
+// scaleParts are the parts of each run of the filled store.
+const scaleRunParts = 1000
+
+// scaleConfig configures the scale children.
+type scaleConfig struct {
+	Dir   string `json:"dir"`
+	Parts int    `json:"parts"`
+	Op    string `json:"op"`
+}
+
+// scaleOp is what one maintenance command took.
+type scaleOp struct {
+	Op       string  `json:"op"`
+	Millis   float64 `json:"ms"`
+	PeakKiB  int64   `json:"peak_kib"`
+	Detail   string  `json:"detail"`
+	Bytes    int64   `json:"bytes,omitempty"`
+	P50Milli float64 `json:"p50_ms,omitempty"`
+	P99Milli float64 `json:"p99_ms,omitempty"`
+	MaxMilli float64 `json:"max_ms,omitempty"`
+	Over100  int     `json:"over_100ms,omitempty"`
+	Count    int     `json:"count,omitempty"`
+}
+
+// scaleSize is every figure of one store size.
+type scaleSize struct {
+	Parts    int       `json:"parts"`
+	FillSecs float64   `json:"fill_seconds"`
+	Ops      []scaleOp `json:"ops"`
+	// Writer is the durable writer putting while gc ran.
+	Writer scaleOp `json:"writer_during_gc"`
+}
+
+// scaleReport is the scale section.
+type scaleReport struct {
+	Command    string      `json:"command"`
+	Date       time.Time   `json:"date"`
+	Machine    machine     `json:"machine"`
+	LoadBefore string      `json:"load_before"`
+	LoadAfter  string      `json:"load_after"`
+	Sizes      []scaleSize `json:"sizes"`
+}
+
+// hotContent is the content that 50,000 parts (a tenth, in smaller stores)
+// share, for show.
+const hotContent = "shared by many parts\n"
+
+// scaleText is the content of part i: unique for even i, the content of
+// part i-1 again for odd i (so that blobs are half the parts), padded to
+// 300 to 1,800 bytes.
+func scaleText(i, n int) string {
+	if i%(n/min(50_000, n/10)) == 0 {
+		return hotContent
+	}
+	if i%2 == 1 {
+		i--
+	}
+	pad := 300 + (i*7919)%1500
+	line := fmt.Sprintf("result %d of a tool call: some output that an agent produced\n", i)
+	return strings.Repeat(line, pad/len(line)+1)[:pad]
+}
+
+func scaleItem(i, n int) hook.Item {
+	tools := []string{"read_file", "grep", "run_tests", "list_dir"}
+	return hook.Item{Key: hook.Key{Run: fmt.Sprint("run-", i/scaleRunParts), Step: i % scaleRunParts, Tool: tools[i%len(tools)],
+		CallID: fmt.Sprint("call-", i), Part: -1, Ext: ".txt"}, Part: hook.Text(scaleText(i, n))}
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// runScale builds a store of each size in dir, measures it, removes it,
+// and writes the section into out as SCALE.md and scale.json.
+func runScale(ctx context.Context, sizes []int, dir, out, command string, stdout io.Writer) error {
+	rep := scaleReport{Command: command, Date: time.Now().UTC(), Machine: describeMachine(dir), LoadBefore: loadAvg()}
+	for _, n := range sizes {
+		sd := filepath.Join(dir, fmt.Sprint("scale-", n))
+		os.RemoveAll(sd)
+		size, err := measureSize(ctx, sd, n, stdout)
+		os.RemoveAll(sd)
+		if err != nil {
+			return fmt.Errorf("%d parts: %w", n, err)
+		}
+		rep.Sizes = append(rep.Sizes, size)
+	}
+	rep.LoadAfter = loadAvg()
+	if out == "" {
+		return json.NewEncoder(stdout).Encode(rep)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "scale.json"), b, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, "SCALE.md"), []byte(scaleMarkdown(rep)), 0o644)
+}
+
+func measureSize(ctx context.Context, dir string, n int, log io.Writer) (scaleSize, error) {
+	size := scaleSize{Parts: n}
+	start := time.Now()
+	var fill scaleOp
+	if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: "fill"}, &fill); err != nil {
+		return size, fmt.Errorf("fill: %w", err)
+	}
+	size.FillSecs = time.Since(start).Seconds()
+	fmt.Fprintf(log, "scale: %d parts filled in %.0f s\n", n, size.FillSecs)
+	for _, op := range []string{"stats", "ls-50", "ls-run", "show", "put", "gc-dry", "prune"} {
+		var r scaleOp
+		if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: op}, &r); err != nil {
+			return size, fmt.Errorf("%s: %w", op, err)
+		}
+		fmt.Fprintf(log, "scale: %d parts: %s %.1f ms, peak %d KiB %s\n", n, op, r.Millis, r.PeakKiB, r.Detail)
+		size.Ops = append(size.Ops, r)
+	}
+	gc, writer, err := gcWithWriter(ctx, dir, n)
+	if err != nil {
+		return size, err
+	}
+	fmt.Fprintf(log, "scale: %d parts: gc %.1f ms, peak %d KiB %s; writer %+v\n", n, gc.Millis, gc.PeakKiB, gc.Detail, writer)
+	size.Ops = append(size.Ops, gc)
+	size.Writer = writer
+	for _, op := range []string{"verify", "blake3"} {
+		var r scaleOp
+		if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: op}, &r); err != nil {
+			return size, fmt.Errorf("%s: %w", op, err)
+		}
+		fmt.Fprintf(log, "scale: %d parts: %s %.1f ms, peak %d KiB %s\n", n, op, r.Millis, r.PeakKiB, r.Detail)
+		size.Ops = append(size.Ops, r)
+	}
+	return size, nil
+}
+
+// gcWithWriter runs gc in one process while another puts durably, one
+// part a step, from before gc starts until after it ends.
+func gcWithWriter(ctx context.Context, dir string, n int) (scaleOp, scaleOp, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return scaleOp{}, scaleOp{}, err
+	}
+	cfg, _ := json.Marshal(scaleConfig{Dir: dir, Parts: n, Op: "writer"})
+	w := exec.CommandContext(ctx, exe)
+	w.Env = append(os.Environ(), childEnv+"=scale", configEnv+"="+string(cfg))
+	stdin, err := w.StdinPipe()
+	if err != nil {
+		return scaleOp{}, scaleOp{}, err
+	}
+	stderr, err := w.StderrPipe()
+	if err != nil {
+		return scaleOp{}, scaleOp{}, err
+	}
+	var stdout strings.Builder
+	w.Stdout = &stdout
+	if err := w.Start(); err != nil {
+		return scaleOp{}, scaleOp{}, err
+	}
+	defer w.Process.Kill()
+	// The writer says when its first put is done.
+	sc := bufio.NewScanner(stderr)
+	ready := false
+	var said []string
+	for sc.Scan() {
+		if sc.Text() == "writing" {
+			ready = true
+			break
+		}
+		said = append(said, sc.Text())
+	}
+	if !ready {
+		w.Wait()
+		return scaleOp{}, scaleOp{}, fmt.Errorf("writer: %s", strings.Join(said, "; "))
+	}
+	go io.Copy(io.Discard, stderr)
+	var gc scaleOp
+	gcErr := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: "gc"}, &gc)
+	stdin.Close()
+	if err := w.Wait(); err != nil {
+		return gc, scaleOp{}, fmt.Errorf("writer: %w", err)
+	}
+	var wr scaleOp
+	if err := json.Unmarshal([]byte(stdout.String()), &wr); err != nil {
+		return gc, wr, fmt.Errorf("writer: %w", err)
+	}
+	if gcErr != nil {
+		return gc, wr, fmt.Errorf("gc: %w", gcErr)
+	}
+	return gc, wr, nil
+}
+
+// scaleChild runs one scale operation in this process.
+func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
+	r := scaleOp{Op: c.Op}
+	opts := []store.Option{}
+	switch c.Op {
+	case "fill":
+		opts = append(opts, store.WithCreate(), store.WithDurability(cas.SyncNone))
+	case "blake3":
+		start := time.Now()
+		var files int
+		err := filepath.WalkDir(filepath.Join(c.Dir, cas.BlobsDir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			cas.Sum(b)
+			files++
+			r.Bytes += int64(len(b))
+			return nil
+		})
+		r.Millis = float64(time.Since(start).Microseconds()) / 1000
+		r.PeakKiB = peakRSSKiB()
+		r.Detail = fmt.Sprintf("%d files, %s", files, mib(r.Bytes))
+		return r, err
+	}
+	s, err := store.Open(ctx, c.Dir, opts...)
+	if err != nil {
+		return r, err
+	}
+	defer s.Close()
+	start := time.Now()
+	switch c.Op {
+	case "fill":
+		const batch = 1000
+		for i := 0; i < c.Parts; i += batch {
+			items := make([]hook.Item, 0, batch)
+			for j := i; j < min(i+batch, c.Parts); j++ {
+				items = append(items, scaleItem(j, c.Parts))
+			}
+			if _, err := s.Write(ctx, items); err != nil {
+				return r, err
+			}
+		}
+	case "stats":
+		st, err := s.Stats(ctx, "")
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("%d parts, %d blobs, %d runs", st.Parts, st.Blobs, st.Runs)
+	case "ls-50":
+		ps, err := s.List(ctx, index.ListOptions{Limit: 50})
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("%d parts", len(ps))
+	case "ls-run":
+		ps, err := s.List(ctx, index.ListOptions{Run: "run-1"})
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("%d parts", len(ps))
+	case "show":
+		p, err := s.Resolve(ctx, "", fmt.Sprintf("blake3:%s", cas.Sum([]byte(hotContent)).Hex()))
+		if err != nil {
+			return r, err
+		}
+		start = time.Now()
+		d, err := s.ShowPartFirst(ctx, p, 10)
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("%d of %d parts sharing the blob", len(d.Sharing), d.SharingTotal)
+	case "put":
+		var lat []time.Duration
+		for i := range 200 {
+			t := time.Now()
+			it := scaleItem(c.Parts+i, c.Parts)
+			it.Key.Run = "put"
+			if _, err := s.Write(ctx, []hook.Item{it}); err != nil {
+				return r, err
+			}
+			lat = append(lat, time.Since(t))
+		}
+		latencies(&r, lat)
+		r.Detail = "200 durable one-part steps"
+	case "gc-dry":
+		res, err := s.GC(ctx, store.GCOptions{DryRun: true})
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("would remove %d blobs", res.RemovedBlobs)
+	case "prune":
+		// A tenth of the runs.
+		runs := c.Parts / scaleRunParts
+		var removed int64
+		for k := 0; k < runs; k += 10 {
+			res, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprint("run-", k)})
+			if err != nil {
+				return r, err
+			}
+			removed += res.RemovedParts
+		}
+		r.Detail = fmt.Sprintf("%d parts of %d runs", removed, (runs+9)/10)
+	case "gc":
+		res, err := s.GC(ctx, store.GCOptions{Grace: 0})
+		if err != nil {
+			return r, err
+		}
+		r.Detail = fmt.Sprintf("removed %d blobs, %s", res.RemovedBlobs, mib(res.FreedBytes))
+	case "verify":
+		res, err := s.Verify(ctx, store.VerifyOptions{})
+		if err != nil {
+			return r, err
+		}
+		if !res.OK {
+			return r, fmt.Errorf("verify found damage: %d corrupt, %d missing, %q", len(res.Corrupt), len(res.Missing), res.CountDrift)
+		}
+		r.Bytes = res.CheckedBytes
+		r.Detail = fmt.Sprintf("%d blobs, %s", res.Checked, mib(res.CheckedBytes))
+	case "writer":
+		var lat []time.Duration
+		done := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+		for i := 0; ; i++ {
+			t := time.Now()
+			it := scaleItem(c.Parts+1000+i, c.Parts)
+			it.Key.Run = "writer"
+			if _, err := s.Write(ctx, []hook.Item{it}); err != nil {
+				return r, err
+			}
+			lat = append(lat, time.Since(t))
+			if i == 0 {
+				fmt.Fprintln(os.Stderr, "writing")
+			}
+			select {
+			case <-done:
+				latencies(&r, lat)
+				r.Detail = fmt.Sprintf("%d durable one-part steps while gc ran", len(lat))
+				r.PeakKiB = peakRSSKiB()
+				return r, nil
+			default:
+			}
+		}
+	default:
+		return r, fmt.Errorf("unknown scale op %q", c.Op)
+	}
+	r.Millis = float64(time.Since(start).Microseconds()) / 1000
+	r.PeakKiB = peakRSSKiB()
+	return r, nil
+}
+
+// latencies sets the percentiles of lat into r.
+func latencies(r *scaleOp, lat []time.Duration) {
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	r.Count = len(lat)
+	r.P50Milli = ms(lat[len(lat)/2])
+	r.P99Milli = ms(lat[len(lat)*99/100])
+	r.MaxMilli = ms(lat[len(lat)-1])
+	for _, d := range lat {
+		if d > 100*time.Millisecond {
+			r.Over100++
+		}
+	}
+}
+
+// scaleMarkdown renders the section.
+func scaleMarkdown(rep scaleReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# toolcas at scale: maintenance from 10,000 to a million parts\n\n")
+	fmt.Fprintf(&b, "- Command: `%s`\n", rep.Command)
+	fmt.Fprintf(&b, "- Date: %s\n", rep.Date.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "- Machine: %s, %d cores, %d GiB, Linux %s, stores on %s\n", rep.Machine.CPU, rep.Machine.Cores,
+		rep.Machine.MemoryGiB, rep.Machine.Kernel, rep.Machine.FileSystem)
+	fmt.Fprintf(&b, "- Load average (1, 5, 15 min) before: %s; after: %s\n", rep.LoadBefore, rep.LoadAfter)
+	fmt.Fprintf(&b, "- Each store: runs of %d parts of 300 to 1,800 bytes of text, every second part the same bytes as the one before (blobs are half the parts), and one blob that 50,000 parts (a tenth, below a million) share; filled without fsync, once. Each command then runs in a process of its own on it; its time is the library call's, without opening the store.\n\n", scaleRunParts)
+	b.WriteString("| parts | fill | put p50 / p99 | ls --limit 50 | ls of a run | show (shared blob) | stats | gc --dry-run | prune a tenth | gc | writer during gc: p50 / p99 / max, > 100 ms | verify | BLAKE3 alone | verify / BLAKE3 speed |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, sz := range rep.Sizes {
+		op := map[string]scaleOp{}
+		for _, o := range sz.Ops {
+			op[o.Op] = o
+		}
+		cell := func(name string) string {
+			o := op[name]
+			return fmt.Sprintf("%s, %s", dur(o.Millis), mib(o.PeakKiB<<10))
+		}
+		w := sz.Writer
+		ratio := 0.0
+		if op["verify"].Millis > 0 {
+			ratio = op["blake3"].Millis / op["verify"].Millis
+		}
+		fmt.Fprintf(&b, "| %d | %.0f s | %.2f / %.2f ms | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f ms, %d of %d | %s | %s | %.2f |\n",
+			sz.Parts, sz.FillSecs, op["put"].P50Milli, op["put"].P99Milli, cell("ls-50"), cell("ls-run"), cell("show"), cell("stats"),
+			cell("gc-dry"), cell("prune"), cell("gc"), w.P50Milli, w.P99Milli, w.MaxMilli, w.Over100, w.Count, cell("verify"),
+			cell("blake3"), ratio)
+	}
+	b.WriteString("\nEach cell: the time, then the process's peak resident memory. What each command found:\n\n")
+	for _, sz := range rep.Sizes {
+		fmt.Fprintf(&b, "- %d parts:", sz.Parts)
+		for _, o := range sz.Ops {
+			if o.Detail != "" {
+				fmt.Fprintf(&b, " %s: %s;", o.Op, o.Detail)
+			}
+		}
+		fmt.Fprintf(&b, " writer: %s.\n", sz.Writer.Detail)
+	}
+	return b.String()
+}
+
+func dur(ms float64) string {
+	if ms >= 1000 {
+		return fmt.Sprintf("%.2f s", ms/1000)
+	}
+	return fmt.Sprintf("%.1f ms", ms)
+}

@@ -1,0 +1,301 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The counters behind Stats live in the counts and blob_totals tables and
+// in each blob row's counted_in, and triggers on parts and blobs keep them
+// in the transaction that changes the rows (see the migration that makes
+// them). Nothing in Go updates them, so no write path can forget to.
+
+// countedStats is Stats of the whole index, read from the counters: a row
+// per (run, tool), a row of blob totals and the packs, then, for the dates
+// of each group, two index lookups per run and per tool.
+func (x *Index) countedStats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := x.read(ctx, func() error {
+		s = Stats{}
+		rows, err := x.db.QueryContext(ctx, `SELECT coalesce(r.name, ''), c.tool, c.parts, c.logical, c.blobs, c.stored,
+			c.packed_blobs, c.packed FROM counts c LEFT JOIN runs r ON r.id = c.run_id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		tools, runs := map[string]*GroupStats{}, map[string]*GroupStats{}
+		add := func(m map[string]*GroupStats, name string, parts, logical, stored int64) {
+			g := m[name]
+			if g == nil {
+				g = &GroupStats{Name: name}
+				m[name] = g
+			}
+			g.Parts += parts
+			g.LogicalBytes += logical
+			g.StoredBytes += stored
+		}
+		for rows.Next() {
+			var run, tool string
+			var parts, logical, blobs, stored, packedBlobs, packed int64
+			if err := rows.Scan(&run, &tool, &parts, &logical, &blobs, &stored, &packedBlobs, &packed); err != nil {
+				return err
+			}
+			s.Parts += parts
+			s.LogicalBytes += logical
+			s.Blobs += blobs
+			s.StoredBytes += stored
+			s.PackedBlobs += packedBlobs
+			s.PackedBytes += packed
+			add(tools, tool, parts, logical, stored)
+			add(runs, run, parts, logical, stored)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		// A group whose parts are all gone may still count blobs that
+		// other groups use: they stay in the totals, the group does not.
+		for _, m := range []map[string]*GroupStats{tools, runs} {
+			for k, g := range m {
+				if g.Parts == 0 {
+					delete(m, k)
+				}
+			}
+		}
+		s.Runs = int64(len(runs))
+		// Each tool once (it has a counts row per run), then its dates.
+		if err := x.groupDates(ctx, tools, `SELECT c.tool,
+				(SELECT min(created_at) FROM parts p WHERE p.tool = c.tool), (SELECT max(created_at) FROM parts p WHERE p.tool = c.tool)
+			FROM (SELECT DISTINCT tool FROM counts WHERE parts > 0) c`); err != nil {
+			return err
+		}
+		if err := x.groupDates(ctx, runs, `SELECT r.name,
+				(SELECT min(created_at) FROM parts p WHERE p.run_id = r.id), (SELECT max(created_at) FROM parts p WHERE p.run_id = r.id)
+			FROM runs r WHERE r.id IN (SELECT run_id FROM counts WHERE parts > 0)`); err != nil {
+			return err
+		}
+		s.ByTool, s.ByRun = sortGroups(tools), sortGroups(runs)
+		var blobRows, blobBytes int64
+		if err := x.db.QueryRowContext(ctx, `SELECT blobs, bytes FROM blob_totals WHERE id = 1`).Scan(&blobRows, &blobBytes); err != nil {
+			return fmt.Errorf("blob totals: %w", err)
+		}
+		s.UnreferencedBlobs, s.UnreferencedBytes = blobRows-s.Blobs, blobBytes-s.StoredBytes
+		return x.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`).
+			Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("index: stats: %w", err)
+	}
+	x.finish(&s)
+	return s, nil
+}
+
+// groupDates sets First and Last of the groups from q's rows of (name,
+// oldest, newest); a group may have several rows (a run with two ids).
+func (x *Index) groupDates(ctx context.Context, groups map[string]*GroupStats, q string) error {
+	rows, err := x.db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var first, last sql.NullInt64
+		if err := rows.Scan(&name, &first, &last); err != nil {
+			return err
+		}
+		g := groups[name]
+		if g == nil || !first.Valid {
+			continue
+		}
+		f, l := time.Unix(0, first.Int64), time.Unix(0, last.Int64)
+		if g.First.IsZero() || f.Before(g.First) {
+			g.First = f
+		}
+		if l.After(g.Last) {
+			g.Last = l
+		}
+	}
+	return rows.Err()
+}
+
+func sortGroups(m map[string]*GroupStats) []GroupStats {
+	out := make([]GroupStats, 0, len(m))
+	for _, g := range m {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].LogicalBytes != out[j].LogicalBytes {
+			return out[i].LogicalBytes > out[j].LogicalBytes
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// A driftCheck recounts one kind of counter: q returns a row for each
+// counter that differs from its recount, and line says what the row means.
+type driftCheck struct {
+	q    string
+	line func(cols []any) string
+}
+
+// driftChecks recount every counter behind Stats.
+var driftChecks = []driftCheck{
+	{ // Parts and logical bytes of each (run, tool).
+		`SELECT coalesce(g.run_id, c.run_id), coalesce(g.tool, c.tool), coalesce(c.parts, 0), coalesce(c.logical, 0),
+			coalesce(g.n, 0), coalesce(g.bytes, 0)
+		FROM (SELECT run_id, tool, count(*) AS n, sum(bytes) AS bytes FROM parts GROUP BY run_id, tool) g
+		FULL OUTER JOIN counts c ON c.run_id = g.run_id AND c.tool = g.tool
+		WHERE coalesce(c.parts, 0) <> coalesce(g.n, 0) OR coalesce(c.logical, 0) <> coalesce(g.bytes, 0)`,
+		func(c []any) string {
+			return fmt.Sprintf("run %v tool %q: counted %v parts of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3], c[4], c[5])
+		},
+	},
+	{ // A blob used and not counted.
+		`SELECT b.digest, b.ext FROM blobs b
+		WHERE b.counted_in IS NULL AND EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id)`,
+		func(c []any) string { return fmt.Sprintf("blob %x%v: used by parts, counted nowhere", c[0], c[1]) },
+	},
+	{ // A blob counted in a group none of whose parts uses it.
+		`SELECT b.digest, b.ext, b.counted_in FROM blobs b
+		WHERE b.counted_in IS NOT NULL AND NOT EXISTS (SELECT 1 FROM parts p JOIN counts c ON c.run_id = p.run_id
+			AND c.tool = p.tool WHERE p.blob_id = b.id AND c.id = b.counted_in)`,
+		func(c []any) string {
+			return fmt.Sprintf("blob %x%v: counted in counts row %v, whose parts do not use it", c[0], c[1], c[2])
+		},
+	},
+	{ // The blobs each counts row counts.
+		`SELECT c.id, c.blobs, c.stored, c.packed_blobs, c.packed,
+			coalesce(a.n, 0), coalesce(a.bytes, 0), coalesce(a.pn, 0), coalesce(a.pbytes, 0)
+		FROM counts c LEFT JOIN (` + countedBlobsSQL + `) a ON a.counted_in = c.id
+		WHERE c.blobs <> coalesce(a.n, 0) OR c.stored <> coalesce(a.bytes, 0) OR c.packed_blobs <> coalesce(a.pn, 0)
+			OR c.packed <> coalesce(a.pbytes, 0)`,
+		func(c []any) string {
+			return fmt.Sprintf("counts row %v: counted %v blobs of %v bytes (%v of %v packed), recounted %v of %v (%v of %v)",
+				c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
+		},
+	},
+	{
+		`SELECT t.blobs, t.bytes, a.n, a.bytes
+		FROM (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs) a LEFT JOIN blob_totals t ON t.id = 1
+		WHERE t.blobs IS NULL OR t.blobs <> a.n OR t.bytes <> a.bytes`,
+		func(c []any) string {
+			if c[0] == nil {
+				return fmt.Sprintf("blob totals: none, recounted %v blobs of %v bytes", c[2], c[3])
+			}
+			return fmt.Sprintf("blob totals: counted %v blobs of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3])
+		},
+	},
+}
+
+// queryer is a database or a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// drift runs the checks and returns their lines.
+func drift(ctx context.Context, db queryer) ([]string, error) {
+	var out []string
+	for _, d := range driftChecks {
+		rows, err := db.QueryContext(ctx, d.q)
+		if err != nil {
+			return nil, err
+		}
+		cols, err := rows.Columns()
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, d.line(vals))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// countedBlobsSQL sums the blobs of each counts row.
+const countedBlobsSQL = `SELECT counted_in, count(*) AS n, sum(size) AS bytes,
+	sum(CASE WHEN pack_id IS NULL THEN 0 ELSE 1 END) AS pn, sum(CASE WHEN pack_id IS NULL THEN 0 ELSE size END) AS pbytes
+	FROM blobs WHERE counted_in IS NOT NULL GROUP BY counted_in`
+
+// CountDrift recounts the rows that Stats' counters summarise and returns
+// one line for each counter that differs from its recount: none on a sound
+// index. It reads every part and blob row, in one read transaction.
+func (x *Index) CountDrift(ctx context.Context) ([]string, error) {
+	var lines []string
+	err := x.read(ctx, func() error {
+		// One transaction: every check reads the same snapshot, whatever
+		// writers commit meanwhile.
+		tx, err := x.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		lines, err = drift(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: recount: %w", err)
+	}
+	return lines, nil
+}
+
+// FixCounts sets every counter behind Stats to its recount, in one
+// transaction, and returns how many counters were off before.
+func (x *Index) FixCounts(ctx context.Context) (int, error) {
+	var n int
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		lines, err := drift(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if n = len(lines); n == 0 {
+			return nil
+		}
+		for _, q := range []string{
+			`INSERT INTO counts (run_id, tool) SELECT DISTINCT run_id, tool FROM parts WHERE true
+				ON CONFLICT (run_id, tool) DO NOTHING`,
+			`UPDATE blobs SET counted_in = NULL WHERE counted_in IS NOT NULL
+				AND NOT EXISTS (SELECT 1 FROM parts p JOIN counts c ON c.run_id = p.run_id AND c.tool = p.tool
+					WHERE p.blob_id = blobs.id AND c.id = blobs.counted_in)`,
+			`UPDATE blobs SET counted_in = (SELECT c.id FROM parts p JOIN counts c ON c.run_id = p.run_id AND c.tool = p.tool
+				WHERE p.blob_id = blobs.id ORDER BY p.id LIMIT 1) WHERE counted_in IS NULL`,
+			// The updates above moved counters by trigger; set them all
+			// from the rows now.
+			`UPDATE counts SET parts = 0, logical = 0, blobs = 0, stored = 0, packed_blobs = 0, packed = 0`,
+			`UPDATE counts SET parts = g.n, logical = g.bytes
+				FROM (SELECT run_id, tool, count(*) AS n, sum(bytes) AS bytes FROM parts GROUP BY run_id, tool) AS g
+				WHERE g.run_id = counts.run_id AND g.tool = counts.tool`,
+			`UPDATE counts SET blobs = a.n, stored = a.bytes, packed_blobs = a.pn, packed = a.pbytes
+				FROM (` + countedBlobsSQL + `) AS a WHERE a.counted_in = counts.id`,
+			`INSERT INTO blob_totals (id, blobs, bytes) SELECT 1, count(*), coalesce(sum(size), 0) FROM blobs WHERE true
+				ON CONFLICT (id) DO UPDATE SET blobs = excluded.blobs, bytes = excluded.bytes`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("index: fix counts: %w", err)
+	}
+	return n, nil
+}

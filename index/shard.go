@@ -1,0 +1,67 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// ShardBlob is a blob row as gc's and verify's marks see it, a shard at a
+// time.
+type ShardBlob struct {
+	Blob           cas.Blob
+	Size           int64
+	LastReferenced time.Time
+	// Used says some part uses the blob.
+	Used bool
+	// Packed says the row names a pack that holds the blob.
+	Packed bool
+}
+
+// BlobsInShard returns the rows of the blobs whose digest starts with the
+// byte shard, in the order of their file names (digest, then extension):
+// a 256th of the blobs at a time, so that a mark of every blob never holds
+// them all.
+func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, error) {
+	q := `SELECT b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
+		b.pack_id IS NOT NULL FROM blobs b WHERE b.digest >= ?`
+	args := []any{[]byte{shard}}
+	if shard < 0xff {
+		q += ` AND b.digest < ?`
+		args = append(args, []byte{shard + 1})
+	}
+	q += ` ORDER BY b.digest, b.ext`
+	var out []ShardBlob
+	err := x.read(ctx, func() error {
+		out = out[:0]
+		rows, err := x.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				digest    []byte
+				r         ShardBlob
+				last      int64
+				used, pkd bool
+			)
+			if err := rows.Scan(&digest, &r.Blob.Ext, &r.Size, &last, &used, &pkd); err != nil {
+				return err
+			}
+			if len(digest) != cas.DigestSize {
+				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
+			}
+			r.Blob.Digest = cas.Digest(digest)
+			r.LastReferenced, r.Used, r.Packed = time.Unix(0, last), used, pkd
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: blobs of shard %02x: %w", shard, err)
+	}
+	return out, nil
+}
