@@ -29,6 +29,11 @@ func TestOpenBadURL(t *testing.T) {
 		{"postgresql://u:hunter2@127.0.0.1:5432/db?sslmode=bogus", "sslmode"},
 		{"mysql://u:hunter2@127.0.0.1/db", "scheme \"mysql\""},
 		{"s3://bucket/prefix", "scheme \"s3\""},
+		{"postgres://u@/db?password=hunter2", "no host"},
+		{"postgres://u@127.0.0.1:5432/?password=hunter2", "database name"},
+		{"postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2", "sslmode"},
+		{"postgres://u@127.0.0.1:5432/db?sslpassword=hunter2&sslmode=bogus", "sslmode"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?password=hunter2&sslmode=bogus", "sslmode"},
 	} {
 		_, err := Open(context.Background(), tc.url)
 		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), tc.want) {
@@ -75,6 +80,9 @@ func TestOpenPostgresRefused(t *testing.T) {
 		{"unknown user", url("nobody:x", dbName, c.Port()), ErrAccessDenied, "nobody"},
 		{"missing database", url(pgtest.User, "no_such_db", c.Port()), ErrNoDatabase, `"no_such_db" does not exist`},
 		{"nothing listening", url(pgtest.User, dbName, closed), ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+		{"wrong password in the query", url("app", dbName, c.Port()) + "&password=not-the-one", ErrAccessDenied, `password authentication failed for user "app"`},
+		{"nothing listening, password in the query", url("app", dbName, closed) + "&password=not-the-one", ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+		{"missing database, password in the query", url("app", "no_such_db", c.Port()) + "&password=right-one&sslpassword=not-the-one", ErrNoDatabase, `"no_such_db" does not exist`},
 	} {
 		t0 := time.Now()
 		x, err := Open(ctx, tc.url)
@@ -85,16 +93,22 @@ func TestOpenPostgresRefused(t *testing.T) {
 		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: Open = %v; want %v saying %s", tc.name, err, tc.err, tc.says)
 		}
-		if strings.Contains(err.Error(), "not-the-one") {
+		if strings.Contains(err.Error(), "not-the-one") || strings.Contains(err.Error(), "right-one") {
 			t.Errorf("%s: error shows the password: %v", tc.name, err)
 		}
 	}
-	// The right password opens it.
-	x, err := Open(ctx, url("app:right-one", dbName, c.Port()))
-	if err != nil {
-		t.Fatalf("Open with the right password: %v", err)
+	// The right password opens it, in the userinfo or in the query, and
+	// the index's Path never shows it.
+	for _, u := range []string{url("app:right-one", dbName, c.Port()), url("app", dbName, c.Port()) + "&password=right-one"} {
+		x, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open with the right password: %v", err)
+		}
+		if strings.Contains(x.Path(), "right-one") {
+			t.Errorf("Path() = %q shows the password", x.Path())
+		}
+		x.Close()
 	}
-	x.Close()
 }
 
 // The server stops at once (pg_ctl stop -m immediate: SIGQUIT to its pid)

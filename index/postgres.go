@@ -58,7 +58,7 @@ func checkPostgresURL(raw string) (string, error) {
 		// url's error repeats the text, password and all.
 		return "", fmt.Errorf("index: %w: not a URL", ErrInvalidURL)
 	}
-	shown := u.Redacted()
+	shown := redactURL(u)
 	db := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case u.Scheme != "postgres" && u.Scheme != "postgresql":
@@ -74,6 +74,28 @@ func checkPostgresURL(raw string) (string, error) {
 		}
 	}
 	return shown, nil
+}
+
+// secretParams are the URL query parameters whose values are secrets, and
+// are never shown.
+var secretParams = []string{"password", "sslpassword"}
+
+// redactURL returns u as text with its passwords hidden: the userinfo's,
+// as url.Redacted hides it, and those given as query parameters.
+func redactURL(u *url.URL) string {
+	v := *u
+	q := v.Query()
+	hid := false
+	for _, k := range secretParams {
+		if _, ok := q[k]; ok {
+			q[k] = []string{"xxxxx"}
+			hid = true
+		}
+	}
+	if hid {
+		v.RawQuery = q.Encode()
+	}
+	return v.Redacted()
 }
 
 // openPostgres opens the index in the PostgreSQL database raw names, and
