@@ -306,6 +306,8 @@ func TestPostgresErrorClasses(t *testing.T) {
 		{"lost connection", io.ErrUnexpectedEOF, 11, true},
 		{"server shut the session", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, 11, true},
 		{"commit answer lost", &commitUnknown{io.ErrUnexpectedEOF}, 1, true},
+		{"session shut while committing", &commitUnknown{&pgconn.PgError{Code: "57P01", Message: "terminating connection"}}, 1, true},
+		{"context ended while committing", &commitUnknown{context.Canceled}, 1, false},
 		{"unique violation", &pgconn.PgError{Code: "23505", Message: "duplicate key"}, 1, false},
 		{"canceled", context.Canceled, 1, false},
 		{"lock wait", lockWait, -1, false},
@@ -320,7 +322,24 @@ func TestPostgresErrorClasses(t *testing.T) {
 			t.Errorf("%s: connError = %v, unreachable %v, want %v", tc.name, x.connError(err), got, tc.unreachable)
 		}
 	}
-	if msg := x.connError(&commitUnknown{io.ErrUnexpectedEOF}).Error(); !strings.Contains(msg, "may or may not have been committed") {
-		t.Errorf("commit answer lost reads %q", msg)
+	// A lost commit says it may have committed and keeps its chain,
+	// whatever broke: the server's own error included.
+	for _, inner := range []error{
+		io.ErrUnexpectedEOF,
+		&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"},
+		&pgconn.PgError{Code: "57P02", Message: "terminating connection due to crash of another server process"},
+		&pgconn.PgError{Code: "08006", Message: "connection failure"},
+		context.DeadlineExceeded,
+	} {
+		err := x.connError(retryBusy(ctx, 50*time.Millisecond, func() error { return &commitUnknown{inner} }))
+		if msg := err.Error(); !strings.Contains(msg, "may or may not have been committed") {
+			t.Errorf("commit lost to %v reads %q", inner, msg)
+		}
+		if !errors.Is(err, ErrCommitUnknown) || !errors.Is(err, inner) || !errors.As(err, new(*commitUnknown)) {
+			t.Errorf("commit lost to %v: %v is not ErrCommitUnknown wrapping it", inner, err)
+		}
+		if pe := new(*pgconn.PgError); errors.As(inner, pe) && !errors.As(err, pe) {
+			t.Errorf("commit lost to %v: %v lost the server's error", inner, err)
+		}
 	}
 }

@@ -66,6 +66,13 @@ var (
 	// PostgreSQL server cannot be reached or the connection to it broke.
 	ErrUnreachable = errors.New("database server unreachable")
 
+	// ErrCommitUnknown is returned, with ErrUnreachable when the connection
+	// broke, by a write on PostgreSQL (Record and the other writes) whose
+	// commit was sent but whose answer never came: the connection broke or
+	// the context ended while committing. The write may or may not have
+	// been committed, so the index does not try it again.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+
 	// ErrGCRunning is returned by LockGC when another process holds the gc
 	// lock.
 	ErrGCRunning = errors.New("another gc is running")

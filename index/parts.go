@@ -218,7 +218,8 @@ const (
 // call wrote is not reused: the part gets the first of key~2, key~3, … that
 // is free or its own, decided inside the write transaction so that
 // concurrent writers in many processes agree. Each blob's last-referenced
-// time is refreshed.
+// time is refreshed. On PostgreSQL, an error that is ErrCommitUnknown means
+// the commit's answer was lost: the parts may or may not have been recorded.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
@@ -339,7 +340,7 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			if x.pg && connLost(err) {
+			if x.pg && (connLost(err) || ctx.Err() != nil) {
 				return &commitUnknown{err}
 			}
 			return err

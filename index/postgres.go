@@ -157,6 +157,15 @@ func (x *Index) connError(err error) error {
 	if !x.pg || err == nil || errors.Is(err, ErrAccessDenied) || errors.Is(err, ErrNoDatabase) || errors.Is(err, ErrUnreachable) {
 		return err
 	}
+	// A commit whose answer was lost says so, whatever broke the
+	// connection, and keeps its chain (ErrCommitUnknown, the driver's error).
+	var cu *commitUnknown
+	if errors.As(err, &cu) {
+		if connLost(cu.err) {
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, x.path, err)
+		}
+		return err
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
@@ -165,7 +174,7 @@ func (x *Index) connError(err error) error {
 		case pe.Code == "3D000":
 			return fmt.Errorf("%w: %s: %s (create it first, with createdb or CREATE DATABASE)", ErrNoDatabase, x.path, pe.Message)
 		case strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08"):
-			return fmt.Errorf("%w: %s: %s", ErrUnreachable, x.path, pe.Message)
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, x.path, err)
 		}
 		return err
 	}
@@ -211,12 +220,15 @@ func pgTransient(err error) bool {
 	return false
 }
 
-// commitUnknown is a commit whose connection broke before its answer came:
-// the transaction may have committed, so it is not tried again.
+// commitUnknown is a commit whose connection broke, or whose context ended,
+// before its answer came: the transaction may have committed, so it is not
+// tried again. It is ErrCommitUnknown.
 type commitUnknown struct{ err error }
 
+func (e *commitUnknown) Is(target error) bool { return target == ErrCommitUnknown }
+
 func (e *commitUnknown) Error() string {
-	return "connection lost while committing, the write may or may not have been committed: " + e.err.Error()
+	return "no answer to the commit, the write may or may not have been committed: " + e.err.Error()
 }
 
 func (e *commitUnknown) Unwrap() error { return e.err }
