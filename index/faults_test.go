@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,5 +342,55 @@ func TestPostgresErrorClasses(t *testing.T) {
 		if pe := new(*pgconn.PgError); errors.As(inner, pe) && !errors.As(err, pe) {
 			t.Errorf("commit lost to %v: %v lost the server's error", inner, err)
 		}
+	}
+}
+
+// A database whose default isolation is REPEATABLE READ (or SERIALIZABLE)
+// does not change the index's: its writers, one at a time under the
+// writers' lock, must see what the one before them committed, or they
+// choose the same version of a key and collide.
+func TestPostgresIsolationDefault(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
+			db := pgtest.Database(t)
+			dbName := db[strings.LastIndexByte(db, '/')+1 : strings.IndexByte(db, '?')]
+			if err := c.Exec(ctx, `ALTER DATABASE "`+dbName+`" SET default_transaction_isolation = '`+level+`'`); err != nil {
+				t.Fatal(err)
+			}
+			x, err := Open(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			var got string
+			if err := x.db.GetContext(ctx, &got, `SHOW transaction_isolation`); err != nil || got != "read committed" {
+				t.Errorf("the index's connections run at %q (%v), want read committed", got, err)
+			}
+			const writers, batches = 6, 5
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			for w := range writers {
+				wg.Go(func() {
+					for n := range batches {
+						p := newPart("shared", 0, "t", "same", fmt.Sprint("content ", w, n))
+						if _, err := x.Record(ctx, []NewPart{p}); err != nil {
+							errs <- fmt.Errorf("writer %d: %w", w, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			vs, err := x.Versions(ctx, "shared/0_t_same.txt")
+			if err != nil || len(vs) != writers*batches {
+				t.Errorf("%d versions of the shared key (%v), want %d", len(vs), err, writers*batches)
+			}
+		})
 	}
 }

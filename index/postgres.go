@@ -116,6 +116,12 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	// most the busy timeout, then fails with lock_not_available, which the
 	// write retries until its total: the same two limits as on SQLite.
 	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(c.busyTimeout.Milliseconds(), 10)
+	// Every transaction runs at READ COMMITTED whatever the database's or
+	// the role's default: a write, after it takes the writers' lock, must
+	// see what the writer before it committed (a REPEATABLE READ snapshot,
+	// taken at the lock statement, would not, and two writers would choose
+	// the same version of a key).
+	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
 	if c.durability == cas.SyncNone {
 		// A crash may lose the last commits, never break the database: the
 		// equivalent of SQLite's synchronous=NORMAL.
