@@ -394,8 +394,10 @@ func uriPath(p string) string {
 	return b.String()
 }
 
-// migrate applies pending migrations under an exclusive file lock, so that
-// processes opening a new index at once do not race to create it.
+// migrate applies pending migrations one at a time across processes, so
+// that processes opening a new index at once do not race to create it: on
+// SQLite under an exclusive file lock, on PostgreSQL under goose's session
+// advisory lock.
 func (x *Index) migrate(ctx context.Context) error {
 	p, err := x.provider()
 	if err != nil {
@@ -413,8 +415,14 @@ func (x *Index) migrate(ctx context.Context) error {
 	}
 	if current < latest && x.pg {
 		// goose holds its advisory lock while it migrates, and looks at the
-		// version again once it has it.
-		if _, err := p.Up(ctx); err != nil {
+		// version again once it has it. Each migration is a transaction of
+		// its own: one that waited too long for a reader's lock (55P03) is
+		// rolled back alone, and Up, tried again, resumes there.
+		err := retryBusy(ctx, x.retry, func() error {
+			_, err := p.Up(ctx)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
 		}
 	} else if current < latest {
