@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/internal/pgtest"
 )
@@ -95,4 +96,91 @@ func testLockGC(t *testing.T) {
 		t.Fatalf("LockGC after the other released it = %v", err)
 	}
 	r3()
+}
+
+// The gc lock of a session that died (its backend terminated, as the
+// server ends the session of a machine that went silent) is free: another
+// index takes it, and the first one's Held says it lost it. Its Release
+// then drops the broken connection and the index goes on working.
+func TestPostgresGCLockFreedWhenSessionDies(t *testing.T) {
+	t.Run("postgres", testPostgresGCLockFreedWhenSessionDies)
+}
+
+func testPostgresGCLockFreedWhenSessionDies(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	y, err := Open(ctx, x.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	l, err := x.AcquireGCLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Held(ctx); err != nil {
+		t.Fatalf("Held right after AcquireGCLock = %v", err)
+	}
+	if _, err := y.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
+		t.Fatalf("LockGC while another session holds it = %v, want ErrGCRunning", err)
+	}
+	var pid int
+	if err := l.conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	var killed bool
+	if err := y.db.GetContext(ctx, &killed, `SELECT pg_terminate_backend(?)`, pid); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+	}
+	// The backend exits, and its lock goes with it, soon after the signal:
+	// poll with a deadline.
+	deadline := time.Now().Add(30 * time.Second)
+	var release func() error
+	for {
+		release, err = y.LockGC(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrGCRunning) || time.Now().After(deadline) {
+			t.Fatalf("LockGC after the holder's session died = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer release()
+	if err := l.Held(ctx); !errors.Is(err, ErrGCLockLost) {
+		t.Errorf("Held after the session died = %v, want ErrGCLockLost", err)
+	}
+	if err := l.Release(); err == nil {
+		t.Error("Release of a lock whose session died = nil, want an error")
+	}
+	if err := l.Held(ctx); !errors.Is(err, ErrGCLockLost) {
+		t.Errorf("Held after Release = %v, want ErrGCLockLost", err)
+	}
+	if _, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "after the gc session died")}); err != nil {
+		t.Errorf("Record after the gc session died = %v", err)
+	}
+	if _, err := x.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
+		t.Errorf("LockGC while the other index holds it = %v, want ErrGCRunning", err)
+	}
+}
+
+// Every connection of a PostgreSQL index has the settings that free what a
+// dead client held: the idle-in-transaction timeout and TCP keepalives.
+func TestPostgresSessionSettings(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		x := MustOpen(t)
+		for k, want := range map[string]string{
+			"idle_in_transaction_session_timeout": "1min",
+			"tcp_keepalives_idle":                 "30",
+			"tcp_keepalives_interval":             "10",
+			"tcp_keepalives_count":                "3",
+			"client_connection_check_interval":    "10s",
+			"transaction_isolation":               "read committed",
+		} {
+			var got string
+			if err := x.db.GetContext(context.Background(), &got, `SELECT current_setting(?)`, k); err != nil || got != want {
+				t.Errorf("%s = %q (%v), want %q", k, got, err, want)
+			}
+		}
+	})
 }

@@ -50,6 +50,10 @@ const (
 	migrateLockKey = writeLockKey + 2
 )
 
+// idleInTxTimeout is how long PostgreSQL lets a session of the index sit
+// idle inside a transaction before it ends the session, freeing its locks.
+const idleInTxTimeout = time.Minute
+
 // checkPostgresURL validates a postgres URL and returns it with the password
 // hidden, for messages.
 func checkPostgresURL(raw string) (string, error) {
@@ -122,6 +126,25 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	// taken at the lock statement, would not, and two writers would choose
 	// the same version of a key).
 	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// A client that dies (its machine lost power, its network went away)
+	// must not hold the writers' lock, a row lock or the gc lock for long.
+	// The server ends a session left idle inside a transaction after
+	// idleInTxTimeout (toolcas never waits for anything but the database
+	// inside one), and finds a silent peer by TCP keepalive within about a
+	// minute (idle 30 s, then 3 probes 10 s apart; on TCP only, a Unix
+	// socket needs none), checking it during long statements too. Any of
+	// these the URL sets wins.
+	for k, v := range map[string]string{
+		"idle_in_transaction_session_timeout": strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10),
+		"tcp_keepalives_idle":                 "30",
+		"tcp_keepalives_interval":             "10",
+		"tcp_keepalives_count":                "3",
+		"client_connection_check_interval":    "10000",
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 	if c.durability == cas.SyncNone {
 		// A crash may lose the last commits, never break the database: the
 		// equivalent of SQLite's synchronous=NORMAL.
