@@ -35,6 +35,10 @@ func TestOpenBadURL(t *testing.T) {
 		{"postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2", "sslmode"},
 		{"postgres://u@127.0.0.1:5432/db?sslpassword=hunter2&sslmode=bogus", "sslmode"},
 		{"postgres://u:hunter2@127.0.0.1:5432/db?password=hunter2&sslmode=bogus", "sslmode"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?connect_timeout=abc", "invalid connect_timeout"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?target_session_attrs=x", "target_session_attrs"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?statement_cache_capacity=x", "statement_cache_capacity"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?default_query_exec_mode=x&password=hunter2", "default_query_exec_mode"},
 	} {
 		_, err := Open(context.Background(), tc.url)
 		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), tc.want) {
@@ -43,6 +47,9 @@ func TestOpenBadURL(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+		if strings.Contains(err.Error(), "<nil>") || strings.Count(err.Error(), "127.0.0.1") > 1 {
+			t.Errorf("Open(%q) error is unclear: %v", tc.url, err)
 		}
 	}
 }

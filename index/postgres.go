@@ -102,6 +102,35 @@ func redactURL(u *url.URL) string {
 	return v.Redacted()
 }
 
+// parseConfigMessage returns what pgx says is wrong with the URL raw (which
+// names the parameter, as "invalid connect_timeout (…)"), without the URL it
+// repeats first, and with every password in raw hidden.
+func parseConfigMessage(raw string, err error) string {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			msg = msg[i+3:]
+		}
+	}
+	if u, perr := url.Parse(raw); perr == nil {
+		var secrets []string
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+		q := u.Query()
+		for _, k := range secretParams {
+			secrets = append(secrets, q[k]...)
+		}
+		for _, s := range secrets {
+			if s != "" {
+				msg = strings.ReplaceAll(msg, s, "xxxxx")
+			}
+		}
+	}
+	return msg
+}
+
 // openPostgres opens the index in the PostgreSQL database raw names, and
 // migrates it unless c.readOnly.
 func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
@@ -111,7 +140,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	}
 	cfg, err := pgx.ParseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("index: %w %s: %v", ErrInvalidURL, shown, errors.Unwrap(err))
+		return nil, fmt.Errorf("index: %w %s: %s", ErrInvalidURL, shown, parseConfigMessage(raw, err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
