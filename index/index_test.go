@@ -541,3 +541,52 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+// Text that is not UTF-8, or holds a NUL, is refused by Record with
+// ErrInvalidPart, and finds nothing in a lookup, on both databases alike
+// (PostgreSQL would refuse it with an encoding error, SQLite keep it).
+func TestBadText(t *testing.T) { forEachBackend(t, testBadText) }
+
+func testBadText(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	mustRecord(t, x, newPart("r", 1, "t", "c", "fine"))
+	for _, bad := range []string{"a\x00b", "a\xffb", "\xc3"} {
+		for name, mod := range map[string]func(*NewPart){
+			"tool":     func(p *NewPart) { p.Tool = bad },
+			"call id":  func(p *NewPart) { p.CallID = bad },
+			"mime":     func(p *NewPart) { p.MIME = bad },
+			"filename": func(p *NewPart) { p.Filename = bad },
+			"run":      func(p *NewPart) { p.Run, p.Key = bad, bad+"/1_t_c.txt" },
+			"key":      func(p *NewPart) { p.Key = "r/" + bad + ".txt" },
+		} {
+			p := newPart("r", 2, "t", "c2", "bad "+name)
+			mod(&p)
+			if _, err := x.Record(ctx, []NewPart{p}); !errors.Is(err, ErrInvalidPart) {
+				t.Errorf("Record with %s %q = %v, want ErrInvalidPart", name, bad, err)
+			}
+		}
+		for name, f := range map[string]func() (int, error){
+			"Runs":  func() (int, error) { n, err := x.Runs(ctx, bad, 0); return len(n), err },
+			"Tools": func() (int, error) { n, err := x.Tools(ctx, bad, 0); return len(n), err },
+			"Keys":  func() (int, error) { n, err := x.Keys(ctx, "r/"+bad, 0); return len(n), err },
+			"HasRun": func() (int, error) {
+				ok, err := x.HasRun(ctx, bad)
+				return map[bool]int{true: 1}[ok], err
+			},
+			"HasTool": func() (int, error) {
+				ok, err := x.HasTool(ctx, bad)
+				return map[bool]int{true: 1}[ok], err
+			},
+			"List run":  func() (int, error) { ps, err := x.List(ctx, ListOptions{Run: bad}); return len(ps), err },
+			"List tool": func() (int, error) { ps, err := x.List(ctx, ListOptions{Tool: bad}); return len(ps), err },
+		} {
+			if n, err := f(); n != 0 || err != nil {
+				t.Errorf("%s(%q) = %d found, %v; want none, nil", name, bad, n, err)
+			}
+		}
+	}
+	if ps, err := x.List(ctx, ListOptions{}); err != nil || len(ps) != 1 {
+		t.Errorf("after the refused parts, %d parts (%v), want the 1 recorded before", len(ps), err)
+	}
+}

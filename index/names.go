@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
@@ -30,6 +31,9 @@ func (x *Index) Keys(ctx context.Context, prefix string, limit int) ([]string, e
 // names lists the distinct values of a column of parts that start with
 // prefix. The column name is one of the three above, never user input.
 func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]string, error) {
+	if !storableText(prefix) {
+		return nil, nil // no stored name starts with it
+	}
 	var q string
 	switch column {
 	case "run":
@@ -54,6 +58,14 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 	return out, nil
 }
 
+// storableText reports whether s can be stored in a text column of either
+// database: UTF-8 without NUL. PostgreSQL refuses anything else, SQLite
+// would keep it; Record refuses it on both, and lookups of such text find
+// nothing on both.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
 // HasRun reports whether any part belongs to run.
 func (x *Index) HasRun(ctx context.Context, run string) (bool, error) {
 	return x.has(ctx, "run", run)
@@ -65,6 +77,9 @@ func (x *Index) HasTool(ctx context.Context, tool string) (bool, error) {
 }
 
 func (x *Index) has(ctx context.Context, column, value string) (bool, error) {
+	if !storableText(value) {
+		return false, nil
+	}
 	var one int
 	cond := column + ` = ?`
 	if column == "run" {

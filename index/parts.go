@@ -184,6 +184,11 @@ func checkPart(p NewPart) error {
 	case len(p.Tool) > maxTextLen || len(p.CallID) > maxTextLen || len(p.MIME) > maxTextLen || len(p.Filename) > maxTextLen:
 		return bad("a column is over %d bytes", maxTextLen)
 	}
+	for _, c := range []struct{ name, v string }{{"tool", p.Tool}, {"call id", p.CallID}, {"MIME type", p.MIME}, {"file name", p.Filename}} {
+		if !storableText(c.v) {
+			return bad("%s %q is not UTF-8 text without NUL", c.name, clip(c.v))
+		}
+	}
 	if err := cas.CheckExt(p.Blob.Ext); err != nil {
 		return bad("%v", err)
 	}
@@ -364,6 +369,9 @@ type ListOptions struct {
 
 // List returns the parts matching o, newest first.
 func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
+	if !storableText(o.Run) || !storableText(o.Tool) {
+		return nil, nil // no part has such a run or tool
+	}
 	var (
 		where []string
 		args  []any
