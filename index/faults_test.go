@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -399,5 +400,38 @@ func TestPostgresIsolationDefault(t *testing.T) {
 				t.Errorf("%d versions of the shared key (%v), want %d", len(vs), err, writers*batches)
 			}
 		})
+	}
+}
+
+// A PostgreSQL database whose encoding is not UTF8 is refused, read-only
+// or not, before anything is written to it.
+func TestPostgresEncodingRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	name := "enc_latin1"
+	if err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, `CREATE DATABASE `+name+` ENCODING 'SQL_ASCII' LOCALE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	u := c.URL(name)
+	for _, opts := range [][]Option{nil, {ReadOnly()}} {
+		x, err := Open(ctx, u, opts...)
+		if err == nil {
+			x.Close()
+		}
+		if !errors.Is(err, ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "SQL_ASCII") {
+			t.Errorf("Open(%s, %d options) = %v, want ErrUnsupportedDatabase naming SQL_ASCII", u, len(opts), err)
+		}
+	}
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("%d tables made in the refused database (%v), want 0", tables, err)
 	}
 }

@@ -191,9 +191,12 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("index: open: %w", x.connError(err))
 	}
-	if c.readOnly {
+	err = x.checkEncoding(ctx)
+	switch {
+	case err != nil:
+	case c.readOnly:
 		err = x.checkVersion(ctx)
-	} else {
+	default:
 		err = x.migrate(ctx)
 	}
 	if err == nil {
@@ -207,6 +210,25 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 		return nil, err
 	}
 	return x, nil
+}
+
+// ErrUnsupportedDatabase is returned by Open for a PostgreSQL database the
+// index cannot live in: one whose encoding is not UTF8.
+var ErrUnsupportedDatabase = errors.New("unsupported database")
+
+// checkEncoding makes sure the database stores text as UTF-8: in any other
+// encoding, keys and names that are valid UTF-8 could be refused or,
+// under SQL_ASCII, stored unchecked and compared by other rules.
+func (x *Index) checkEncoding(ctx context.Context) error {
+	var enc string
+	if err := x.read(ctx, func() error { return x.db.GetContext(ctx, &enc, `SHOW server_encoding`) }); err != nil {
+		return err
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("index: %w: %s has encoding %s, want UTF8 (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)",
+			ErrUnsupportedDatabase, x.path, enc)
+	}
+	return nil
 }
 
 // connError names what went wrong when the database cannot be used at all:
