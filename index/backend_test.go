@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,42 @@ func TestPostgresSessionSettings(t *testing.T) {
 			if err := x.db.GetContext(context.Background(), &got, `SELECT current_setting(?)`, k); err != nil || got != want {
 				t.Errorf("%s = %q (%v), want %q", k, got, err, want)
 			}
+		}
+	})
+}
+
+// Size on PostgreSQL counts the index's own tables, every table its
+// migrations make and nothing else in their schema, and SizeContext
+// reports a server that does not answer instead of a zero.
+func TestPostgresSize(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		ctx := context.Background()
+		x := MustOpen(t)
+		var tables []string
+		if err := x.db.SelectContext(ctx, &tables, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`); err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range tables {
+			if !slices.Contains(pgTables, tb) {
+				t.Errorf("table %s, made by the migrations, is not in pgTables: Size misses it", tb)
+			}
+		}
+		before, err := x.SizeContext(ctx)
+		if err != nil || before <= 0 {
+			t.Fatalf("SizeContext = %d, %v", before, err)
+		}
+		if _, err := x.db.ExecContext(ctx, `CREATE TABLE not_ours AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 2000)`); err != nil {
+			t.Fatal(err)
+		}
+		if after, err := x.SizeContext(ctx); err != nil || after != before {
+			t.Errorf("SizeContext with another table in the schema = %d, %v; want %d", after, err, before)
+		}
+		if got := x.Size(); got != before {
+			t.Errorf("Size = %d, want %d", got, before)
+		}
+		x.Close()
+		if n, err := x.SizeContext(ctx); err == nil {
+			t.Errorf("SizeContext of a closed index = %d, nil; want an error", n)
 		}
 	})
 }

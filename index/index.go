@@ -490,10 +490,14 @@ func (x *Index) Close() error {
 }
 
 // Size returns the bytes the index takes on disk: the database, its WAL and
-// its shared-memory file; on PostgreSQL, its tables and their indexes.
+// its shared-memory file; on PostgreSQL, its tables and their indexes, or 0
+// when the server does not answer (SizeContext says why).
 func (x *Index) Size() int64 {
 	if x.pg {
-		return x.pgSize()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n, _ := x.pgSize(ctx)
+		return n
 	}
 	var n int64
 	for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -502,6 +506,14 @@ func (x *Index) Size() int64 {
 		}
 	}
 	return n
+}
+
+// SizeContext is Size with the error that kept it from answering.
+func (x *Index) SizeContext(ctx context.Context) (int64, error) {
+	if x.pg {
+		return x.pgSize(ctx)
+	}
+	return x.Size(), nil
 }
 
 // Checkpoint folds the WAL into the database file and truncates it, so that
