@@ -435,3 +435,32 @@ func TestPostgresEncodingRefused(t *testing.T) {
 		t.Errorf("%d tables made in the refused database (%v), want 0", tables, err)
 	}
 }
+
+// A role that may not read the index's tables is told so: the schema
+// version is not taken for 0 (which read-only would call an older schema,
+// and a writer would try to migrate from scratch).
+func TestPostgresNoPrivilege(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	if err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outsider') THEN CREATE ROLE outsider LOGIN PASSWORD 'pw'; END IF;
+	END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.Database(t)
+	x, err := Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	u := strings.Replace(db, "postgres://"+pgtest.User+"@", "postgres://outsider:pw@", 1)
+	for _, opts := range [][]Option{nil, {ReadOnly()}} {
+		y, err := Open(ctx, u, opts...)
+		if err == nil {
+			y.Close()
+		}
+		if err == nil || errors.Is(err, ErrOlderSchema) || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("Open as a role without privileges (%d options) = %v, want permission denied", len(opts), err)
+		}
+	}
+}

@@ -448,7 +448,10 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 	var n int
 	q := `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version'`
 	if x.pg {
-		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'goose_db_version'`
+		// The table the unqualified name finds, through the search path,
+		// as goose's queries find it; information_schema would list it
+		// only to a role with a privilege on it.
+		q = `SELECT count(to_regclass('goose_db_version'))`
 	}
 	err := retryBusy(ctx, x.retry, func() error {
 		return x.db.GetContext(ctx, &n, q)
