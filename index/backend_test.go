@@ -221,3 +221,53 @@ func TestPostgresSize(t *testing.T) {
 		}
 	})
 }
+
+// Two indexes in two schemas of one PostgreSQL database take different
+// advisory locks: one's gc does not stop the other's; within one schema
+// the gc lock still excludes.
+func TestPostgresLocksPerSchema(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		ctx := context.Background()
+		db := pgtest.Database(t)
+		x0, err := Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x0.Close()
+		for _, s := range []string{"a", "b"} {
+			if _, err := x0.db.ExecContext(ctx, `CREATE SCHEMA `+s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		open := func(schema string) *Index {
+			x, err := Open(ctx, db+"&search_path="+schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { x.Close() })
+			return x
+		}
+		a, a2, b := open("a"), open("a"), open("b")
+		if a.lockKey(gcLockKey) == b.lockKey(gcLockKey) {
+			t.Fatalf("schemas a and b have the same gc lock key %x", a.lockKey(gcLockKey))
+		}
+		ra, err := a.LockGC(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ra()
+		rb, err := b.LockGC(ctx)
+		if err != nil {
+			t.Fatalf("LockGC in schema b while schema a's gc runs = %v", err)
+		}
+		defer rb()
+		if _, err := a2.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
+			t.Errorf("second LockGC in schema a = %v, want ErrGCRunning", err)
+		}
+		for _, x := range []*Index{a, b} {
+			if _, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "in a schema")}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}

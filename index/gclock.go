@@ -57,7 +57,7 @@ func (x *Index) AcquireGCLock(ctx context.Context) (*GCLock, error) {
 		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
 	}
 	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, int64(gcLockKey)).Scan(&ok); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, x.lockKey(gcLockKey)).Scan(&ok); err != nil {
 		dropConn(conn)
 		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
 	}
@@ -78,7 +78,7 @@ func (l *GCLock) Held(ctx context.Context) error {
 	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
 		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`,
-		int64(gcLockKey)>>32, int64(gcLockKey)&0xffffffff).Scan(&held)
+		l.x.lockKey(gcLockKey)>>32, l.x.lockKey(gcLockKey)&0xffffffff).Scan(&held)
 	switch {
 	case err != nil && errors.Is(err, sql.ErrConnDone):
 		return fmt.Errorf("index: %w on %s: released", ErrGCLockLost, l.x.path)
@@ -104,7 +104,7 @@ func (l *GCLock) Release() error {
 		ctx, cancel := context.WithTimeout(context.Background(), gcUnlockTimeout)
 		defer cancel()
 		var ok bool
-		err := l.conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock(?)`, int64(gcLockKey)).Scan(&ok)
+		err := l.conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock(?)`, l.x.lockKey(gcLockKey)).Scan(&ok)
 		switch {
 		case err != nil:
 			dropConn(l.conn)

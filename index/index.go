@@ -91,6 +91,9 @@ type Index struct {
 	// pg is set for an index in PostgreSQL; path is then its URL, with any
 	// password hidden.
 	pg bool
+	// schemaHash is PostgreSQL's hash of the index's schema name, which
+	// its advisory lock keys include (see lockKey).
+	schemaHash int32
 }
 
 // An Option configures Open.
@@ -311,7 +314,7 @@ func (x *Index) provider() (*goose.Provider, error) {
 	if x.pg {
 		var locker lock.SessionLocker
 		// Try the lock every second, for five minutes.
-		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(migrateLockKey), lock.WithLockTimeout(1, 300)); err == nil {
+		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(x.lockKey(migrateLockKey)), lock.WithLockTimeout(1, 300)); err == nil {
 			p, err = goose.NewProvider(goose.DialectPostgres, x.db.DB, migrations.Postgres(),
 				goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
 		}

@@ -335,7 +335,7 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 			return err
 		}
 		if x.pg {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
 				tx.Rollback()
 				return err
 			}

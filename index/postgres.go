@@ -41,7 +41,7 @@ func IsPostgresURL(s string) bool {
 // choose a key's version and suffix, and what gc's deletes check, cannot
 // change under them, so no serialization failure or unique violation from a
 // race between toolcas writers ever needs a retry.
-const writeLockKey = 0x746f6f6c636173 // "toolcas"
+const writeLockKey = 0x746f6f6c // "tool"
 
 // gcLockKey is the session-scoped advisory lock LockGC takes, and
 // migrateLockKey the one goose holds while it migrates.
@@ -49,6 +49,15 @@ const (
 	gcLockKey      = writeLockKey + 1
 	migrateLockKey = writeLockKey + 2
 )
+
+// lockKey returns the 64-bit advisory lock key of one of the lock keys
+// above in the index's schema: the key in the high 32 bits, the hash of the
+// schema's name in the low. Advisory locks are per database; two indexes
+// in two schemas of one database so take different locks, and one's gc or
+// migration does not hold up the other's.
+func (x *Index) lockKey(key int64) int64 {
+	return key<<32 | int64(uint32(x.schemaHash))
+}
 
 // idleInTxTimeout is how long PostgreSQL lets a session of the index sit
 // idle inside a transaction before it ends the session, freeing its locks.
@@ -192,6 +201,11 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 		return nil, fmt.Errorf("index: open: %w", x.connError(err))
 	}
 	err = x.checkEncoding(ctx)
+	if err == nil {
+		err = x.read(ctx, func() error {
+			return x.db.GetContext(ctx, &x.schemaHash, `SELECT hashtext(coalesce(current_schema(), ''))`)
+		})
+	}
 	switch {
 	case err != nil:
 	case c.readOnly:
