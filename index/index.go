@@ -1,7 +1,7 @@
-// Package index is the SQLite index of a toolcas store: every blob, every
-// logical key that points at one, and every byte saved. It answers what the
-// hook and casctl ask: resolve a reference, list, stats, prune, and the sets
-// gc and verify need. It knows SQL only; the blob files are package cas's.
+// Package index is the index of a toolcas store, in a SQLite file or a
+// PostgreSQL database: every blob, every logical key that points at one,
+// and every byte saved. It answers what the hook and casctl ask: resolve a
+// reference, list, stats, prune, and the sets gc and verify need. It knows SQL only; the blob files are package cas's.
 package index
 
 import (
@@ -133,9 +133,9 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithBusyTimeout sets how long one statement waits for another process's
-// lock (default 5 s), and how long a write keeps retrying after SQLite gives
-// up (default 60 s), before an error reaches the caller. On PostgreSQL the
-// first is the connections' lock_timeout.
+// lock (default 5 s), and how long a write, or a migration, keeps retrying
+// after a statement gave up waiting (default 60 s), before an error reaches
+// the caller. On PostgreSQL the first is the connections' lock_timeout.
 func WithBusyTimeout(statement, total time.Duration) Option {
 	return func(c *config) error {
 		if statement <= 0 || total < statement {

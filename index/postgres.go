@@ -28,6 +28,12 @@ import (
 // to $1, $2, … (sqlx.Rebind) as it reaches the driver, so that no query
 // has a second spelling. What differs between the two databases lives in
 // this file and in the few branches on Index.pg.
+//
+// Times stamped on rows (a part's created_at, a blob's first_stored and
+// last_referenced) come from the clock of the machine that writes them, as
+// on SQLite, not from the server's: the machines sharing an index must keep
+// their clocks in sync (NTP), well within gc's grace period, since gc on
+// one machine compares its own clock with the times others stamped.
 
 // IsPostgresURL reports whether s names a PostgreSQL database
 // (postgres://USER@HOST:PORT/DB or postgresql://…) rather than a file.
@@ -387,8 +393,11 @@ func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return rebindConn{sc}, nil
 }
 
-// rebindConn is a pgx connection that rewrites ? placeholders to $n. The
-// package's SQL never has a ? inside a string literal.
+// rebindConn is a pgx connection that rewrites every ? of the statements it
+// runs to $1, $2, …: the package's SQL and the PostgreSQL migrations, which
+// goose runs through it too. None of them may hold a ? that is not a
+// placeholder, in a string, a comment or an operator (a test of package
+// migrations checks theirs).
 type rebindConn struct{ *stdlib.Conn }
 
 func rebind(q string) string {
