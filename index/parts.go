@@ -184,11 +184,6 @@ func checkPart(p NewPart) error {
 	case len(p.Tool) > maxTextLen || len(p.CallID) > maxTextLen || len(p.MIME) > maxTextLen || len(p.Filename) > maxTextLen:
 		return bad("a column is over %d bytes", maxTextLen)
 	}
-	for _, c := range []struct{ name, v string }{{"tool", p.Tool}, {"call id", p.CallID}, {"MIME type", p.MIME}, {"file name", p.Filename}} {
-		if !storableText(c.v) {
-			return bad("%s %q is not UTF-8 text without NUL", c.name, clip(c.v))
-		}
-	}
 	if err := cas.CheckExt(p.Blob.Ext); err != nil {
 		return bad("%v", err)
 	}
@@ -226,6 +221,7 @@ const (
 // time is refreshed. On PostgreSQL, an error that is ErrCommitUnknown means
 // the commit's answer was lost: the parts may or may not have been recorded.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
+	ps = storableParts(ps)
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
 			return nil, fmt.Errorf("index: record: %w", err)
@@ -369,9 +365,10 @@ type ListOptions struct {
 
 // List returns the parts matching o, newest first.
 func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
-	if !storableText(o.Run) || !storableText(o.Tool) {
-		return nil, nil // no part has such a run or tool
+	if !storableText(o.Run) {
+		return nil, nil // Record refuses such a run
 	}
+	o.Tool = storable(o.Tool)
 	var (
 		where []string
 		args  []any
