@@ -2,11 +2,13 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +31,15 @@ func TestOpenBadURL(t *testing.T) {
 		{"postgresql://u:hunter2@127.0.0.1:5432/db?sslmode=bogus", "sslmode"},
 		{"mysql://u:hunter2@127.0.0.1/db", "scheme \"mysql\""},
 		{"s3://bucket/prefix", "scheme \"s3\""},
+		{"postgres://u@/db?password=hunter2", "no host"},
+		{"postgres://u@127.0.0.1:5432/?password=hunter2", "database name"},
+		{"postgres://u@127.0.0.1:5432/db?sslmode=bogus&password=hunter2", "sslmode"},
+		{"postgres://u@127.0.0.1:5432/db?sslpassword=hunter2&sslmode=bogus", "sslmode"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?password=hunter2&sslmode=bogus", "sslmode"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?connect_timeout=abc", "invalid connect_timeout"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?target_session_attrs=x", "target_session_attrs"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?statement_cache_capacity=x", "statement_cache_capacity"},
+		{"postgres://u:hunter2@127.0.0.1:5432/db?default_query_exec_mode=x&password=hunter2", "default_query_exec_mode"},
 	} {
 		_, err := Open(context.Background(), tc.url)
 		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), tc.want) {
@@ -37,6 +48,9 @@ func TestOpenBadURL(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q) error shows the password: %v", tc.url, err)
+		}
+		if strings.Contains(err.Error(), "<nil>") || strings.Count(err.Error(), "127.0.0.1") > 1 {
+			t.Errorf("Open(%q) error is unclear: %v", tc.url, err)
 		}
 	}
 }
@@ -75,6 +89,9 @@ func TestOpenPostgresRefused(t *testing.T) {
 		{"unknown user", url("nobody:x", dbName, c.Port()), ErrAccessDenied, "nobody"},
 		{"missing database", url(pgtest.User, "no_such_db", c.Port()), ErrNoDatabase, `"no_such_db" does not exist`},
 		{"nothing listening", url(pgtest.User, dbName, closed), ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+		{"wrong password in the query", url("app", dbName, c.Port()) + "&password=not-the-one", ErrAccessDenied, `password authentication failed for user "app"`},
+		{"nothing listening, password in the query", url("app", dbName, closed) + "&password=not-the-one", ErrUnreachable, fmt.Sprintf("127.0.0.1:%d", closed)},
+		{"missing database, password in the query", url("app", "no_such_db", c.Port()) + "&password=right-one&sslpassword=not-the-one", ErrNoDatabase, `"no_such_db" does not exist`},
 	} {
 		t0 := time.Now()
 		x, err := Open(ctx, tc.url)
@@ -85,16 +102,22 @@ func TestOpenPostgresRefused(t *testing.T) {
 		if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: Open = %v; want %v saying %s", tc.name, err, tc.err, tc.says)
 		}
-		if strings.Contains(err.Error(), "not-the-one") {
+		if strings.Contains(err.Error(), "not-the-one") || strings.Contains(err.Error(), "right-one") {
 			t.Errorf("%s: error shows the password: %v", tc.name, err)
 		}
 	}
-	// The right password opens it.
-	x, err := Open(ctx, url("app:right-one", dbName, c.Port()))
-	if err != nil {
-		t.Fatalf("Open with the right password: %v", err)
+	// The right password opens it, in the userinfo or in the query, and
+	// the index's Path never shows it.
+	for _, u := range []string{url("app:right-one", dbName, c.Port()), url("app", dbName, c.Port()) + "&password=right-one"} {
+		x, err := Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open with the right password: %v", err)
+		}
+		if strings.Contains(x.Path(), "right-one") {
+			t.Errorf("Path() = %q shows the password", x.Path())
+		}
+		x.Close()
 	}
-	x.Close()
 }
 
 // The server stops at once (pg_ctl stop -m immediate: SIGQUIT to its pid)
@@ -232,7 +255,7 @@ func testPostgresLockWaitRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
 		t.Fatal(err)
 	}
 	held := time.Now()
@@ -292,6 +315,8 @@ func TestPostgresErrorClasses(t *testing.T) {
 		{"lost connection", io.ErrUnexpectedEOF, 11, true},
 		{"server shut the session", &pgconn.PgError{Code: "57P01", Message: "terminating connection"}, 11, true},
 		{"commit answer lost", &commitUnknown{io.ErrUnexpectedEOF}, 1, true},
+		{"session shut while committing", &commitUnknown{&pgconn.PgError{Code: "57P01", Message: "terminating connection"}}, 1, true},
+		{"context ended while committing", &commitUnknown{context.Canceled}, 1, false},
 		{"unique violation", &pgconn.PgError{Code: "23505", Message: "duplicate key"}, 1, false},
 		{"canceled", context.Canceled, 1, false},
 		{"lock wait", lockWait, -1, false},
@@ -306,7 +331,136 @@ func TestPostgresErrorClasses(t *testing.T) {
 			t.Errorf("%s: connError = %v, unreachable %v, want %v", tc.name, x.connError(err), got, tc.unreachable)
 		}
 	}
-	if msg := x.connError(&commitUnknown{io.ErrUnexpectedEOF}).Error(); !strings.Contains(msg, "may or may not have been committed") {
-		t.Errorf("commit answer lost reads %q", msg)
+	// A lost commit says it may have committed and keeps its chain,
+	// whatever broke: the server's own error included.
+	for _, inner := range []error{
+		io.ErrUnexpectedEOF,
+		&pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"},
+		&pgconn.PgError{Code: "57P02", Message: "terminating connection due to crash of another server process"},
+		&pgconn.PgError{Code: "08006", Message: "connection failure"},
+		context.DeadlineExceeded,
+	} {
+		err := x.connError(retryBusy(ctx, 50*time.Millisecond, func() error { return &commitUnknown{inner} }))
+		if msg := err.Error(); !strings.Contains(msg, "may or may not have been committed") {
+			t.Errorf("commit lost to %v reads %q", inner, msg)
+		}
+		if !errors.Is(err, ErrCommitUnknown) || !errors.Is(err, inner) || !errors.As(err, new(*commitUnknown)) {
+			t.Errorf("commit lost to %v: %v is not ErrCommitUnknown wrapping it", inner, err)
+		}
+		if pe := new(*pgconn.PgError); errors.As(inner, pe) && !errors.As(err, pe) {
+			t.Errorf("commit lost to %v: %v lost the server's error", inner, err)
+		}
+	}
+}
+
+// A database whose default isolation is REPEATABLE READ (or SERIALIZABLE)
+// does not change the index's: its writers, one at a time under the
+// writers' lock, must see what the one before them committed, or they
+// choose the same version of a key and collide.
+func TestPostgresIsolationDefault(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
+			db := pgtest.Database(t)
+			dbName := db[strings.LastIndexByte(db, '/')+1 : strings.IndexByte(db, '?')]
+			if err := c.Exec(ctx, `ALTER DATABASE "`+dbName+`" SET default_transaction_isolation = '`+level+`'`); err != nil {
+				t.Fatal(err)
+			}
+			x, err := Open(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.Close()
+			var got string
+			if err := x.db.GetContext(ctx, &got, `SHOW transaction_isolation`); err != nil || got != "read committed" {
+				t.Errorf("the index's connections run at %q (%v), want read committed", got, err)
+			}
+			const writers, batches = 6, 5
+			var wg sync.WaitGroup
+			errs := make(chan error, writers)
+			for w := range writers {
+				wg.Go(func() {
+					for n := range batches {
+						p := newPart("shared", 0, "t", "same", fmt.Sprint("content ", w, n))
+						if _, err := x.Record(ctx, []NewPart{p}); err != nil {
+							errs <- fmt.Errorf("writer %d: %w", w, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			vs, err := x.Versions(ctx, "shared/0_t_same.txt")
+			if err != nil || len(vs) != writers*batches {
+				t.Errorf("%d versions of the shared key (%v), want %d", len(vs), err, writers*batches)
+			}
+		})
+	}
+}
+
+// A PostgreSQL database whose encoding is not UTF8 is refused, read-only
+// or not, before anything is written to it.
+func TestPostgresEncodingRefused(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	name := "enc_latin1"
+	if err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+name); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, `CREATE DATABASE `+name+` ENCODING 'SQL_ASCII' LOCALE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	u := c.URL(name)
+	for _, opts := range [][]Option{nil, {ReadOnly()}} {
+		x, err := Open(ctx, u, opts...)
+		if err == nil {
+			x.Close()
+		}
+		if !errors.Is(err, ErrUnsupportedDatabase) || !strings.Contains(err.Error(), "SQL_ASCII") {
+			t.Errorf("Open(%s, %d options) = %v, want ErrUnsupportedDatabase naming SQL_ASCII", u, len(opts), err)
+		}
+	}
+	db, err := sql.Open("pgx", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("%d tables made in the refused database (%v), want 0", tables, err)
+	}
+}
+
+// A role that may not read the index's tables is told so: the schema
+// version is not taken for 0 (which read-only would call an older schema,
+// and a writer would try to migrate from scratch).
+func TestPostgresNoPrivilege(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Shared(t)
+	if err := c.Exec(ctx, `DO $$ BEGIN
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'outsider') THEN CREATE ROLE outsider LOGIN PASSWORD 'pw'; END IF;
+	END $$`); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.Database(t)
+	x, err := Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	u := strings.Replace(db, "postgres://"+pgtest.User+"@", "postgres://outsider:pw@", 1)
+	for _, opts := range [][]Option{nil, {ReadOnly()}} {
+		y, err := Open(ctx, u, opts...)
+		if err == nil {
+			y.Close()
+		}
+		if err == nil || errors.Is(err, ErrOlderSchema) || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("Open as a role without privileges (%d options) = %v, want permission denied", len(opts), err)
+		}
 	}
 }

@@ -2,46 +2,126 @@ package index
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
-// LockGC takes the index's gc lock, so that one gc at a time runs on an
-// index that many machines share. On PostgreSQL it is a session advisory
-// lock (pg_try_advisory_lock) held on a connection of its own until release
-// is called, or until that connection breaks: a gc that dies frees it. It
-// returns ErrGCRunning at once when another session holds it. On SQLite,
-// whose store is on one machine and locks gc with a file, it takes nothing
-// and release does nothing.
+// ErrGCLockLost is returned by GCLock.Held when the gc lock is no longer
+// held: its session ended (the server restarted, the connection broke or was
+// terminated), so another gc may have started.
+var ErrGCLockLost = errors.New("gc lock lost")
+
+// gcUnlockTimeout bounds how long releasing the gc lock waits for the
+// server; a release that does not answer in time drops the connection,
+// which frees the lock as surely.
+const gcUnlockTimeout = 10 * time.Second
+
+// GCLock is the index's gc lock, held until Release. See AcquireGCLock.
+type GCLock struct {
+	x    *Index
+	conn *sql.Conn // nil on SQLite
+
+	once sync.Once
+	err  error
+}
+
+// LockGC takes the index's gc lock, as AcquireGCLock does, and returns the
+// function that releases it.
 func (x *Index) LockGC(ctx context.Context) (release func() error, err error) {
+	l, err := x.AcquireGCLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
+
+// AcquireGCLock takes the index's gc lock, so that one gc at a time runs on
+// an index that many machines share. On PostgreSQL it is a session advisory
+// lock (pg_try_advisory_lock) held on a connection of its own until Release
+// is called, or until that connection's session ends: a gc that dies frees
+// it (the server notices a machine that died by TCP keepalive; see Open). A
+// long gc checks with Held that it still has it before it deletes. It
+// returns ErrGCRunning at once when another session holds it. On SQLite,
+// whose store is on one machine and locks gc with a file, it takes nothing,
+// and Held and Release do nothing.
+func (x *Index) AcquireGCLock(ctx context.Context) (*GCLock, error) {
 	if !x.pg {
-		return func() error { return nil }, nil
+		return &GCLock{x: x}, nil
 	}
 	conn, err := x.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
 	}
 	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, int64(gcLockKey)).Scan(&ok); err != nil {
-		conn.Close()
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, x.lockKey(gcLockKey)).Scan(&ok); err != nil {
+		dropConn(conn)
 		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
 	}
 	if !ok {
 		conn.Close()
 		return nil, fmt.Errorf("index: %w on %s", ErrGCRunning, x.path)
 	}
-	var once sync.Once
-	return func() error {
-		err := error(nil)
-		once.Do(func() {
-			_, err = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(?)`, int64(gcLockKey))
-			if cerr := conn.Close(); err == nil {
-				err = cerr
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("index: unlock gc: %w", x.connError(err))
-		}
+	return &GCLock{x: x, conn: conn}, nil
+}
+
+// Held returns nil when the lock is still held, ErrGCLockLost (or the
+// error that kept it from telling) when it is not, or after Release.
+func (l *GCLock) Held(ctx context.Context) error {
+	if l.conn == nil {
 		return nil
-	}, nil
+	}
+	var held bool
+	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`,
+		l.x.lockKey(gcLockKey)>>32, l.x.lockKey(gcLockKey)&0xffffffff).Scan(&held)
+	switch {
+	case err != nil && errors.Is(err, sql.ErrConnDone):
+		return fmt.Errorf("index: %w on %s: released", ErrGCLockLost, l.x.path)
+	case err != nil && (connLost(err) || errors.Is(l.x.connError(err), ErrUnreachable)):
+		return fmt.Errorf("index: %w on %s: %w", ErrGCLockLost, l.x.path, l.x.connError(err))
+	case err != nil:
+		return fmt.Errorf("index: check gc lock: %w", l.x.connError(err))
+	case !held:
+		return fmt.Errorf("index: %w on %s", ErrGCLockLost, l.x.path)
+	}
+	return nil
+}
+
+// Release releases the lock; calling it again does nothing. When the
+// server does not answer in time, or says the lock was not held, the
+// connection is dropped rather than returned to the pool, which ends its
+// session and with it any lock it still held.
+func (l *GCLock) Release() error {
+	if l.conn == nil {
+		return nil
+	}
+	l.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), gcUnlockTimeout)
+		defer cancel()
+		var ok bool
+		err := l.conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock(?)`, l.x.lockKey(gcLockKey)).Scan(&ok)
+		switch {
+		case err != nil:
+			dropConn(l.conn)
+			l.err = fmt.Errorf("index: unlock gc: %w", l.x.connError(err))
+		case !ok:
+			dropConn(l.conn)
+			l.err = fmt.Errorf("index: unlock gc: %w on %s", ErrGCLockLost, l.x.path)
+		default:
+			l.err = l.conn.Close()
+		}
+	})
+	return l.err
+}
+
+// dropConn closes conn's physical connection instead of returning it to
+// the pool.
+func dropConn(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
 }

@@ -1,7 +1,7 @@
-// Package index is the SQLite index of a toolcas store: every blob, every
-// logical key that points at one, and every byte saved. It answers what the
-// hook and casctl ask: resolve a reference, list, stats, prune, and the sets
-// gc and verify need. It knows SQL only; the blob files are package cas's.
+// Package index is the index of a toolcas store, in a SQLite file or a
+// PostgreSQL database: every blob, every logical key that points at one,
+// and every byte saved. It answers what the hook and casctl ask: resolve a
+// reference, list, stats, prune, and the sets gc and verify need. It knows SQL only; the blob files are package cas's.
 package index
 
 import (
@@ -66,6 +66,13 @@ var (
 	// PostgreSQL server cannot be reached or the connection to it broke.
 	ErrUnreachable = errors.New("database server unreachable")
 
+	// ErrCommitUnknown is returned, with ErrUnreachable when the connection
+	// broke, by a write on PostgreSQL (Record and the other writes) whose
+	// commit was sent but whose answer never came: the connection broke or
+	// the context ended while committing. The write may or may not have
+	// been committed, so the index does not try it again.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+
 	// ErrGCRunning is returned by LockGC when another process holds the gc
 	// lock.
 	ErrGCRunning = errors.New("another gc is running")
@@ -84,6 +91,9 @@ type Index struct {
 	// pg is set for an index in PostgreSQL; path is then its URL, with any
 	// password hidden.
 	pg bool
+	// schemaHash is PostgreSQL's hash of the index's schema name, which
+	// its advisory lock keys include (see lockKey).
+	schemaHash int32
 }
 
 // An Option configures Open.
@@ -138,9 +148,9 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithBusyTimeout sets how long one statement waits for another process's
-// lock (default 5 s), and how long a write keeps retrying after SQLite gives
-// up (default 60 s), before an error reaches the caller. On PostgreSQL the
-// first is the connections' lock_timeout.
+// lock (default 5 s), and how long a write, or a migration, keeps retrying
+// after a statement gave up waiting (default 60 s), before an error reaches
+// the caller. On PostgreSQL the first is the connections' lock_timeout.
 func WithBusyTimeout(statement, total time.Duration) Option {
 	return func(c *config) error {
 		if statement <= 0 || total < statement {
@@ -321,7 +331,7 @@ func (x *Index) provider() (*goose.Provider, error) {
 	if x.pg {
 		var locker lock.SessionLocker
 		// Try the lock every second, for five minutes.
-		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(migrateLockKey), lock.WithLockTimeout(1, 300)); err == nil {
+		if locker, err = lock.NewPostgresSessionLocker(lock.WithLockID(x.lockKey(migrateLockKey)), lock.WithLockTimeout(1, 300)); err == nil {
 			p, err = goose.NewProvider(goose.DialectPostgres, x.db.DB, migrations.Postgres(),
 				goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
 		}
@@ -404,8 +414,10 @@ func uriPath(p string) string {
 	return b.String()
 }
 
-// migrate applies pending migrations under an exclusive file lock, so that
-// processes opening a new index at once do not race to create it.
+// migrate applies pending migrations one at a time across processes, so
+// that processes opening a new index at once do not race to create it: on
+// SQLite under an exclusive file lock, on PostgreSQL under goose's session
+// advisory lock.
 func (x *Index) migrate(ctx context.Context) error {
 	p, err := x.provider()
 	if err != nil {
@@ -423,8 +435,14 @@ func (x *Index) migrate(ctx context.Context) error {
 	}
 	if current < latest && x.pg {
 		// goose holds its advisory lock while it migrates, and looks at the
-		// version again once it has it.
-		if _, err := p.Up(ctx); err != nil {
+		// version again once it has it. Each migration is a transaction of
+		// its own: one that waited too long for a reader's lock (55P03) is
+		// rolled back alone, and Up, tried again, resumes there.
+		err := retryBusy(ctx, x.retry, func() error {
+			_, err := p.Up(ctx)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
 		}
 	} else if current < latest {
@@ -450,7 +468,10 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 	var n int
 	q := `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version'`
 	if x.pg {
-		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'goose_db_version'`
+		// The table the unqualified name finds, through the search path,
+		// as goose's queries find it; information_schema would list it
+		// only to a role with a privilege on it.
+		q = `SELECT count(to_regclass('goose_db_version'))`
 	}
 	err := retryBusy(ctx, x.retry, func() error {
 		return x.db.GetContext(ctx, &n, q)
@@ -492,10 +513,14 @@ func (x *Index) Close() error {
 }
 
 // Size returns the bytes the index takes on disk: the database, its WAL and
-// its shared-memory file; on PostgreSQL, its tables and their indexes.
+// its shared-memory file; on PostgreSQL, its tables and their indexes, or 0
+// when the server does not answer (SizeContext says why).
 func (x *Index) Size() int64 {
 	if x.pg {
-		return x.pgSize()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n, _ := x.pgSize(ctx)
+		return n
 	}
 	var n int64
 	for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -504,6 +529,14 @@ func (x *Index) Size() int64 {
 		}
 	}
 	return n
+}
+
+// SizeContext is Size with the error that kept it from answering.
+func (x *Index) SizeContext(ctx context.Context) (int64, error) {
+	if x.pg {
+		return x.pgSize(ctx)
+	}
+	return x.Size(), nil
 }
 
 // Checkpoint folds the WAL into the database file and truncates it, so that

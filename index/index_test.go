@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,4 +541,75 @@ func FuzzParseRef(f *testing.F) {
 			t.Fatalf("ParseRef(%q) gave kind %d", s, r.Kind)
 		}
 	})
+}
+
+// Text that is not UTF-8, or holds a NUL, is handled alike on both
+// databases (PostgreSQL would refuse it with an encoding error, SQLite keep
+// it): in a key or a run, Record refuses it with ErrInvalidPart and lookups
+// find nothing; in a tool, call id, MIME type or file name, which a hostile
+// tool chooses, it is stored with U+FFFD for each bad byte or NUL, and
+// lookups by tool find it the same way.
+func TestBadText(t *testing.T) { forEachBackend(t, testBadText) }
+
+func testBadText(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	mustRecord(t, x, newPart("r", 1, "t", "c", "fine"))
+	for n, tc := range []struct{ bad, stored string }{
+		{"a\x00b", "a\uFFFDb"},
+		{"a\xffb", "a\uFFFDb"},
+		{"\xc3", "\uFFFD"},
+	} {
+		for name, mod := range map[string]func(*NewPart){
+			"run": func(p *NewPart) { p.Run, p.Key = tc.bad, tc.bad+"/1_t_c.txt" },
+			"key": func(p *NewPart) { p.Key = "r/" + tc.bad + ".txt" },
+		} {
+			p := newPart("r", 2, "t", "c2", "bad "+name)
+			mod(&p)
+			if _, err := x.Record(ctx, []NewPart{p}); !errors.Is(err, ErrInvalidPart) {
+				t.Errorf("Record with %s %q = %v, want ErrInvalidPart", name, tc.bad, err)
+			}
+		}
+		for name, f := range map[string]func() (int, error){
+			"Runs": func() (int, error) { n, err := x.Runs(ctx, tc.bad, 0); return len(n), err },
+			"Keys": func() (int, error) { n, err := x.Keys(ctx, "r/"+tc.bad, 0); return len(n), err },
+			"HasRun": func() (int, error) {
+				ok, err := x.HasRun(ctx, tc.bad)
+				return map[bool]int{true: 1}[ok], err
+			},
+			"List run": func() (int, error) { ps, err := x.List(ctx, ListOptions{Run: tc.bad}); return len(ps), err },
+		} {
+			if n, err := f(); n != 0 || err != nil {
+				t.Errorf("%s(%q) = %d found, %v; want none, nil", name, tc.bad, n, err)
+			}
+		}
+		run := fmt.Sprint("hostile", n)
+		p := newPart(run, 1, tc.bad, tc.bad, "hostile "+run)
+		p.Key = run + "/1_escaped.txt"
+		p.MIME, p.Filename = tc.bad, tc.bad
+		orig := p
+		if _, err := x.Record(ctx, []NewPart{p}); err != nil {
+			t.Fatalf("Record with tool, call id, MIME and file name %q = %v", tc.bad, err)
+		}
+		if p != orig {
+			t.Errorf("Record changed its argument")
+		}
+		ps, err := x.List(ctx, ListOptions{Run: run, Tool: tc.bad})
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("List by tool %q = %d parts, %v; want 1", tc.bad, len(ps), err)
+		}
+		if got := ps[0]; got.Tool != tc.stored || got.CallID != tc.stored || got.MIME != tc.stored || got.Filename != tc.stored {
+			t.Errorf("stored tool %q, call id %q, MIME %q, file name %q; want %q", got.Tool, got.CallID, got.MIME, got.Filename, tc.stored)
+		}
+		if ok, err := x.HasTool(ctx, tc.bad); !ok || err != nil {
+			t.Errorf("HasTool(%q) = %v, %v; want true", tc.bad, ok, err)
+		}
+		if names, err := x.Tools(ctx, tc.bad, 0); err != nil || !slices.Contains(names, tc.stored) {
+			t.Errorf("Tools(%q) = %q, %v; want it to hold %q", tc.bad, names, err, tc.stored)
+		}
+		// The same call again is a new version of the same key.
+		if r, err := x.Record(ctx, []NewPart{p}); err != nil || r[0].Key != p.Key || r[0].Version != 2 {
+			t.Errorf("the same hostile call again = %+v, %v; want version 2 of %s", r, err, p.Key)
+		}
+	}
 }

@@ -294,3 +294,74 @@ func testNewerSchemaRefused(t *testing.T) {
 		t.Errorf("message %q does not name both versions", msg)
 	}
 }
+
+// A migration that waits for a reader's lock on a table it alters (lock
+// timeout, 55P03) is tried again until the reader is done, within the busy
+// total, not failed at the first lock timeout.
+func TestPostgresMigrationWaitsForReader(t *testing.T) {
+	t.Run("postgres", testPostgresMigrationWaitsForReader)
+}
+
+func testPostgresMigrationWaitsForReader(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureAt(t, 3)
+	reader, err := sql.Open("pgx", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	tx, err := reader.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM parts`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		x   *Index
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		x, err := Open(ctx, path, WithBusyTimeout(50*time.Millisecond, time.Minute))
+		done <- result{x, err}
+	}()
+	// Wait, polling with a deadline, until the migration has waited for
+	// the reader's lock in two transactions: its first try timed out.
+	deadline := time.Now().Add(30 * time.Second)
+	tries := map[string]bool{}
+	for len(tries) < 2 {
+		select {
+		case r := <-done:
+			if r.x != nil {
+				r.x.Close()
+			}
+			t.Fatalf("Open returned while the reader held its lock: %v", r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration waited for the reader's lock in %d transactions, want 2", len(tries))
+		}
+		var vxid sql.NullString
+		if err := reader.QueryRowContext(ctx, `SELECT min(l.virtualtransaction) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE NOT l.granted AND c.relname = 'parts'`).Scan(&vxid); err != nil {
+			t.Fatal(err)
+		}
+		if vxid.Valid {
+			tries[vxid.String] = true
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Open after the reader was done = %v", r.err)
+	}
+	defer r.x.Close()
+	if r.x.SchemaVersion() != latestVersion(t) {
+		t.Errorf("migrated to %d, want %d", r.x.SchemaVersion(), latestVersion(t))
+	}
+}

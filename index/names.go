@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
@@ -30,6 +32,11 @@ func (x *Index) Keys(ctx context.Context, prefix string, limit int) ([]string, e
 // names lists the distinct values of a column of parts that start with
 // prefix. The column name is one of the three above, never user input.
 func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]string, error) {
+	if column == "tool" {
+		prefix = storable(prefix)
+	} else if !storableText(prefix) {
+		return nil, nil // Record refuses such runs and keys
+	}
 	var q string
 	switch column {
 	case "run":
@@ -54,6 +61,42 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 	return out, nil
 }
 
+// storableText reports whether s can be stored in a text column of either
+// database as it is: UTF-8 without NUL. PostgreSQL refuses anything else,
+// SQLite would keep it. Record refuses a key or run that is not; lookups of
+// such a key or run find nothing, on both databases alike.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// storable returns s with each invalid UTF-8 sequence and each NUL replaced
+// by U+FFFD: what Record stores of a part's tool, call id, MIME type and
+// file name, which hostile tools may name with any bytes (the key, escaped,
+// still tells such calls apart), and what lookups by tool look for.
+func storable(s string) string {
+	if storableText(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// storableParts returns ps with each part's free text made storable,
+// copied only when something changes.
+func storableParts(ps []NewPart) []NewPart {
+	out := ps
+	for i, p := range ps {
+		q := p
+		q.Tool, q.CallID, q.MIME, q.Filename = storable(p.Tool), storable(p.CallID), storable(p.MIME), storable(p.Filename)
+		if q != p {
+			if &out[0] == &ps[0] {
+				out = slices.Clone(ps)
+			}
+			out[i] = q
+		}
+	}
+	return out
+}
+
 // HasRun reports whether any part belongs to run.
 func (x *Index) HasRun(ctx context.Context, run string) (bool, error) {
 	return x.has(ctx, "run", run)
@@ -65,6 +108,11 @@ func (x *Index) HasTool(ctx context.Context, tool string) (bool, error) {
 }
 
 func (x *Index) has(ctx context.Context, column, value string) (bool, error) {
+	if column == "tool" {
+		value = storable(value)
+	} else if !storableText(value) {
+		return false, nil // Record refuses such runs
+	}
 	var one int
 	cond := column + ` = ?`
 	if column == "run" {

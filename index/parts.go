@@ -218,8 +218,10 @@ const (
 // call wrote is not reused: the part gets the first of key~2, key~3, … that
 // is free or its own, decided inside the write transaction so that
 // concurrent writers in many processes agree. Each blob's last-referenced
-// time is refreshed.
+// time is refreshed. On PostgreSQL, an error that is ErrCommitUnknown means
+// the commit's answer was lost: the parts may or may not have been recorded.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
+	ps = storableParts(ps)
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
 			return nil, fmt.Errorf("index: record: %w", err)
@@ -329,7 +331,7 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 			return err
 		}
 		if x.pg {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(writeLockKey)); err != nil {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
 				tx.Rollback()
 				return err
 			}
@@ -339,7 +341,7 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			if x.pg && connLost(err) {
+			if x.pg && (connLost(err) || ctx.Err() != nil) {
 				return &commitUnknown{err}
 			}
 			return err
@@ -363,6 +365,10 @@ type ListOptions struct {
 
 // List returns the parts matching o, newest first.
 func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
+	if !storableText(o.Run) {
+		return nil, nil // Record refuses such a run
+	}
+	o.Tool = storable(o.Tool)
 	var (
 		where []string
 		args  []any

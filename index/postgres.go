@@ -28,6 +28,12 @@ import (
 // to $1, $2, … (sqlx.Rebind) as it reaches the driver, so that no query
 // has a second spelling. What differs between the two databases lives in
 // this file and in the few branches on Index.pg.
+//
+// Times stamped on rows (a part's created_at, a blob's first_stored and
+// last_referenced) come from the clock of the machine that writes them, as
+// on SQLite, not from the server's: the machines sharing an index must keep
+// their clocks in sync (NTP), well within gc's grace period, since gc on
+// one machine compares its own clock with the times others stamped.
 
 // IsPostgresURL reports whether s names a PostgreSQL database
 // (postgres://USER@HOST:PORT/DB or postgresql://…) rather than a file.
@@ -41,7 +47,7 @@ func IsPostgresURL(s string) bool {
 // choose a key's version and suffix, and what gc's deletes check, cannot
 // change under them, so no serialization failure or unique violation from a
 // race between toolcas writers ever needs a retry.
-const writeLockKey = 0x746f6f6c636173 // "toolcas"
+const writeLockKey = 0x746f6f6c // "tool"
 
 // gcLockKey is the session-scoped advisory lock LockGC takes, and
 // migrateLockKey the one goose holds while it migrates.
@@ -49,6 +55,19 @@ const (
 	gcLockKey      = writeLockKey + 1
 	migrateLockKey = writeLockKey + 2
 )
+
+// lockKey returns the 64-bit advisory lock key of one of the lock keys
+// above in the index's schema: the key in the high 32 bits, the hash of the
+// schema's name in the low. Advisory locks are per database; two indexes
+// in two schemas of one database so take different locks, and one's gc or
+// migration does not hold up the other's.
+func (x *Index) lockKey(key int64) int64 {
+	return key<<32 | int64(uint32(x.schemaHash))
+}
+
+// idleInTxTimeout is how long PostgreSQL lets a session of the index sit
+// idle inside a transaction before it ends the session, freeing its locks.
+const idleInTxTimeout = time.Minute
 
 // checkPostgresURL validates a postgres URL and returns it with the password
 // hidden, for messages.
@@ -58,7 +77,7 @@ func checkPostgresURL(raw string) (string, error) {
 		// url's error repeats the text, password and all.
 		return "", fmt.Errorf("index: %w: not a URL", ErrInvalidURL)
 	}
-	shown := u.Redacted()
+	shown := redactURL(u)
 	db := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case u.Scheme != "postgres" && u.Scheme != "postgresql":
@@ -76,6 +95,57 @@ func checkPostgresURL(raw string) (string, error) {
 	return shown, nil
 }
 
+// secretParams are the URL query parameters whose values are secrets, and
+// are never shown.
+var secretParams = []string{"password", "sslpassword"}
+
+// redactURL returns u as text with its passwords hidden: the userinfo's,
+// as url.Redacted hides it, and those given as query parameters.
+func redactURL(u *url.URL) string {
+	v := *u
+	q := v.Query()
+	hid := false
+	for _, k := range secretParams {
+		if _, ok := q[k]; ok {
+			q[k] = []string{"xxxxx"}
+			hid = true
+		}
+	}
+	if hid {
+		v.RawQuery = q.Encode()
+	}
+	return v.Redacted()
+}
+
+// parseConfigMessage returns what pgx says is wrong with the URL raw (which
+// names the parameter, as "invalid connect_timeout (…)"), without the URL it
+// repeats first, and with every password in raw hidden.
+func parseConfigMessage(raw string, err error) string {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			msg = msg[i+3:]
+		}
+	}
+	if u, perr := url.Parse(raw); perr == nil {
+		var secrets []string
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+		q := u.Query()
+		for _, k := range secretParams {
+			secrets = append(secrets, q[k]...)
+		}
+		for _, s := range secrets {
+			if s != "" {
+				msg = strings.ReplaceAll(msg, s, "xxxxx")
+			}
+		}
+	}
+	return msg
+}
+
 // openPostgres opens the index in the PostgreSQL database raw names, and
 // migrates it unless c.readOnly.
 func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
@@ -85,7 +155,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	}
 	cfg, err := pgx.ParseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("index: %w %s: %v", ErrInvalidURL, shown, errors.Unwrap(err))
+		return nil, fmt.Errorf("index: %w %s: %s", ErrInvalidURL, shown, parseConfigMessage(raw, err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
@@ -94,6 +164,31 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	// most the busy timeout, then fails with lock_not_available, which the
 	// write retries until its total: the same two limits as on SQLite.
 	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(c.busyTimeout.Milliseconds(), 10)
+	// Every transaction runs at READ COMMITTED whatever the database's or
+	// the role's default: a write, after it takes the writers' lock, must
+	// see what the writer before it committed (a REPEATABLE READ snapshot,
+	// taken at the lock statement, would not, and two writers would choose
+	// the same version of a key).
+	cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
+	// A client that dies (its machine lost power, its network went away)
+	// must not hold the writers' lock, a row lock or the gc lock for long.
+	// The server ends a session left idle inside a transaction after
+	// idleInTxTimeout (toolcas never waits for anything but the database
+	// inside one), and finds a silent peer by TCP keepalive within about a
+	// minute (idle 30 s, then 3 probes 10 s apart; on TCP only, a Unix
+	// socket needs none), checking it during long statements too. Any of
+	// these the URL sets wins.
+	for k, v := range map[string]string{
+		"idle_in_transaction_session_timeout": strconv.FormatInt(idleInTxTimeout.Milliseconds(), 10),
+		"tcp_keepalives_idle":                 "30",
+		"tcp_keepalives_interval":             "10",
+		"tcp_keepalives_count":                "3",
+		"client_connection_check_interval":    "10000",
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 	if c.durability == cas.SyncNone {
 		// A crash may lose the last commits, never break the database: the
 		// equivalent of SQLite's synchronous=NORMAL.
@@ -111,9 +206,17 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("index: open: %w", x.connError(err))
 	}
-	if c.readOnly {
+	err = x.checkEncoding(ctx)
+	if err == nil {
+		err = x.read(ctx, func() error {
+			return x.db.GetContext(ctx, &x.schemaHash, `SELECT hashtext(coalesce(current_schema(), ''))`)
+		})
+	}
+	switch {
+	case err != nil:
+	case c.readOnly:
 		err = x.checkVersion(ctx)
-	} else {
+	default:
 		err = x.migrate(ctx)
 	}
 	if err == nil {
@@ -129,10 +232,38 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	return x, nil
 }
 
+// ErrUnsupportedDatabase is returned by Open for a PostgreSQL database the
+// index cannot live in: one whose encoding is not UTF8.
+var ErrUnsupportedDatabase = errors.New("unsupported database")
+
+// checkEncoding makes sure the database stores text as UTF-8: in any other
+// encoding, keys and names that are valid UTF-8 could be refused or,
+// under SQL_ASCII, stored unchecked and compared by other rules.
+func (x *Index) checkEncoding(ctx context.Context) error {
+	var enc string
+	if err := x.read(ctx, func() error { return x.db.GetContext(ctx, &enc, `SHOW server_encoding`) }); err != nil {
+		return err
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("index: %w: %s has encoding %s, want UTF8 (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)",
+			ErrUnsupportedDatabase, x.path, enc)
+	}
+	return nil
+}
+
 // connError names what went wrong when the database cannot be used at all:
 // no server, a refused login, no such database. Other errors pass as they are.
 func (x *Index) connError(err error) error {
 	if !x.pg || err == nil || errors.Is(err, ErrAccessDenied) || errors.Is(err, ErrNoDatabase) || errors.Is(err, ErrUnreachable) {
+		return err
+	}
+	// A commit whose answer was lost says so, whatever broke the
+	// connection, and keeps its chain (ErrCommitUnknown, the driver's error).
+	var cu *commitUnknown
+	if errors.As(err, &cu) {
+		if connLost(cu.err) {
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, x.path, err)
+		}
 		return err
 	}
 	var pe *pgconn.PgError
@@ -143,7 +274,7 @@ func (x *Index) connError(err error) error {
 		case pe.Code == "3D000":
 			return fmt.Errorf("%w: %s: %s (create it first, with createdb or CREATE DATABASE)", ErrNoDatabase, x.path, pe.Message)
 		case strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08"):
-			return fmt.Errorf("%w: %s: %s", ErrUnreachable, x.path, pe.Message)
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, x.path, err)
 		}
 		return err
 	}
@@ -189,12 +320,15 @@ func pgTransient(err error) bool {
 	return false
 }
 
-// commitUnknown is a commit whose connection broke before its answer came:
-// the transaction may have committed, so it is not tried again.
+// commitUnknown is a commit whose connection broke, or whose context ended,
+// before its answer came: the transaction may have committed, so it is not
+// tried again. It is ErrCommitUnknown.
 type commitUnknown struct{ err error }
 
+func (e *commitUnknown) Is(target error) bool { return target == ErrCommitUnknown }
+
 func (e *commitUnknown) Error() string {
-	return "connection lost while committing, the write may or may not have been committed: " + e.err.Error()
+	return "no answer to the commit, the write may or may not have been committed: " + e.err.Error()
 }
 
 func (e *commitUnknown) Unwrap() error { return e.err }
@@ -224,18 +358,22 @@ func (x *Index) insertID(ctx context.Context, st *sql.Stmt, args ...any) (int64,
 	return res.LastInsertId()
 }
 
-// pgSize returns the bytes the index's tables and their indexes take.
-func (x *Index) pgSize() int64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var n sql.NullInt64
-	err := x.db.QueryRowContext(ctx, `SELECT CAST(sum(pg_total_relation_size(c.oid)) AS BIGINT) FROM pg_class c
-		JOIN pg_namespace s ON s.oid = c.relnamespace
-		WHERE s.nspname = current_schema() AND c.relkind = 'r'`).Scan(&n)
+// pgTables are the tables the index's PostgreSQL migrations make: what
+// Size counts, and nothing else that shares their schema. A migration that
+// adds a table adds it here (TestPostgresSize checks).
+var pgTables = []string{"blobs", "parts", "packs", "runs", "goose_db_version"}
+
+// pgSize returns the bytes the index's tables take, with their indexes and
+// TOAST.
+func (x *Index) pgSize(ctx context.Context) (int64, error) {
+	q := `SELECT CAST(coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) AS BIGINT) FROM unnest(ARRAY['` +
+		strings.Join(pgTables, "', '") + `']) AS t`
+	var n int64
+	err := x.read(ctx, func() error { return x.db.QueryRowContext(ctx, q).Scan(&n) })
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("index: size of %s: %w", x.path, x.connError(err))
 	}
-	return n.Int64
+	return n, nil
 }
 
 // rebindConnector makes the connections of a PostgreSQL index, which take
@@ -255,8 +393,11 @@ func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return rebindConn{sc}, nil
 }
 
-// rebindConn is a pgx connection that rewrites ? placeholders to $n. The
-// package's SQL never has a ? inside a string literal.
+// rebindConn is a pgx connection that rewrites every ? of the statements it
+// runs to $1, $2, …: the package's SQL and the PostgreSQL migrations, which
+// goose runs through it too. None of them may hold a ? that is not a
+// placeholder, in a string, a comment or an operator (a test of package
+// migrations checks theirs).
 type rebindConn struct{ *stdlib.Conn }
 
 func rebind(q string) string {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -90,14 +91,16 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := ""
-	if os.Geteuid() == 0 {
-		// The server's user must reach its directory: not under a $TMPDIR
-		// in root's home.
-		base = "/tmp"
-	}
-	dir, err := os.MkdirTemp(base, "toolcas-pg-")
+	base := baseDir()
+	removeStale(base)
+	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {
+		return nil, err
+	}
+	// Who made the directory: once that process is gone, a later Start
+	// removes what it left (see removeStale).
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	c := &Cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data"), sock: filepath.Join(dir, "sock")}
@@ -153,6 +156,72 @@ func Start(ctx context.Context) (*Cluster, error) {
 	return c, nil
 }
 
+// dirPrefix starts the name of every cluster's directory, and ownerFile
+// names the file in it that holds the pid of the process that made it.
+const (
+	dirPrefix = "toolcas-pg-"
+	ownerFile = "owner.pid"
+)
+
+// baseDir is where the clusters' directories go: the temp directory, or
+// /tmp as root, since the server's user must reach it (not under a $TMPDIR
+// in root's home).
+func baseDir() string {
+	if os.Geteuid() == 0 {
+		return "/tmp"
+	}
+	return os.TempDir()
+}
+
+// removeStale removes the cluster directories under base that a test
+// process killed before it could stop its server left behind: those whose
+// maker (owner.pid) or whose server (data/postmaster.pid) names a process
+// that no longer exists, unless the other still lives, and those with
+// neither file that nothing has touched for staleAge. A directory whose
+// maker lives is kept, whatever its server's state.
+func removeStale(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+	for _, d := range dirs {
+		owner, ownerKnown := pidIn(filepath.Join(d, ownerFile))
+		if ownerKnown && alive(owner) {
+			continue
+		}
+		server, serverKnown := pidIn(filepath.Join(d, "data", "postmaster.pid"))
+		if serverKnown && alive(server) {
+			continue
+		}
+		if !ownerKnown && !serverKnown {
+			// Being made right now, or left long ago by a build that wrote
+			// no owner.pid: only the second is old.
+			if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < staleAge {
+				continue
+			}
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// staleAge is how long a cluster directory that names no process must
+// have been left untouched before removeStale takes it for abandoned.
+const staleAge = time.Hour
+
+// pidIn reads the pid on the first line of file.
+func pidIn(file string) (int, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil && pid > 0
+}
+
+// alive reports whether a process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
@@ -191,7 +260,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.cmd, c.exited = cmd, exited
 	c.mu.Unlock()
 
-	db, err := sql.Open("pgx", c.URL("postgres")+"&connect_timeout=2")
+	// The server is asked through its own Unix socket, which no other
+	// cluster serves, rather than the TCP port, which another cluster may
+	// have taken since it was found free; then the TCP port is checked to
+	// lead to this server's data directory.
+	db, err := sql.Open("pgx", fmt.Sprintf("postgres://%s@/postgres?host=%s&port=%d&connect_timeout=2", User, url.QueryEscape(c.sock), c.port))
 	if err != nil {
 		return err
 	}
@@ -202,7 +275,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		err := db.PingContext(pctx)
 		cancel()
 		if err == nil {
-			return nil
+			return c.checkTCP(ctx)
 		}
 		select {
 		case <-exited:
@@ -217,6 +290,26 @@ func (c *Cluster) start(ctx context.Context) error {
 			return fmt.Errorf("pgtest: postgres not ready after 60s: %v\n%s", err, c.Log())
 		}
 	}
+}
+
+// checkTCP makes sure that the cluster's TCP URL reaches this server, by
+// its data directory, and not another one listening on the same port.
+func (c *Cluster) checkTCP(ctx context.Context) error {
+	db, err := sql.Open("pgx", c.URL("postgres")+"&connect_timeout=5")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var dir string
+	if err := db.QueryRowContext(ctx, `SHOW data_directory`).Scan(&dir); err != nil {
+		c.signal(syscall.SIGQUIT)
+		return fmt.Errorf("pgtest: 127.0.0.1:%d: %w", c.port, err)
+	}
+	if want, _ := filepath.EvalSymlinks(c.data); dir != c.data && dir != want {
+		c.signal(syscall.SIGQUIT)
+		return fmt.Errorf("pgtest: 127.0.0.1:%d serves %s, not this cluster's %s", c.port, dir, c.data)
+	}
+	return nil
 }
 
 // Log returns the end of the server's log.
@@ -259,11 +352,20 @@ func (c *Cluster) NewDatabase(ctx context.Context, hint string) (string, error) 
 	}
 	name = fmt.Sprintf("t%d_%s", c.seq.Add(1), name)
 	_, err := c.admin.ExecContext(ctx, `CREATE DATABASE "`+name+`" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`)
+	if err != nil && os.Getenv(RequireEnv) == "1" {
+		return "", fmt.Errorf("pgtest: create database %s with ICU's en-US collation, which %s=1 requires (tests of collation would prove nothing on C): %w", name, RequireEnv, err)
+	}
 	if err != nil {
 		_, err = c.admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`)
 	}
 	if err != nil {
 		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
+	}
+	if os.Getenv(RequireEnv) == "1" {
+		var provider string
+		if err := c.admin.QueryRowContext(ctx, `SELECT datlocprovider::text FROM pg_database WHERE datname = $1`, name).Scan(&provider); err != nil || provider != "i" {
+			return "", fmt.Errorf("pgtest: database %s has locale provider %q (%v), want ICU (i), which %s=1 requires", name, provider, err, RequireEnv)
+		}
 	}
 	return c.URL(name), nil
 }
