@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/toolcas/toolcas/cas"
@@ -98,6 +99,14 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	if err == nil {
 		for _, r := range batch {
 			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
+		}
+		return
+	}
+	// A commit whose answer was lost may have recorded every part: writing
+	// them again would add each as a new version. Each write is told so.
+	if errors.Is(err, index.ErrCommitUnknown) {
+		for _, r := range batch {
+			r.err = err
 		}
 		return
 	}

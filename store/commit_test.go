@@ -9,17 +9,26 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
 )
 
 // Writes that arrive while one commits are committed together, in one
 // transaction, and each gets its own rows back.
 func TestGroupCommit(t *testing.T) {
-	t.Run("shared", func(t *testing.T) { testGroupCommit(t, false) })
+	t.Run("shared", func(t *testing.T) { testGroupCommit(t, nil) })
 	// A shared transaction that fails: each write is recorded alone.
-	t.Run("shared fails", func(t *testing.T) { testGroupCommit(t, true) })
+	t.Run("shared fails", func(t *testing.T) {
+		testGroupCommit(t, errors.New("injected failure of a shared transaction"))
+	})
+	// A shared transaction whose commit may have happened: no write is
+	// recorded again, each is told.
+	t.Run("shared commit unknown", func(t *testing.T) {
+		testGroupCommit(t, fmt.Errorf("injected lost answer: %w", index.ErrCommitUnknown))
+	})
 }
 
-func testGroupCommit(t *testing.T, sharedFails bool) {
+func testGroupCommit(t *testing.T, sharedErr error) {
+	unknown := errors.Is(sharedErr, index.ErrCommitUnknown)
 	ctx := context.Background()
 	const writers = 6
 	hold := make(chan struct{})
@@ -29,8 +38,8 @@ func testGroupCommit(t *testing.T, sharedFails bool) {
 	s = MustOpen(t, withFaults(func(point string) error {
 		if point == "write:shared" {
 			shared++
-			if sharedFails {
-				return errors.New("injected failure of a shared transaction")
+			if sharedErr != nil {
+				return sharedErr
 			}
 		}
 		if point != "write:commit" || !first {
@@ -70,7 +79,12 @@ func testGroupCommit(t *testing.T, sharedFails bool) {
 	default:
 		t.Fatal("the writes never queued behind the first")
 	}
+	told := 0
 	for i := range writers {
+		if unknown && errors.Is(errs[i], index.ErrCommitUnknown) {
+			told++
+			continue
+		}
 		if errs[i] != nil {
 			t.Fatalf("write %d: %v", i, errs[i])
 		}
@@ -89,5 +103,8 @@ func testGroupCommit(t *testing.T, sharedFails bool) {
 	s.commits.mu.Unlock()
 	if len(batches) >= writers || shared == 0 {
 		t.Errorf("%d batches for %d writes (%v), %d shared: none was shared", len(batches), writers, batches, shared)
+	}
+	if unknown && told == 0 {
+		t.Error("a shared commit with no answer: every write was recorded again, none was told")
 	}
 }
