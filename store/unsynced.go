@@ -77,18 +77,23 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 			m.f, m.path = f, path
 			return nil
 		}
-		if !errors.Is(err2, fs.ErrNotExist) {
+		if !errors.Is(err2, fs.ErrNotExist) && !errors.Is(err2, unix.EWOULDBLOCK) {
 			break
 		}
 	}
 	return err2
 }
 
+// markerRace, when a test sets it, runs between a marker's creation and
+// its lock, where a recovering store may take it.
+var markerRace func(tmp string)
+
 // makeMarker makes a marker in dir under a temp name, locked, written and
 // synced, then renames it: a marker under its name is always locked while
 // its owner lives. A store recovering meanwhile may take the temp file,
-// before it is locked, for one a crash left, and remove it: the rename
-// then fails with fs.ErrNotExist, and the caller tries again.
+// before it is locked, for one a crash left, and remove it: the lock then
+// fails with EWOULDBLOCK (the recovering store holds it), or the rename
+// with fs.ErrNotExist, and the caller tries again.
 func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
@@ -102,6 +107,9 @@ func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error
 		f.Close()
 		os.Remove(tmp)
 		return nil, "", fmt.Errorf("make a marker in %s: %w", dir, err)
+	}
+	if markerRace != nil {
+		markerRace(tmp)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fail(err)

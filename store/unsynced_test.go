@@ -233,3 +233,36 @@ func TestNameSyncFailureTakesTheRowBack(t *testing.T) {
 		t.Errorf("the row stayed: %v", err)
 	}
 }
+
+// A store recovering at the moment a writer makes its marker may lock and
+// remove the marker's temp file before its maker locks it: the maker then
+// makes another, and the write succeeds.
+func TestMarkerTakenByRecoveryWhileMade(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	taken := 0
+	markerRace = func(tmp string) {
+		if taken > 0 {
+			return
+		}
+		taken++
+		// What recoverUnsynced does with a temp marker it can lock.
+		f, err := os.Open(tmp)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Error(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		os.Remove(tmp)
+	}
+	t.Cleanup(func() { markerRace = nil })
+	if _, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(7))}); err != nil {
+		t.Fatalf("write while recovery took the marker: %v", err)
+	}
+	if taken != 1 {
+		t.Fatalf("the race ran %d times, want 1", taken)
+	}
+}
