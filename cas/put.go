@@ -425,9 +425,37 @@ func (s *Store) presentBytes(b Blob, data []byte) bool {
 	if err != nil {
 		return false
 	}
-	same := sameContent(f, data)
+	same := sameContent(f, data) && s.syncPresent(f, b) == nil
 	f.Close()
 	return same && s.touch(b)
+}
+
+// settleTime is the age past which a blob's name and bytes are taken as on
+// disk whoever wrote them: see syncPresent.
+const settleTime = time.Minute
+
+// syncPresent makes a blob found already stored durable before a put
+// reports it, when the store is durable and the blob is young: another
+// process may have renamed it into place a moment ago and not yet synced
+// its shard directory (or been killed before it could), and a row this
+// put's caller commits must never outlive the blob's name in a power cut.
+// A blob born more than settleTime ago is taken as on disk: its writer
+// synced it, or the file system's own periodic commit (seconds on ext4
+// and XFS) has written it since, so hits on older blobs cost no sync. The
+// file's sync is a datasync, so that the modification time each hit sets
+// (touch) does not make the next hit wait for the disk.
+func (s *Store) syncPresent(f file, b Blob) error {
+	if s.durability != SyncFull {
+		return nil
+	}
+	if born, ok := birthTime(f); ok && s.now().Sub(born) > settleTime {
+		return nil
+	}
+	s.syncs.Add(2)
+	if err := datasync(f); err != nil {
+		return err
+	}
+	return s.fs.SyncDir(BlobsDir + "/" + b.Shard())
 }
 
 // presentStream is presentBytes for content already streamed to a temp file:
@@ -443,7 +471,13 @@ func (s *Store) presentStream(ctx context.Context, b Blob, size int64) (bool, er
 		}
 		return false, nil
 	}
-	return s.touch(b), nil
+	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return false, nil
+	}
+	err = s.syncPresent(f, b)
+	f.Close()
+	return err == nil && s.touch(b), nil
 }
 
 // Expire sets a blob's modification time far in the past, so that gc

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,4 +19,50 @@ func syncfs(f *os.File) error {
 		return err
 	}
 	return serr
+}
+
+// datasync flushes f's bytes, and the metadata needed to read them, to
+// stable storage, as fdatasync(2) does: unlike fsync, it does not wait for
+// a change of modification time alone.
+func datasync(f file) error {
+	of, ok := f.(*os.File)
+	if !ok {
+		return f.Sync()
+	}
+	raw, err := of.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		for {
+			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// birthTime returns when f's file was created, where the file system
+// records it (statx's btime).
+func birthTime(f file) (time.Time, bool) {
+	of, ok := f.(*os.File)
+	if !ok {
+		return time.Time{}, false
+	}
+	raw, err := of.SyscallConn()
+	if err != nil {
+		return time.Time{}, false
+	}
+	var st unix.Statx_t
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &st)
+	}); err != nil || serr != nil || st.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)), true
 }

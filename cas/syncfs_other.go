@@ -2,6 +2,14 @@
 
 package cas
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 func syncfs(*os.File) error { return errSyncFSUnsupported }
+
+func datasync(f file) error { return f.Sync() }
+
+// birthTime is unknown here: every durable hit syncs.
+func birthTime(file) (time.Time, bool) { return time.Time{}, false }

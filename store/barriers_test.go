@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
@@ -10,21 +12,25 @@ import (
 
 // Barriers counts what each durability costs a one-part step of new
 // content: the blob file, its shard directory and the index's log in full;
-// the log not in the mode that gives that up; nothing with durability off;
-// and a dedup hit syncs no blob.
+// the log not in the mode that gives that up; nothing with durability off.
+// A dedup hit on a blob born a moment ago syncs the blob and its shard
+// (its writer may not have synced the name yet); one on an old blob syncs
+// no blob.
 func TestBarriersPerStep(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name      string
-		opts      []Option
-		new, same int64
+		name           string
+		opts           []Option
+		new, same, old int64
 	}{
-		{"full", nil, 3, 1},
-		{DurabilityRecentKeysMayBeLost, []Option{RecentKeysMayBeLostOnPowerCut()}, 2, 0},
-		{"none", []Option{WithDurability(cas.SyncNone)}, 0, 0},
+		{"full", nil, 3, 3, 1},
+		{DurabilityRecentKeysMayBeLost, []Option{RecentKeysMayBeLostOnPowerCut()}, 2, 2, 0},
+		{"none", []Option{WithDurability(cas.SyncNone)}, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := MustOpen(t, tc.opts...)
+			var later atomic.Int64
+			clock := func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+			s := MustOpen(t, append(tc.opts, WithClock(clock))...)
 			before := s.Barriers()
 			if _, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))}); err != nil {
 				t.Fatal(err)
@@ -38,6 +44,14 @@ func TestBarriersPerStep(t *testing.T) {
 			}
 			if got := s.Barriers() - before; got != tc.same {
 				t.Errorf("dedup hit: %d barriers, want %d", got, tc.same)
+			}
+			later.Store(int64(2 * time.Minute))
+			before = s.Barriers()
+			if _, err := s.Write(ctx, []hook.Item{item("r", 3, text16K(1))}); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Barriers() - before; got != tc.old {
+				t.Errorf("dedup hit on an old blob: %d barriers, want %d", got, tc.old)
 			}
 		})
 	}
