@@ -70,7 +70,9 @@ func checkCounts(t *testing.T, x *Index, when string) {
 // TestCountsStayExact drives the index through random writes, version
 // bumps, deletes, prunes of every kind, gc's row deletes, packs recorded
 // and replaced, and repair's drop of lost blobs, and recounts after each.
-func TestCountsStayExact(t *testing.T) {
+func TestCountsStayExact(t *testing.T) { forEachBackend(t, testCountsStayExact) }
+
+func testCountsStayExact(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1_000_000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -208,7 +210,9 @@ func TestCountsStayExact(t *testing.T) {
 
 // TestFixCounts damages every kind of counter and has FixCounts set them
 // right again.
-func TestFixCounts(t *testing.T) {
+func TestFixCounts(t *testing.T) { forEachBackend(t, testFixCounts) }
+
+func testFixCounts(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
 	mustRecord(t, x, newPart("r1", 1, "read_file", "a", "one"), newPart("r1", 2, "grep", "b", "two"),
