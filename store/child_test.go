@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/pgtest"
 )
 
 // Tests that need separate processes re-execute the test binary with
@@ -33,7 +34,9 @@ func TestMain(m *testing.M) {
 		flag.Parse()
 		os.Exit(runChild(role, os.Getenv("TOOLCAS_CHILD_ARGS")))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 // childCmd returns the command running the test binary in a role, not

@@ -48,7 +48,7 @@ func crashLoop(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir, WithCreate())
+	s, err := Open(ctx, dir, backendOptions(t, WithCreate())...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,30 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if timeout == 0 {
 		timeout = DefaultGCLockTimeout
 	}
+	// One gc at a time on the index: gc.lock is a file lock, which holds
+	// only for the processes of one machine, and an index on PostgreSQL may
+	// be shared beyond it. The index's gc lock (an advisory lock there,
+	// nothing on SQLite) is taken before the mark, and checked before each
+	// delete. A dry run deletes nothing and takes neither.
+	var gcLock *index.GCLock
+	if !o.DryRun {
+		l, err := s.index.AcquireGCLock(ctx)
+		if errors.Is(err, index.ErrGCRunning) {
+			return GCResult{}, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
+				index.ErrGCRunning, s.index.Path())
+		}
+		if err != nil {
+			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		}
+		defer l.Release()
+		gcLock = l
+	}
+	stillHeld := func() error {
+		if gcLock == nil {
+			return nil
+		}
+		return gcLock.Held(ctx)
+	}
 	res := GCResult{DryRun: o.DryRun}
 	now := s.now()
 	cutoff := now.Add(-o.Grace)
@@ -199,6 +223,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
 	// Sweep: rows first, committed; then files.
+	if err := stillHeld(); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+	}
 	if len(stale) > 0 {
 		if _, err := s.index.DeleteBlobRows(ctx, stale); err != nil {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
@@ -206,6 +233,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	for len(candidates) > 0 {
 		if err := lock(); err != nil {
+			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		}
+		if err := stillHeld(); err != nil {
 			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
 		}
 		chunk := candidates[:min(len(candidates), sweepChunk)]

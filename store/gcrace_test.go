@@ -22,7 +22,7 @@ var raceFor = flag.Duration("race.for", 0, "how long TestWritersAgainstGC runs (
 func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns int, failure string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir, WithCreate())
+	s, err := Open(ctx, dir, backendOptions(t, WithCreate())...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +40,8 @@ const DefaultDir = "tool_results"
 // ErrNoStore is returned by Open when the directory holds no store.
 var ErrNoStore = cas.ErrNoStore
 
-// Store is a toolcas store: blobs on disk, keys in SQLite. It implements
+// Store is a toolcas store: blobs on disk, keys in SQLite (IndexFile beside
+// them) or in PostgreSQL (WithIndexURL). It implements
 // hook.Store and is safe for concurrent use by many goroutines and many
 // processes.
 type Store struct {
@@ -95,6 +95,8 @@ type config struct {
 	maintenance bool
 	// recentKeysMayBeLost: the index commits without a sync.
 	recentKeysMayBeLost bool
+	// indexURL is WithIndexURL's URL, "" for the default.
+	indexURL string
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -218,14 +220,29 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	ix, err := index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
-	if err != nil && c.maintenance && !c.readOnly && releaseReserve(blobs.Dir()) {
-		// A full disk: the reserve's space lets the index open.
-		ix, err = index.Open(ctx, filepath.Join(blobs.Dir(), IndexFile), ixOpts...)
+	where, record, err := indexLocation(blobs.Dir(), c)
+	if err != nil {
+		blobs.Close()
+		return nil, err
+	}
+	ix, err := index.Open(ctx, where, ixOpts...)
+	if err != nil && c.maintenance && !c.readOnly && !index.IsPostgresURL(where) && releaseReserve(blobs.Dir()) {
+		// A full disk: the reserve's space lets the index open. (An index
+		// on PostgreSQL does not live on this disk.)
+		ix, err = index.Open(ctx, where, ixOpts...)
 	}
 	if err != nil {
 		blobs.Close()
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if record != "" {
+		// Recorded once the database is reachable and migrated, so that a
+		// mistyped URL leaves no record behind.
+		if err := writeIndexRecord(blobs.Dir(), record); err != nil {
+			ix.Close()
+			blobs.Close()
+			return nil, err
+		}
 	}
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,

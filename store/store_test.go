@@ -10,9 +10,11 @@ import (
 )
 
 // MustOpen opens a new store in a temp directory, closed when the test ends.
+// Under a subtest named postgres (see onPostgres) its index is a new
+// PostgreSQL database.
 func MustOpen(tb testing.TB, opts ...Option) *Store {
 	tb.Helper()
-	s, err := Open(context.Background(), tb.TempDir(), append([]Option{WithCreate()}, opts...)...)
+	s, err := Open(context.Background(), tb.TempDir(), append(backendOptions(tb, WithCreate()), opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -26,4 +28,8 @@ func TestConformance(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) hook.Store { return MustOpen(t, WithDurability(d)) }, storetest.Options{})
 		})
 	}
+	// The same suite on a store whose index is in PostgreSQL.
+	t.Run("postgres", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) hook.Store { return MustOpen(t) }, storetest.Options{})
+	})
 }

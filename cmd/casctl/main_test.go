@@ -15,13 +15,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/pgtest"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -51,8 +54,11 @@ func TestMain(m *testing.M) {
 
 // TestScripts drives the built casctl as scripts do: testdata/script/*.txtar.
 func TestScripts(t *testing.T) {
+	pg := &scriptCluster{}
+	t.Cleanup(pg.stop)
 	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("testdata", "script"),
+		Dir:       filepath.Join("testdata", "script"),
+		Condition: scriptCondition,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CASCTL_STORE", "")
 			// The demo finds the Go installation through the go command.
@@ -71,6 +77,7 @@ func TestScripts(t *testing.T) {
 			"sharekeys": cmdShareKeys,
 			"mkpng":     cmdMkPNG,
 			"suggested": cmdSuggested,
+			"pgdb":      pg.cmdPGDB,
 		},
 	})
 }
@@ -276,4 +283,48 @@ func cmdSuggested(ts *testscript.TestScript, neg bool, args []string) {
 	if n < 5 {
 		ts.Fatalf("only %d suggestions", n)
 	}
+}
+
+// scriptCondition answers the scripts' own conditions: [postgres] holds
+// when PostgreSQL's server binaries are installed, or when
+// $TOOLCAS_REQUIRE_SERVERS is 1, so that a missing server then fails the
+// script rather than skipping it.
+func scriptCondition(cond string) (bool, error) {
+	if cond != "postgres" {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	_, err := pgtest.FindBin()
+	return err == nil || os.Getenv(pgtest.RequireEnv) == "1", nil
+}
+
+// scriptCluster is the PostgreSQL cluster the scripts' databases are made
+// in, started by the first pgdb and stopped when TestScripts ends.
+type scriptCluster struct {
+	once sync.Once
+	c    *pgtest.Cluster
+	err  error
+}
+
+func (p *scriptCluster) stop() {
+	if p.c != nil {
+		p.c.Stop()
+	}
+}
+
+// pgdb VAR: create a new PostgreSQL database and set VAR to its URL.
+func (p *scriptCluster) cmdPGDB(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: pgdb VAR")
+	}
+	p.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		p.c, p.err = pgtest.Start(ctx)
+	})
+	if p.err != nil {
+		ts.Fatalf("PostgreSQL test cluster: %v", p.err)
+	}
+	url, err := p.c.NewDatabase(context.Background(), "script")
+	ts.Check(err)
+	ts.Setenv(args[0], url)
 }

@@ -41,6 +41,8 @@ func usagef(format string, args ...any) error {
 // globals are the flags and streams every command shares.
 type globals struct {
 	store string
+	// index is --index: the URL of the store's index in PostgreSQL.
+	index string
 	// readOnly is set while openRead opens the store.
 	readOnly bool
 	stdin    io.Reader
@@ -60,6 +62,25 @@ func (g *globals) storeDir() string {
 	return store.DefaultDir
 }
 
+// indexURL returns the store's index URL: --index, else $CASCTL_INDEX, else
+// "" for the store's own (index.db beside the blobs, or the URL the store
+// recorded when it was created with one).
+func (g *globals) indexURL() string {
+	if g.index != "" {
+		return g.index
+	}
+	return os.Getenv("CASCTL_INDEX")
+}
+
+// storeOptions returns opts with the index option that --index or
+// $CASCTL_INDEX asks for.
+func (g *globals) storeOptions(opts []store.Option) []store.Option {
+	if u := g.indexURL(); u != "" {
+		return append([]store.Option{store.WithIndexURL(u)}, opts...)
+	}
+	return opts
+}
+
 // open opens an existing store; a directory without one is an error that
 // says how to make one.
 func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store, error) {
@@ -72,7 +93,7 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 			return nil, err
 		}
 	}
-	s, err := store.Open(ctx, dir, opts...)
+	s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 	if err != nil {
 		return nil, cleanErr(err)
 	}
@@ -131,11 +152,16 @@ func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Stor
 		}
 		opts = append(opts, store.WithCreate())
 		created = true
+	} else if g.indexURL() != "" {
+		// A store whose first init could not reach its database: this
+		// one migrates the database and records it, unless the store
+		// already keeps its index elsewhere.
+		opts = append(opts, store.WithCreate())
 	}
 	if err := writeAccess(dir); err != nil {
 		return nil, false, err
 	}
-	s, err := store.Open(ctx, dir, opts...)
+	s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 	if err != nil {
 		return nil, false, cleanErr(err)
 	}
@@ -185,9 +211,15 @@ func newRootCommand(g *globals) *cobra.Command {
 		Use:   "casctl",
 		Short: "Look into, clean and try a toolcas store of offloaded tool results",
 		Long: `casctl works on a toolcas store: a content-addressed directory of the large
-results of LLM agents' tool calls, with a SQLite index of every key.
+results of LLM agents' tool calls, with an index of every key: SQLite
+(index.db in the store) or a PostgreSQL database.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
+Its index is --index postgres://USER@HOST:PORT/DB, else $CASCTL_INDEX,
+else the one the store was created with: casctl init --index URL
+migrates the database and records the URL (never its password, which
+comes from the URL, PGPASSWORD or ~/.pgpass) in the store, so later
+commands need no --index, and one naming another index is refused.
 ls, get, show, stats, verify and mcp serve only read it, and work on a
 read-only store; init, put, prune, gc, repair and demo need write access.
 Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
@@ -203,6 +235,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 	root.RegisterFlagCompletionFunc("store", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	})
+	root.PersistentFlags().StringVar(&g.index, "index", "", "index URL, postgres://USER@HOST:PORT/DB (default $CASCTL_INDEX, else the store's own)")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newInitCommand(g),

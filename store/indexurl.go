@@ -1,0 +1,183 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolcas/toolcas/index"
+)
+
+// IndexRecordFile, at the store root, records where a store keeps its
+// index when that is not IndexFile beside the blobs: the URL of a
+// PostgreSQL database, without its password. Open reads it, so that a
+// store opened without WithIndexURL opens the index it was created with,
+// never an empty IndexFile.
+const IndexRecordFile = "index.json"
+
+// ErrIndexMismatch is returned by Open when the index it is told to use is
+// not the one the store keeps its keys in.
+var ErrIndexMismatch = errors.New("store keeps its index elsewhere")
+
+// indexRecord is the content of IndexRecordFile.
+type indexRecord struct {
+	URL string `json:"url"`
+}
+
+// WithIndexURL makes Open use the index in the PostgreSQL database that
+// rawURL (postgres://USER@HOST:PORT/DB) names, instead of IndexFile beside
+// the blobs, which stay in the directory. With WithCreate the database is
+// migrated and the store records the URL, without its password, in
+// IndexRecordFile; later opens without this option use the recorded URL,
+// and an open naming another index fails with ErrIndexMismatch. The
+// password comes from the URL, from PGPASSWORD or from ~/.pgpass, and is
+// never written to disk. An empty URL means the default.
+func WithIndexURL(rawURL string) Option {
+	return func(c *config) error {
+		if rawURL == "" {
+			c.indexURL = ""
+			return nil
+		}
+		if _, err := indexURLShown(rawURL); err != nil {
+			return err
+		}
+		c.indexURL = rawURL
+		return nil
+	}
+}
+
+// indexURLShown checks that raw names a PostgreSQL database and returns it
+// without its password, for the record and for messages.
+func indexURLShown(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url's error repeats the text, password and all.
+		return "", fmt.Errorf("store: %w: the index URL is not a URL; want postgres://USER@HOST:PORT/DB", index.ErrInvalidURL)
+	}
+	shown := withoutSecrets(u)
+	db := strings.TrimPrefix(u.Path, "/")
+	switch {
+	case !index.IsPostgresURL(raw):
+		return "", fmt.Errorf("store: %w %s: an index URL is postgres://USER@HOST:PORT/DB (a SQLite index is the store's own %s)",
+			index.ErrInvalidURL, shown, IndexFile)
+	case u.Hostname() == "":
+		return "", fmt.Errorf("store: %w %s: no host", index.ErrInvalidURL, shown)
+	case db == "" || strings.Contains(db, "/"):
+		return "", fmt.Errorf("store: %w %s: want one database name after the host", index.ErrInvalidURL, shown)
+	}
+	return shown, nil
+}
+
+// withoutSecrets returns u as text without the password of its userinfo
+// and without the query parameters that hold passwords.
+func withoutSecrets(u *url.URL) string {
+	v := *u
+	if v.User != nil {
+		v.User = url.User(v.User.Username())
+	}
+	q := v.Query()
+	hid := false
+	for _, k := range []string{"password", "sslpassword"} {
+		if _, ok := q[k]; ok {
+			q.Del(k)
+			hid = true
+		}
+	}
+	if hid {
+		v.RawQuery = q.Encode()
+	}
+	return v.String()
+}
+
+// readIndexRecord returns the index URL the store at dir records, or ""
+// when it records none (its index is IndexFile).
+func readIndexRecord(dir string) (string, error) {
+	file := filepath.Join(dir, IndexRecordFile)
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: read %s: %w", file, err)
+	}
+	var r indexRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.URL == "" {
+		return "", fmt.Errorf("store: %s is damaged (want {\"url\": \"postgres://…\"}): %v", file, err)
+	}
+	if _, err := indexURLShown(r.URL); err != nil {
+		return "", fmt.Errorf("store: %s: %w", file, err)
+	}
+	return r.URL, nil
+}
+
+// writeIndexRecord records shown as the store's index, atomically and
+// durably: several processes creating one store at once write identical
+// bytes.
+func writeIndexRecord(dir, shown string) error {
+	b, _ := json.MarshalIndent(indexRecord{URL: shown}, "", "  ")
+	file := filepath.Join(dir, IndexRecordFile)
+	f, err := os.CreateTemp(dir, ".tmp-"+IndexRecordFile+"-*")
+	if err != nil {
+		return fmt.Errorf("store: record the index: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: record the index in %s: %w", file, err)
+	}
+	return nil
+}
+
+// indexLocation decides where the store at dir keeps its index: the path
+// or URL to open, the URL to record once it is open ("" for none), or an
+// error when what the caller asks for is not what the store uses.
+func indexLocation(dir string, c config) (open, record string, err error) {
+	rec, err := readIndexRecord(dir)
+	if err != nil {
+		return "", "", err
+	}
+	file := filepath.Join(dir, IndexFile)
+	if c.indexURL == "" {
+		if rec != "" {
+			return rec, "", nil
+		}
+		return file, "", nil
+	}
+	shown, _ := indexURLShown(c.indexURL)
+	if rec != "" {
+		if rec != shown {
+			return "", "", fmt.Errorf("store: %w: %s keeps its index at %s (recorded in %s), not at %s",
+				ErrIndexMismatch, dir, rec, IndexRecordFile, shown)
+		}
+		return c.indexURL, "", nil
+	}
+	if _, err := os.Lstat(file); err == nil {
+		return "", "", fmt.Errorf("store: %w: %s keeps its index in %s, not at %s", ErrIndexMismatch, dir, file, shown)
+	}
+	if !c.create {
+		return "", "", fmt.Errorf("store: %w: %s records no index at %s (create the store with it: casctl init --index URL)",
+			ErrIndexMismatch, dir, shown)
+	}
+	return c.indexURL, shown, nil
+}
