@@ -207,7 +207,7 @@ func (be *Backend) putMultipart(ctx context.Context, f *os.File, key string, siz
 		// server is gone.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		be.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key, UploadId: id})
+		be.abortUpload(actx, key, id)
 	}()
 	ps := be.partSizeFor(size)
 	n := int((size + ps - 1) / ps)
@@ -321,4 +321,27 @@ func (be *Backend) AbortUploads(ctx context.Context, olderThan time.Duration) (i
 		n++
 	}
 	return n, nil
+}
+
+// abortUpload aborts a multipart upload until the server no longer lists
+// it: a part whose request was cut off may still be landing on the server
+// when the first abort arrives, and bring the upload back, so S3 asks
+// callers to abort again until ListParts no longer finds it. It gives up
+// when ctx ends or the server cannot tell; AbortUploads collects what is
+// left.
+func (be *Backend) abortUpload(ctx context.Context, key string, id *string) {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		be.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &be.loc.Bucket, Key: &key, UploadId: id})
+		// Only an upload the server still lists is aborted again: gone
+		// (NoSuchUpload) is done, and any other error (a server that went
+		// away) leaves the rest to AbortUploads.
+		if _, err := be.client.ListParts(ctx, &s3.ListPartsInput{Bucket: &be.loc.Bucket, Key: &key, UploadId: id}); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
