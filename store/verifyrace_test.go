@@ -26,14 +26,18 @@ func TestVerifyDuringPruneAndGC(t *testing.T) {
 		d = 3 * time.Second
 	}
 	s := MustOpen(t)
-	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	// The children race for twice d, so that verify, which goes on past d
+	// until it has run five times (slower under -race on a busy machine),
+	// always runs against them.
+	ms := strconv.FormatInt((2 * d).Milliseconds(), 10)
 	gc := startChild(t, "gc", s.Dir(), "lock", ms)
 	var writers []*exec.Cmd
 	for w := range 4 {
 		writers = append(writers, startChild(t, "racer", s.Dir(), fmt.Sprint(w), ms, "lock"))
 	}
 	runs, bad := 0, 0
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); runs++ {
+	start := time.Now()
+	for ; time.Since(start) < 2*d && (time.Since(start) < d || runs < 5); runs++ {
 		res, err := s.Verify(ctx, VerifyOptions{})
 		if err != nil {
 			t.Fatalf("verify run %d: %v", runs+1, err)
