@@ -35,7 +35,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/toolcas/toolcas/internal/trace"
@@ -469,23 +468,6 @@ func fileSystem(dir string) string {
 		}
 	}
 	return fstype + " (" + best + ")"
-}
-
-// peakRSSKiB reads the process's peak resident set size.
-func peakRSSKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return ru.Maxrss
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return -1
 }
 
 func mib(n int64) string {

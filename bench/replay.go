@@ -13,6 +13,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/internal/trace"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
@@ -291,7 +292,7 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	if err := closeStore(); err != nil {
 		return res, err
 	}
-	res.PeakRSSKiB = peakRSSKiB()
+	res.PeakRSSKiB = procstat.PeakRSSKiB()
 	return res, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -251,7 +252,7 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 			return nil
 		})
 		r.Millis = float64(time.Since(start).Microseconds()) / 1000
-		r.PeakKiB = peakRSSKiB()
+		r.PeakKiB = procstat.PeakRSSKiB()
 		r.Detail = fmt.Sprintf("%d files, %s", files, mib(r.Bytes))
 		return r, err
 	}
@@ -368,7 +369,7 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 			case <-done:
 				latencies(&r, lat)
 				r.Detail = fmt.Sprintf("%d durable one-part steps while gc ran", len(lat))
-				r.PeakKiB = peakRSSKiB()
+				r.PeakKiB = procstat.PeakRSSKiB()
 				return r, nil
 			default:
 			}
@@ -377,7 +378,7 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 		return r, fmt.Errorf("unknown scale op %q", c.Op)
 	}
 	r.Millis = float64(time.Since(start).Microseconds()) / 1000
-	r.PeakKiB = peakRSSKiB()
+	r.PeakKiB = procstat.PeakRSSKiB()
 	return r, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
 )
@@ -363,7 +364,7 @@ func streamRSS(ctx context.Context, dir string, size int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return peakRSSKiB(), nil
+	return procstat.PeakRSSKiB(), nil
 }
 
 // zeros is an endless stream of a repeating pattern.

@@ -1,7 +1,6 @@
 package cas
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolcas/toolcas/internal/procstat"
 )
 
 // genReader yields n deterministic pseudo-random bytes without holding them.
@@ -122,22 +123,5 @@ func rssChild(dir string) {
 	h.Sum(want[:0])
 	fmt.Println("SIZE", res.Size)
 	fmt.Println("DIGEST_MATCH", want == res.Blob.Digest)
-	fmt.Println("HWM_KIB", peakRSSKiB())
-}
-
-// peakRSSKiB reads the process's peak resident set size from /proc.
-func peakRSSKiB() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return -1
+	fmt.Println("HWM_KIB", procstat.PeakRSSKiB())
 }

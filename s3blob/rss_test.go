@@ -1,7 +1,6 @@
 package s3blob
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
@@ -102,7 +102,7 @@ func rssChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("FIGURE_START_KIB=%d\n", peakRSSKiB())
+	fmt.Printf("FIGURE_START_KIB=%d\n", procstat.PeakRSSKiB())
 	var seed [32]byte
 	seed[0] = 64
 	h := cas.NewHashingReader(&generated{r: rand.NewChaCha8(seed), left: rssSize})
@@ -113,7 +113,7 @@ func rssChild(t *testing.T) {
 	if res.Size != rssSize || res.Blob.Digest != h.Digest() || res.Existed {
 		t.Fatalf("Put = %+v, want a new blob of %d bytes", res, rssSize)
 	}
-	fmt.Printf("FIGURE_PUT_KIB=%d\n", peakRSSKiB())
+	fmt.Printf("FIGURE_PUT_KIB=%d\n", procstat.PeakRSSKiB())
 	if err := os.Remove(be.Path(res.Blob)); err != nil {
 		t.Fatal(err)
 	}
@@ -126,22 +126,5 @@ func rssChild(t *testing.T) {
 	if err != nil || n != rssSize {
 		t.Fatalf("read back %d bytes, %v", n, err)
 	}
-	fmt.Printf("FIGURE_READ_KIB=%d\n", peakRSSKiB())
-}
-
-// peakRSSKiB reads the process's peak resident set size from /proc.
-func peakRSSKiB() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return -1
+	fmt.Printf("FIGURE_READ_KIB=%d\n", procstat.PeakRSSKiB())
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/procstat"
 )
 
 // repeatReader yields n copies of one byte without holding them.
@@ -63,12 +63,7 @@ func init() {
 			head, _, _ := strings.Cut(r.Parts[0].Text, "\n")
 			fmt.Printf("READ %d %d %v %s\n", i, len(r.Parts[0].Text), time.Since(start).Round(time.Millisecond), head)
 		}
-		b, _ := os.ReadFile("/proc/self/status")
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				fmt.Println("HWM_KIB", strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			}
-		}
+		fmt.Println("HWM_KIB", procstat.PeakRSSKiB())
 		return nil
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
+	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 			code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			stop()
 			if f := os.Getenv("CASCTL_TEST_PEAK_RSS"); f != "" {
-				os.WriteFile(f, []byte(strconv.FormatInt(peakRSSKiB(), 10)), 0o644)
+				os.WriteFile(f, []byte(strconv.FormatInt(procstat.PeakRSSKiB(), 10)), 0o644)
 			}
 			os.Exit(code)
 		},

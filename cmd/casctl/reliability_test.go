@@ -163,21 +163,6 @@ func cpuTicks(pid int) int {
 	return u + s
 }
 
-// peakRSSKiB reads this process's peak resident set size from /proc.
-func peakRSSKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return -1
-}
-
 // TestVerifyWarnsRecentOrphans: blobs no row uses, fresh from the disk, get
 // a warning from verify: rows may have been lost.
 func TestVerifyWarnsRecentOrphans(t *testing.T) {
