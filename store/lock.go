@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
 
 	"github.com/toolcas/toolcas/hook"
 )
@@ -46,19 +48,126 @@ const (
 // committed, and never while a writer waits for its content. A writer waits
 // while gc holds gc.intent, and gives up with ErrLocked at the caller's
 // deadline or the store's lock timeout, whichever comes first.
+//
+// The writes of one Store share one share of gc.lock, through files kept
+// open (see writerLock): a write costs no open and no close.
 func (s *Store) sharedLock(ctx context.Context) (func(), error) {
 	if s.noLock {
 		return func() {}, nil
 	}
+	if s.readOnly {
+		return s.sharedLockFiles(ctx)
+	}
+	start := time.Now()
+	w := &s.writers
+	held, err := w.tryShare(s.intent, s.lock)
+	if err == nil && held == "" {
+		return w.release, nil
+	}
+	ctx, cancel := withLockDeadline(ctx, s.lockTimeout)
+	defer cancel()
+	t := time.NewTicker(sharedPoll)
+	defer t.Stop()
+	for err == nil && held != "" {
+		select {
+		case <-ctx.Done():
+			return nil, lockedError(held, "gc", ctx.Err(), time.Since(start))
+		case <-t.C:
+		}
+		held, err = w.tryShare(s.intent, s.lock)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
+	}
+	return w.release, nil
+}
+
+// writerLock is a Store's share of gc.lock, which its concurrent writes
+// hold together: a flock belongs to the open file, so the store keeps
+// gc.intent and gc.lock open, takes the share when the first of its writes
+// starts and drops it when the last one ends. Each write still checks
+// gc.intent first, so that gc waiting for the share is not kept out by a
+// stream of overlapping writes.
+type writerLock struct {
+	mu      sync.Mutex
+	intent  *os.File
+	lock    *os.File
+	holders int
+}
+
+// tryShare takes a share for one write without waiting: held names the
+// lock file gc holds when it could not.
+func (w *writerLock) tryShare(intentPath, lockPath string) (held string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.intent == nil {
+		if w.intent, err = os.OpenFile(intentPath, os.O_RDONLY|os.O_CREATE, 0o600); err != nil {
+			return "", err
+		}
+	}
+	if w.lock == nil {
+		if w.lock, err = os.OpenFile(lockPath, os.O_RDONLY|os.O_CREATE, 0o600); err != nil {
+			return "", err
+		}
+	}
+	if err := flockNB(w.intent, unix.LOCK_SH); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return intentPath, nil
+		}
+		return "", err
+	}
+	defer flockNB(w.intent, unix.LOCK_UN)
+	if w.holders == 0 {
+		if err := flockNB(w.lock, unix.LOCK_SH); err != nil {
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return lockPath, nil
+			}
+			return "", err
+		}
+	}
+	w.holders++
+	return "", nil
+}
+
+// release ends one write's share.
+func (w *writerLock) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holders--; w.holders == 0 {
+		flockNB(w.lock, unix.LOCK_UN)
+	}
+}
+
+// close closes the lock files, once no write holds a share.
+func (w *writerLock) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range []*os.File{w.intent, w.lock} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	w.intent, w.lock, w.holders = nil, nil, 0
+}
+
+// flockNB applies flock(2) without blocking, retrying on EINTR.
+func flockNB(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// sharedLockFiles takes a share with lock files opened for this write
+// alone: verify's second look, on a store opened read-only, locks the
+// files if they are there and creates nothing.
+func (s *Store) sharedLockFiles(ctx context.Context) (func(), error) {
 	start := time.Now()
 	ctx, cancel := withLockDeadline(ctx, s.lockTimeout)
 	defer cancel()
-	var opts []flock.Option
-	if s.readOnly {
-		// Verify's second look, on a store opened read-only: lock the files
-		// if they are there, create nothing.
-		opts = append(opts, flock.SetFlag(os.O_RDONLY))
-	}
+	opts := []flock.Option{flock.SetFlag(os.O_RDONLY)}
 	intent := flock.New(s.intent, opts...)
 	if _, err := intent.TryRLockContext(ctx, sharedPoll); err != nil {
 		intent.Close()

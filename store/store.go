@@ -64,6 +64,8 @@ type Store struct {
 	// recentKeysMayBeLost is RecentKeysMayBeLostOnPowerCut's setting.
 	recentKeysMayBeLost bool
 
+	// writers is the share of gc.lock the store's writes hold.
+	writers writerLock
 	// commits gathers the rows of concurrent writes into one transaction.
 	commits committer
 	// commitSyncs counts the index transactions that synced the log.
@@ -275,6 +277,7 @@ func Exists(dir string) bool { return cas.Exists(dir) }
 // Close closes the index and the blob store.
 func (s *Store) Close() error {
 	s.closeMarker()
+	s.writers.close()
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
 
