@@ -20,6 +20,10 @@ type fileSystem interface {
 	Rename(oldname, newname string) error
 	Remove(name string) error
 	Lstat(name string) (fs.FileInfo, error)
+	// Peek is Lstat for a check whose false miss costs only work: a name
+	// missing from a shard directory that was removed and made anew is
+	// not looked up again.
+	Peek(name string) (fs.FileInfo, error)
 	Chtimes(name string, atime, mtime time.Time) error
 	Mkdir(name string, perm fs.FileMode) error
 	ReadDir(name string) ([]fs.DirEntry, error)
@@ -224,6 +228,12 @@ func (r *rootFS) Lstat(name string) (fs.FileInfo, error) {
 		release()
 	}
 	return fi, err
+}
+
+func (r *rootFS) Peek(name string) (fs.FileInfo, error) {
+	root, base, release := r.resolve(name)
+	defer release()
+	return root.Lstat(base)
 }
 
 func (r *rootFS) Chtimes(name string, atime, mtime time.Time) error {

@@ -416,8 +416,12 @@ func (s *Store) abs(rel string) string {
 // presentBytes reports whether the blob's file holds exactly data. When it
 // does, its modification time is refreshed so that gc's grace period counts
 // from this put. A file with other content is not present: the put replaces it.
+//
+// A miss, the usual case for new content, costs one lookup: should the
+// shard directory have been removed and made anew meanwhile, the blob is
+// written again, to the same name, with the same bytes.
 func (s *Store) presentBytes(b Blob, data []byte) bool {
-	fi, err := s.fs.Lstat(b.RelPath())
+	fi, err := s.fs.Peek(b.RelPath())
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
 		return false
 	}
