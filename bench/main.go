@@ -83,6 +83,7 @@ type options struct {
 	rounds    int
 	synthetic bool
 	choices   bool
+	agents    int
 }
 
 // Report is everything one run measured.
@@ -122,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.zipf, "zipf", 1.1, "Zipf exponent of repetition (over 1; higher repeats more)")
 	fs.BoolVar(&o.targets, "targets", true, "measure the speed targets")
 	fs.StringVar(&o.trace, "trace", "", "also replay this real trace (JSON lines of tool results, chat message lists, .traj.json; a file or a directory)")
+	fs.IntVar(&o.agents, "agents", 1, "with -trace: also replay the real trace into every store with this many agents writing at once in one process (the one-agent replays are always made and reported)")
 	fs.IntVar(&o.threshold, "threshold", 2000, "with -trace: offload results over this many characters")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
@@ -183,6 +185,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.rounds == 0 {
 		o.rounds = map[bool]int{true: 1, false: 3}[o.quick]
+	}
+	if o.agents < 1 || o.agents > 64 {
+		return usageError{fmt.Errorf("-agents %d: want 1 to 64", o.agents)}
 	}
 	if o.threshold < 0 || o.rounds < 1 {
 		return usageError{fmt.Errorf("-threshold %d -rounds %d: the threshold must not be negative, the rounds positive", o.threshold, o.rounds)}

@@ -20,6 +20,9 @@ type realReport struct {
 	Path      string `json:"path"`
 	Threshold int    `json:"threshold"`
 	Rounds    int    `json:"rounds"`
+	// Agents, over one, is how many agents wrote at once in the replays
+	// made besides the one-agent replays.
+	Agents int `json:"agents,omitempty"`
 	// Results holds one replay per store per round, round by round.
 	Results []replayResult `json:"results"`
 }
@@ -29,28 +32,39 @@ type realReport struct {
 // a cold disk or last on a tired one.
 func replayReal(ctx context.Context, o options, work string, progress func(string, ...any)) (*realReport, error) {
 	r := &realReport{Path: o.trace, Threshold: o.threshold, Rounds: o.rounds}
+	agents := []int{1}
+	if o.agents > 1 {
+		r.Agents = o.agents
+		agents = append(agents, o.agents)
+	}
 	for round := range o.rounds {
-		for i := range realStores {
-			name := realStores[(i+round)%len(realStores)]
-			progress("replaying %s into %s (round %d of %d)…", filepath.Base(o.trace), name, round+1, o.rounds)
-			cfg := replayConfig{Store: name, Dir: filepath.Join(work, "real-"+name), Samples: 60, TraceTag: "real",
-				RealTrace: o.trace, Threshold: o.threshold}
-			var res replayResult
-			if err := runChild(ctx, "replay", cfg, &res); err != nil {
-				return nil, fmt.Errorf("replay of %s into %s: %w", o.trace, name, err)
+		for _, n := range agents {
+			for i := range realStores {
+				name := realStores[(i+round)%len(realStores)]
+				progress("replaying %s into %s, %d agent(s) at once (round %d of %d)…", filepath.Base(o.trace), name, n, round+1, o.rounds)
+				cfg := replayConfig{Store: name, Dir: filepath.Join(work, "real-"+name), Samples: 60, TraceTag: "real",
+					RealTrace: o.trace, Threshold: o.threshold, Agents: n}
+				var res replayResult
+				if err := runChild(ctx, "replay", cfg, &res); err != nil {
+					return nil, fmt.Errorf("replay of %s into %s: %w", o.trace, name, err)
+				}
+				os.RemoveAll(cfg.Dir)
+				res.Round = round + 1
+				r.Results = append(r.Results, res)
 			}
-			os.RemoveAll(cfg.Dir)
-			r.Results = append(r.Results, res)
 		}
 	}
 	return r, nil
 }
 
-// of returns a store's replays, one per round.
-func (r *realReport) of(store string) []replayResult {
+// of returns a store's replays with one agent, one per round.
+func (r *realReport) of(store string) []replayResult { return r.ofAgents(store, 1) }
+
+// ofAgents returns a store's replays with n agents at once, one per round.
+func (r *realReport) ofAgents(store string, n int) []replayResult {
 	var out []replayResult
 	for _, x := range r.Results {
-		if x.Store == store {
+		if x.Store == store && max(x.Agents, 1) == n {
 			out = append(out, x)
 		}
 	}
@@ -58,9 +72,14 @@ func (r *realReport) of(store string) []replayResult {
 }
 
 // ratios returns, per round, f(a) / f(b) for the two stores' replays of
-// that round, and their minimum and median.
+// that round with one agent, and their minimum and median.
 func (r *realReport) ratios(a, b string, f func(replayResult) float64) (min, median float64) {
-	as, bs := r.of(a), r.of(b)
+	return r.ratiosAgents(a, b, 1, f)
+}
+
+// ratiosAgents is ratios for the replays with n agents at once.
+func (r *realReport) ratiosAgents(a, b string, n int, f func(replayResult) float64) (min, median float64) {
+	as, bs := r.ofAgents(a, n), r.ofAgents(b, n)
 	var rs []float64
 	for i := range min2(len(as), len(bs)) {
 		if d := f(bs[i]); d > 0 {
@@ -120,7 +139,14 @@ func (r *realReport) targets() []target {
 		ok = ok && x.PackedReadsOK
 	}
 	name := filepath.Base(r.Path)
-	return []target{
+	var concurrent []target
+	if r.Agents > 1 {
+		cmin, cmed := r.ratiosAgents(storeCASFull, storeDirFull, r.Agents, perSec)
+		concurrent = append(concurrent, target{fmt.Sprintf("real trace %s: durable replay throughput, %d agents at once", name, r.Agents),
+			"≥ 1.0 × the durable directory store with as many agents",
+			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", cmin, r.Rounds, cmed), cmin, cmin >= 1})
+	}
+	return append([]target{
 		{fmt.Sprintf("real trace %s: on disk after pack, without the 1 MiB reserve file", name), "≥ 5 × smaller than the durable directory store",
 			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×); with the reserve file %.2f × (median %.2f ×)",
 				dmin, r.Rounds, dmed, amin, amed), dmin, dmin >= 5},
@@ -130,7 +156,7 @@ func (r *realReport) targets() []target {
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", rmin, r.Rounds, rmed), rmin, rmin >= 1},
 		{fmt.Sprintf("real trace %s: reading a packed blob ≤ 64 KiB", name), "≤ 2 ms p99",
 			fmt.Sprintf("%.2f ms p99 (worst round), every read checked: %v", p99, ok), p99, p99 <= 2 && ok},
-	}
+	}, concurrent...)
 }
 
 // section is the report's part for the real trace.
@@ -142,9 +168,14 @@ func (r *realReport) section(b *strings.Builder) {
 		"(`casctl pack --older-than 0s`) and measured again.\n\n",
 		first.Steps, first.Results, r.Threshold, first.Offloaded, mib(first.LogicalBytes), mib(first.UniqueBytes),
 		float64(first.LogicalBytes)/float64(max(first.UniqueBytes, 1)), r.Rounds)
+	if r.Agents > 1 {
+		fmt.Fprintf(b, "Each round also replays the trace into every store with %d agents writing at once, in one process: "+
+			"each agent replays a whole run, then takes the next; results/s is then over the time from the first step to the last "+
+			"(rows marked × %d).\n\n", r.Agents, r.Agents)
+	}
 	b.WriteString("| store | round | on disk (blocks) | after pack | of which index / reserve | files | results/s | step p50 / p99 (ms) | pack | packed read p50 / p99 (ms) |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for i, x := range r.Results {
+	for _, x := range r.Results {
 		after, idx, pack, read := "–", mib(x.IndexBytes), "–", "–"
 		if x.PackedBlocks > 0 {
 			after = mib(x.PackedBlocks)
@@ -152,7 +183,11 @@ func (r *realReport) section(b *strings.Builder) {
 			pack = fmt.Sprintf("%.2f s", x.PackSeconds)
 			read = fmt.Sprintf("%.3f / %.3f (%d reads)", x.PackedReadP50, x.PackedReadP99, x.PackedReads)
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d | %.0f | %.2f / %.2f | %s | %s |\n", x.Store, i/len(realStores)+1,
+		name := x.Store
+		if x.Agents > 1 {
+			name += fmt.Sprintf(" × %d", x.Agents)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d | %.0f | %.2f / %.2f | %s | %s |\n", name, x.Round,
 			mib(x.BlockBytes), after, idx, x.Files, x.PerSecond, x.P50, x.P99, pack, read)
 	}
 	b.WriteString("\n")

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -54,6 +56,10 @@ type replayConfig struct {
 	// the CAS stores are then packed at the end.
 	RealTrace string `json:"real_trace,omitempty"`
 	Threshold int    `json:"threshold,omitempty"`
+	// Agents, over one, replays the trace's runs that many at once, each
+	// agent taking the next whole run when it finishes one, as agents
+	// running side by side in one process write.
+	Agents int `json:"agents,omitempty"`
 }
 
 // curvePoint is the state after a step.
@@ -73,10 +79,14 @@ type toolRow struct {
 
 // replayResult is what a replay child measured.
 type replayResult struct {
-	Store   string `json:"store"`
-	Trace   string `json:"trace"`
-	Steps   int    `json:"steps"`
-	Results int    `json:"results"`
+	Store string `json:"store"`
+	Trace string `json:"trace"`
+	// Agents is how many agents wrote at once (0 or 1: one); Round is the
+	// round of the replay, from 1, where rounds were run.
+	Agents  int `json:"agents,omitempty"`
+	Round   int `json:"round,omitempty"`
+	Steps   int `json:"steps"`
+	Results int `json:"results"`
 	// Offloaded counts results replaced by a pointer; Parts their parts.
 	Offloaded int `json:"offloaded"`
 	Parts     int `json:"parts"`
@@ -92,7 +102,8 @@ type replayResult struct {
 	Files      int     `json:"files"`
 	Dirs       int     `json:"dirs"`
 	DedupRatio float64 `json:"dedup_ratio"`
-	// Seconds is the time spent in the hook's Offload calls; PerSecond the
+	// Seconds is the time spent in the hook's Offload calls (with several
+	// agents, the time from the first step to the last); PerSecond the
 	// results they handled per second of it.
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"results_per_second"`
@@ -205,23 +216,11 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	unique := map[blobKey]bool{}
 	toolLogical := map[string]*toolRow{}
 	every := max(1, total/max(c.Samples, 1))
-	var busy time.Duration // in Offload calls only: not making the trace, not measuring
-	for {
-		step, ok, err := tr.Next()
-		if err != nil {
-			return res, err
-		}
-		if !ok {
-			break
-		}
-		t0 := time.Now()
-		out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
-		took := time.Since(t0)
-		busy += took
+	var mu sync.Mutex // over the counts, when agents write at once
+	account := func(step trace.Step, out []hook.Result, took time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
 		res.Latencies = append(res.Latencies, float64(took.Microseconds())/1000)
-		if err != nil {
-			return res, err
-		}
 		res.Steps++
 		for i, r := range out {
 			res.Results++
@@ -251,9 +250,35 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 				row.Logical += int64(len(data))
 			}
 		}
-		if res.Steps%every == 0 {
+		// The curve is drawn for one agent only: du between steps would
+		// stall the agents writing meanwhile.
+		if c.Agents <= 1 && res.Steps%every == 0 {
 			res.Curve = append(res.Curve, curvePoint{Step: res.Steps, Logical: res.LogicalBytes, OnDisk: du(c.Dir).blocks})
 		}
+	}
+	var busy time.Duration // in Offload calls only: not making the trace, not measuring
+	if c.Agents > 1 {
+		res.Agents = c.Agents
+		if busy, err = replayAgents(ctx, h, tr, c.Agents, account); err != nil {
+			return res, err
+		}
+	}
+	for c.Agents <= 1 {
+		step, ok, err := tr.Next()
+		if err != nil {
+			return res, err
+		}
+		if !ok {
+			break
+		}
+		t0 := time.Now()
+		out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
+		took := time.Since(t0)
+		busy += took
+		if err != nil {
+			return res, err
+		}
+		account(step, out, took)
 	}
 	res.Seconds = busy.Seconds()
 	res.PerSecond = float64(res.Results) / res.Seconds
@@ -294,6 +319,60 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	}
 	res.PeakRSSKiB = procstat.PeakRSSKiB()
 	return res, nil
+}
+
+// replayAgents replays a trace's runs with agents writing at once: each
+// agent replays a whole run, step by step, then takes the next run not yet
+// taken, in the trace's order. It returns the time from the first step to
+// the end of the last.
+func replayAgents(ctx context.Context, h *hook.Hook, tr interface {
+	Next() (trace.Step, bool, error)
+}, agents int, account func(trace.Step, []hook.Result, time.Duration)) (time.Duration, error) {
+	var (
+		order []string
+		runs  = map[string][]trace.Step{}
+	)
+	for {
+		step, ok, err := tr.Next()
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		if _, seen := runs[step.Run]; !seen {
+			order = append(order, step.Run)
+		}
+		runs[step.Run] = append(runs[step.Run], step)
+	}
+	next := make(chan []trace.Step, len(order))
+	for _, r := range order {
+		next <- runs[r]
+	}
+	close(next)
+	errs := make([]error, agents)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for a := range agents {
+		wg.Go(func() {
+			for steps := range next {
+				for _, step := range steps {
+					if errs[a] != nil {
+						return
+					}
+					s0 := time.Now()
+					out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
+					if err != nil {
+						errs[a] = err
+						return
+					}
+					account(step, out, time.Since(s0))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(t0), errors.Join(errs...)
 }
 
 // casFinish measures what only the CAS store does: per-tool dedup, verify
