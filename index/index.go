@@ -84,6 +84,7 @@ var (
 type Index struct {
 	db      *sqlx.DB
 	stmts   statements
+	runs    runCache
 	path    string
 	now     func() time.Time
 	retry   time.Duration

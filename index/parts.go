@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -227,9 +228,13 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			return nil, fmt.Errorf("index: record: %w", err)
 		}
 	}
-	var out []Recorded
+	var (
+		out     []Recorded
+		newRuns map[runKey]int64
+	)
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		out = make([]Recorded, len(ps))
+		newRuns = map[runKey]int64{}
 		now := x.now().UnixNano()
 		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
 		keyOwner := tx.StmtContext(ctx, x.stmts.keyOwner)
@@ -248,13 +253,17 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			}
 			p.Key = key
 			prefix, rest := splitKey(p.Key)
-			var run int64
-			err = runID.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = insertRun.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
-			}
-			if err != nil {
-				return fmt.Errorf("run %s: %w", clip(p.Run), err)
+			rk := runKey{p.Run, prefix}
+			run, known := x.runs.get(rk)
+			if !known {
+				err = runID.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+				if errors.Is(err, sql.ErrNoRows) {
+					err = insertRun.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+				}
+				if err != nil {
+					return fmt.Errorf("run %s: %w", clip(p.Run), err)
+				}
+				newRuns[rk] = run
 			}
 			var sameAs sql.NullString
 			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
@@ -273,7 +282,44 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index: record: %w", err)
 	}
+	x.runs.add(newRuns)
 	return out, nil
+}
+
+// runKey names a runs row: a run and the first element of its keys.
+type runKey struct{ name, prefix string }
+
+// runCache remembers the ids of runs rows that Record used, committed: a
+// runs row is never deleted or changed once made, so that its id, once
+// seen committed, stays right, and a step of a known run costs no lookup.
+type runCache struct {
+	mu  sync.Mutex
+	ids map[runKey]int64
+}
+
+// maxCachedRuns bounds the cache; past it, it starts again empty.
+const maxCachedRuns = 4096
+
+func (c *runCache) get(k runKey) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.ids[k]
+	return id, ok
+}
+
+// add remembers the runs rows of a committed transaction.
+func (c *runCache) add(m map[runKey]int64) {
+	if len(m) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil || len(c.ids)+len(m) > maxCachedRuns {
+		c.ids = make(map[runKey]int64, len(m))
+	}
+	for k, id := range m {
+		c.ids[k] = id
+	}
 }
 
 // freeKey finds the key a part is recorded under, and its version: the
