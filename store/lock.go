@@ -100,6 +100,13 @@ type writerLock struct {
 func (w *writerLock) tryShare(intentPath, lockPath string) (held string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.holders == 0 {
+		// A burst of writes starts: if a lock file was removed or replaced
+		// since it was opened, a gc locks the file now at that path, so
+		// the share must be taken on that one too.
+		w.intent = reopenIfReplaced(w.intent, intentPath)
+		w.lock = reopenIfReplaced(w.lock, lockPath)
+	}
 	if w.intent == nil {
 		if w.intent, err = os.OpenFile(intentPath, os.O_RDONLY|os.O_CREATE, 0o600); err != nil {
 			return "", err
@@ -129,10 +136,29 @@ func (w *writerLock) tryShare(intentPath, lockPath string) (held string, err err
 	return "", nil
 }
 
-// release ends one write's share.
+// reopenIfReplaced returns f, or nil after closing it when the file at
+// path is no longer the file f has open (removed, or replaced by another).
+func reopenIfReplaced(f *os.File, path string) *os.File {
+	if f == nil {
+		return nil
+	}
+	open, err1 := f.Stat()
+	now, err2 := os.Stat(path)
+	if err1 == nil && err2 == nil && os.SameFile(open, now) {
+		return f
+	}
+	f.Close()
+	return nil
+}
+
+// release ends one write's share. A release after close (a write that
+// outlived its store's Close) has nothing left to drop.
 func (w *writerLock) release() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.holders == 0 {
+		return
+	}
 	if w.holders--; w.holders == 0 {
 		flockNB(w.lock, unix.LOCK_UN)
 	}

@@ -388,3 +388,38 @@ func MustOpenDir(tb testing.TB, dir string, opts ...Option) *Store {
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
+
+// A store keeps its lock files open between writes; when one is removed
+// or replaced behind it (a restore, a sync tool), its next write takes its
+// share on the file now at that path, which is the one gc locks, and so
+// still waits for a gc holding it.
+func TestLockFilesReplaced(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate(), WithLockTimeout(100*time.Millisecond))
+	mustWrite(t, s, item("r", 1, "before"))
+	for _, name := range []string{LockFile, "gc.intent"} {
+		p := filepath.Join(dir, name)
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, []hook.Item{item("r", 2, "while gc holds the new lock file")}); !errors.Is(err, ErrLocked) {
+		t.Errorf("Write while gc holds the replaced gc.lock = %v, want ErrLocked", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, item("r", 3, "after"))
+}
