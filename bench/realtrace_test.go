@@ -143,3 +143,35 @@ func TestQuickWritesElsewhere(t *testing.T) {
 		t.Error("a quick run changed the committed report")
 	}
 }
+
+// TestQuickRealTraceAgents: replayed by several agents at once, every
+// store records the same results as replayed by one.
+func TestQuickRealTraceAgents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a trace into every store twice; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-quick", "-json", "-synthetic=false", "-threshold", "5", "-agents", "3", "-trace", "testdata/traces", "-out", t.TempDir(), "-dir", t.TempDir()}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Real == nil || rep.Real.Agents != 3 {
+		t.Fatalf("report: real %+v, want agents 3", rep.Real)
+	}
+	for _, store := range realStores {
+		one, three := rep.Real.ofAgents(store, 1), rep.Real.ofAgents(store, 3)
+		if len(one) == 0 || len(three) == 0 {
+			t.Errorf("%s: %d one-agent and %d three-agent replays, want both", store, len(one), len(three))
+			continue
+		}
+		a, b := one[0], three[0]
+		if a.Results != b.Results || a.Offloaded != b.Offloaded || a.LogicalBytes != b.LogicalBytes || a.UniqueBytes != b.UniqueBytes || len(b.Latencies) != a.Steps {
+			t.Errorf("%s: one agent %d results, %d offloaded, %d/%d bytes; three agents %d, %d, %d/%d, %d latencies for %d steps",
+				store, a.Results, a.Offloaded, a.LogicalBytes, a.UniqueBytes, b.Results, b.Offloaded, b.LogicalBytes, b.UniqueBytes, len(b.Latencies), a.Steps)
+		}
+	}
+}

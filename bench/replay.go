@@ -350,29 +350,51 @@ func replayAgents(ctx context.Context, h *hook.Hook, tr interface {
 		next <- runs[r]
 	}
 	close(next)
+	// Each agent keeps what it did and it is accounted for after the wall
+	// clock stops: accounting hashes every part under one lock, which
+	// would add the same serial cost to every store and pull their ratio
+	// towards 1. The first error stops every agent.
+	type done struct {
+		step trace.Step
+		out  []hook.Result
+		took time.Duration
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make([]error, agents)
+	did := make([][]done, agents)
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for a := range agents {
 		wg.Go(func() {
 			for steps := range next {
 				for _, step := range steps {
-					if errs[a] != nil {
+					if ctx.Err() != nil {
 						return
 					}
 					s0 := time.Now()
 					out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
 					if err != nil {
 						errs[a] = err
+						cancel()
 						return
 					}
-					account(step, out, time.Since(s0))
+					did[a] = append(did[a], done{step, out, time.Since(s0)})
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return time.Since(t0), errors.Join(errs...)
+	wall := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		return wall, err
+	}
+	for _, steps := range did {
+		for _, d := range steps {
+			account(d.step, d.out, d.took)
+		}
+	}
+	return wall, nil
 }
 
 // casFinish measures what only the CAS store does: per-tool dedup, verify
