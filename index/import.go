@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrImportConflict is returned by CheckImport and Import when the index
 // already holds, under the key and version of a part to import, a part with
 // other content or columns, or when the key belongs to another call.
-var ErrImportConflict = errors.New("key and version already hold something else")
+var ErrImportConflict = errors.New("already holds something else")
 
 // A Cursor is a position in PartsByBlob's order; the zero Cursor is the
 // start.
@@ -122,9 +123,9 @@ func importState(ctx context.Context, q sqlQueryer, p Part) (present bool, err e
 	}
 	if len(held) > 0 {
 		h, _ := held[0].part()
-		return false, fmt.Errorf("%w: %s version %d is %s of %s here, %s of %s to import", ErrImportConflict, clip(p.Key),
-			p.Version, h.Blob, h.CreatedAt.UTC().Format("2006-01-02T15:04:05.999999999Z"),
-			p.Blob, p.CreatedAt.UTC().Format("2006-01-02T15:04:05.999999999Z"))
+		return false, fmt.Errorf("%s version %d %w: %s of %s here, %s of %s to import", clip(p.Key), p.Version,
+			ErrImportConflict, "blake3:"+h.Blob.Digest.Short(), h.CreatedAt.UTC().Format(time.RFC3339Nano),
+			"blake3:"+p.Blob.Digest.Short(), p.CreatedAt.UTC().Format(time.RFC3339Nano))
 	}
 	var (
 		version, step, part int
@@ -138,8 +139,8 @@ func importState(ctx context.Context, q sqlQueryer, p Part) (present bool, err e
 		return false, err
 	}
 	if run != p.Run || step != p.Step || tool != p.Tool || callID != p.CallID || part != p.Part {
-		return false, fmt.Errorf("%w: %s belongs to step %d, tool %q, call %q of run %q here, not to step %d, tool %q, call %q of run %q",
-			ErrImportConflict, clip(p.Key), step, clip(tool), clip(callID), clip(run), p.Step, clip(p.Tool), clip(p.CallID), clip(p.Run))
+		return false, fmt.Errorf("%s %w: the key belongs to step %d, tool %q, call %q of run %q here, not to step %d, tool %q, call %q of run %q",
+			clip(p.Key), ErrImportConflict, step, clip(tool), clip(callID), clip(run), p.Step, clip(p.Tool), clip(p.CallID), clip(p.Run))
 	}
 	return false, nil
 }
@@ -170,7 +171,7 @@ func (x *Index) CheckImport(ctx context.Context, ps []Part) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: check import: %w", x.connError(err))
+		return nil, fmt.Errorf("index: %w", x.connError(err))
 	}
 	return out, nil
 }

@@ -131,6 +131,9 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		progress(CopyChecking, done)
 		return nil
 	})
+	if errors.Is(err, ErrCopyConflict) {
+		return res, fmt.Errorf("store: copy: refused, nothing copied: %w", err)
+	}
 	if err != nil {
 		return res, fmt.Errorf("store: copy: %w", err)
 	}

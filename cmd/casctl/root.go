@@ -249,6 +249,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newPruneCommand(g),
 		newVerifyCommand(g),
 		newRepairCommand(g),
+		newCopyCommand(g),
 		newDemoCommand(g),
 		newMCPCommand(g),
 	)
