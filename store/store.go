@@ -75,6 +75,10 @@ type Store struct {
 	// sequential turns off the one barrier for blob and row, for tests
 	// and benchmarks to compare.
 	sequential bool
+
+	// remote is set, and blobs nil, on a store in an object store (see
+	// OpenAt and remote.go).
+	remote *remoteStore
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -97,6 +101,8 @@ type config struct {
 	recentKeysMayBeLost bool
 	// indexURL is WithIndexURL's URL, "" for the default.
 	indexURL string
+	// remote is what WithCacheDir and WithS3Options say, for OpenAt.
+	remote remoteConfig
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -263,6 +269,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 // Durability returns the name of the store's durability: "full", "none" or
 // DurabilityRecentKeysMayBeLost.
 func (s *Store) Durability() string {
+	if s.remote != nil {
+		return cas.SyncFull.String() // an object's put returns once it is stored
+	}
 	if s.recentKeysMayBeLost {
 		return DurabilityRecentKeysMayBeLost
 	}
@@ -274,6 +283,9 @@ func Exists(dir string) bool { return cas.Exists(dir) }
 
 // Close closes the index and the blob store.
 func (s *Store) Close() error {
+	if s.remote != nil {
+		return s.closeRemote()
+	}
 	s.closeMarker()
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
@@ -288,7 +300,7 @@ func (s *Store) Blobs() *cas.Store { return s.blobs }
 func (s *Store) Index() *index.Index { return s.index }
 
 // Path returns the absolute path of a blob's file.
-func (s *Store) Path(b cas.Blob) string { return s.blobs.Path(b) }
+func (s *Store) Path(b cas.Blob) string { return s.Backend().Path(b) }
 
 // Name is the store's name in the hook's warnings.
 func (s *Store) Name() string { return "CASStore" }
@@ -326,6 +338,9 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
 	if err := s.writable("write"); err != nil {
 		return nil, err
+	}
+	if s.remote != nil {
+		return s.writeRemote(ctx, items)
 	}
 	nps := make([]index.NewPart, len(items))
 	casItems := make([]cas.Item, len(items))
@@ -468,6 +483,9 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err := s.writable("put"); err != nil {
 		return PutResult{}, err
 	}
+	if s.remote != nil {
+		return s.putRemote(ctx, sp, r)
+	}
 	if sp.MIME == "" {
 		br := bufio.NewReaderSize(r, sniffLen)
 		head, _ := br.Peek(sniffLen) // a short read sniffs what there is; Put sees any error again
@@ -597,6 +615,9 @@ func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (ind
 // Read returns the part a reference names, its bytes checked against its
 // digest. It implements hook.Store.
 func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error) {
+	if s.remote != nil {
+		return s.readRemote(ctx, run, ref)
+	}
 	p, err := s.Resolve(ctx, run, ref)
 	if err != nil {
 		return nil, err
@@ -615,6 +636,9 @@ func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error
 // corrupt blob is an error and nothing is written. Large blobs are read
 // twice (check, then copy) rather than held in memory.
 func (s *Store) Copy(ctx context.Context, w io.Writer, p index.Part) (int64, error) {
+	if s.remote != nil {
+		return s.copyRemote(ctx, w, p)
+	}
 	if err := s.blobs.Verify(ctx, p.Blob); err != nil {
 		return 0, fmt.Errorf("store: %s: %w", p.Key, err)
 	}
@@ -644,6 +668,9 @@ func (s *Store) Stats(ctx context.Context, run string) (index.Stats, error) {
 func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneResult, error) {
 	if err := s.writable("prune"); err != nil {
 		return index.PruneResult{}, err
+	}
+	if s.remote != nil {
+		return s.index.Prune(ctx, o)
 	}
 	// Deleting rows takes room in the index's log: the reserve gives it.
 	s.release()
@@ -688,7 +715,7 @@ func (s *Store) ShowPart(ctx context.Context, p index.Part) (Detail, error) {
 // as fast as any.
 func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Detail, error) {
 	var err error
-	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
+	d := Detail{Part: p, Path: s.Path(p.Blob)}
 	if d.Blob, err = s.index.Blob(ctx, p.Blob); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
@@ -709,7 +736,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Deta
 	if d.Versions, err = s.index.Versions(ctx, p.Key); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
-	d.OnDisk, d.OnDiskErr = s.blobs.Stat(ctx, p.Blob)
+	d.OnDisk, d.OnDiskErr = s.Backend().Stat(ctx, p.Blob)
 	return d, nil
 }
 
@@ -774,6 +801,9 @@ func (s *Store) fault(point string) error {
 // reader of them that checks them against their digest at the end. It
 // implements hook.StreamStore.
 func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, io.ReadCloser, error) {
+	if s.remote != nil {
+		return s.openReadRemote(ctx, run, ref)
+	}
 	p, err := s.Resolve(ctx, run, ref)
 	if err != nil {
 		return nil, nil, err

@@ -194,7 +194,7 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 
 // repairCommand is the command that repairs the store at hand.
 func repairCommand(s *store.Store) string {
-	return "casctl --store " + shellQuote(s.Dir()) + " repair"
+	return "casctl --store " + shellQuote(s.Location()) + " repair"
 }
 
 // shellQuote quotes a path for a POSIX shell when it needs quoting.
