@@ -85,15 +85,16 @@ type CopyResult struct {
 // packed blob too) and written to the destination, which hashes it again.
 // Blobs the source holds that no part uses are not copied. The destination
 // must be another store; what it holds already stays, and its runs may be
-// others.
+// others. Either store may be a directory, with its index in SQLite or in
+// PostgreSQL, or a store in an object store (OpenAt).
 //
 // Copy makes three passes over the source's parts, a blob's parts together.
 // The first checks them all against the destination and writes nothing:
 // a key and version that the destination holds with other content, or a
 // key that another call owns there, is ErrCopyConflict, naming the key. The
 // second copies, a batch at a time: the batch's blobs durably first, then
-// its rows in one transaction, under the destination's writers' lock, as
-// every write does. A part the destination holds already, the same, is
+// its rows in one transaction, under the destination's writers' lock (on
+// an object store, a blob lease), as every write does. A part the destination holds already, the same, is
 // skipped, and so is its blob: Copy run again after it finished copies
 // nothing, and Copy stopped at any point (the process killed, say) and run
 // again finishes the job. The last pass verifies: every part of the source
@@ -109,7 +110,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		return res, err
 	}
 	if sameStore(dst, src) {
-		return res, fmt.Errorf("store: copy %s to %s: %w", src.dir, dst.dir, ErrCopySameStore)
+		return res, fmt.Errorf("store: copy %s to %s: %w", src.Location(), dst.Location(), ErrCopySameStore)
 	}
 	batch := o.Batch
 	if batch <= 0 {
@@ -206,18 +207,16 @@ type copier struct {
 }
 
 // page copies one batch of parts: the blobs of the parts the destination
-// lacks, then their rows, in one transaction, under the writers' lock.
+// lacks, then their rows, in one transaction, under the writers' lock (on
+// an object store, a blob lease).
 func (c *copier) page(ps []index.Part) error {
 	present, err := c.dst.index.CheckImport(c.ctx, ps)
 	if err != nil {
 		return err
 	}
-	unlock, err := c.dst.sharedLock(c.ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var todo []index.Part
+	// todo are the parts to record; need one part of each blob that this
+	// pass has not yet made sure the destination holds.
+	var todo, need []index.Part
 	for i, p := range ps {
 		if !c.seen || p.Blob != c.blob {
 			c.endBlob()
@@ -229,24 +228,51 @@ func (c *copier) page(ps []index.Part) error {
 		}
 		todo = append(todo, p)
 		if !c.ensured {
-			if err := c.copyBlob(p); err != nil {
-				return err
-			}
+			need = append(need, p)
 			c.ensured = true
 		}
 	}
 	if len(todo) == 0 {
 		return nil
 	}
-	// A test's way to stop a copy with the batch's blobs stored and its
-	// rows not yet committed.
-	if err := c.dst.fault("copy:blobs"); err != nil {
-		return err
+	// put may run twice on an object store (see underLease): what it
+	// counts is what its last run found.
+	var blobs CopyResult
+	put := func(ctx context.Context) error {
+		blobs = CopyResult{}
+		for _, p := range need {
+			if err := c.copyBlob(ctx, p, &blobs); err != nil {
+				return err
+			}
+		}
+		// A test's way to stop a copy with the batch's blobs stored and
+		// its rows not yet committed.
+		return c.dst.fault("copy:blobs")
 	}
-	n, err := c.dst.index.Import(c.ctx, todo)
+	var n int
+	commit := func() ([]index.Recorded, error) {
+		var err error
+		n, err = c.dst.index.Import(c.ctx, todo)
+		return nil, err
+	}
+	if c.dst.remote != nil {
+		_, err = c.dst.underLease(c.ctx, put, commit)
+	} else {
+		var unlock func()
+		if unlock, err = c.dst.sharedLock(c.ctx); err != nil {
+			return err
+		}
+		if err = put(c.ctx); err == nil {
+			_, err = commit()
+		}
+		unlock()
+	}
 	if err != nil {
 		return err
 	}
+	c.res.BlobsCopied += blobs.BlobsCopied
+	c.res.BlobsSkipped += blobs.BlobsSkipped
+	c.res.BytesCopied += blobs.BytesCopied
 	c.res.PartsCopied += int64(n)
 	c.res.PartsSkipped += int64(len(todo) - n)
 	return nil
@@ -261,22 +287,22 @@ func (c *copier) endBlob() {
 }
 
 // copyBlob makes sure the destination holds p's blob, copying it from the
-// source, checked, when it does not.
-func (c *copier) copyBlob(p index.Part) error {
-	have, err := cas.Has(c.ctx, c.dst.Backend(), p.Blob)
+// source, checked, when it does not, and counts what it did in res.
+func (c *copier) copyBlob(ctx context.Context, p index.Part, res *CopyResult) error {
+	have, err := cas.Has(ctx, c.dst.Backend(), p.Blob)
 	if err != nil {
 		return fmt.Errorf("%s: blob %s in the destination: %w", p.Key, p.Blob, err)
 	}
 	if have {
-		c.res.BlobsSkipped++
+		res.BlobsSkipped++
 		return nil
 	}
-	r, err := c.src.Backend().Open(c.ctx, p.Blob)
+	r, err := c.src.Backend().Open(ctx, p.Blob)
 	if err != nil {
 		return fmt.Errorf("%s: read blob %s: %w", p.Key, p.Blob, err)
 	}
 	defer r.Close()
-	put, err := c.dst.Backend().Put(c.ctx, r, p.Blob.Ext)
+	put, err := c.dst.Backend().Put(ctx, r, p.Blob.Ext)
 	if err != nil {
 		return fmt.Errorf("%s: copy blob %s: %w", p.Key, p.Blob, err)
 	}
@@ -285,11 +311,11 @@ func (c *copier) copyBlob(p index.Part) error {
 		return fmt.Errorf("%s: blob %s was stored as %s", p.Key, p.Blob, put.Blob)
 	}
 	if put.Existed {
-		c.res.BlobsSkipped++
+		res.BlobsSkipped++
 		return nil
 	}
-	c.res.BlobsCopied++
-	c.res.BytesCopied += put.Size
+	res.BlobsCopied++
+	res.BytesCopied += put.Size
 	return nil
 }
 
@@ -325,10 +351,14 @@ func eachPage(ctx context.Context, x *index.Index, n int, f func([]index.Part) e
 }
 
 // sameStore reports whether two open stores are one: the same directory,
-// or one index (a PostgreSQL database both name).
+// the same object store location, or one index (a PostgreSQL database both
+// name).
 func sameStore(a, b *Store) bool {
 	if a.index.Path() == b.index.Path() {
 		return true
+	}
+	if a.remote != nil || b.remote != nil {
+		return a.Location() == b.Location()
 	}
 	fa, errA := os.Stat(a.dir)
 	fb, errB := os.Stat(b.dir)

@@ -98,11 +98,11 @@ func checkCopied(t *testing.T, dst, src *Store) {
 		if !index.SamePart(p, q) {
 			t.Fatalf("copied %+v, source %+v", q, p)
 		}
-		a, err := src.blobs.ReadAll(ctx, p.Blob)
+		a, err := cas.ReadBlob(ctx, src.Backend(), p.Blob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := dst.blobs.ReadAll(ctx, q.Blob)
+		b, err := cas.ReadBlob(ctx, dst.Backend(), q.Blob)
 		if err != nil {
 			t.Fatalf("%s@%d: %v", p.Key, p.Version, err)
 		}
@@ -326,9 +326,10 @@ func TestCopyCorruption(t *testing.T) {
 }
 
 func init() {
-	// copier SRC DST BATCH KILLAT: copy SRC into DST, printing a line
-	// after each batch copied; with KILLAT > 0, kill itself (SIGKILL) at
-	// that batch once its blobs are stored and before its rows commit.
+	// copier SRC DST BATCH KILLAT [CACHE]: copy SRC into DST (a directory
+	// or an s3:// store, with CACHE its cache), printing a line after each
+	// batch copied; with KILLAT > 0, kill itself (SIGKILL) at that batch
+	// once its blobs are stored and before its rows commit.
 	lockRoles["copier"] = func(a []string) error {
 		ctx := context.Background()
 		batch, _ := strconv.Atoi(a[2])
@@ -339,7 +340,7 @@ func init() {
 		}
 		defer src.Close()
 		calls := 0
-		dst, err := Open(ctx, a[1], withFaults(func(point string) error {
+		opts := []Option{withFaults(func(point string) error {
 			if point == "copy:blobs" {
 				if calls++; calls == killAt {
 					syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -347,7 +348,11 @@ func init() {
 				}
 			}
 			return nil
-		}))
+		})}
+		if len(a) > 4 && a[4] != "" {
+			opts = append(opts, WithCacheDir(a[4]))
+		}
+		dst, err := OpenAt(ctx, a[1], opts...)
 		if err != nil {
 			return err
 		}
@@ -364,26 +369,48 @@ func init() {
 // A copy killed with SIGKILL midway, between a batch's blobs and its rows
 // or wherever the kill lands, leaves a destination whose rows all have
 // their blobs; run again, the copy ends with the destination equal to the
-// source.
+// source. The destination is a directory with its index in SQLite or
+// PostgreSQL, or a store on S3 and PostgreSQL.
 func TestCopyKilled(t *testing.T) {
-	for _, dstPG := range []bool{false, true} {
+	for _, kind := range []string{"sqlite", "postgres", "s3"} {
 		for _, how := range []string{"between blobs and rows", "at any point"} {
-			name := "sqlite/"
-			if dstPG {
-				name = "postgres/"
-			}
-			t.Run(name+how, func(t *testing.T) {
+			t.Run(kind+"/"+how, func(t *testing.T) {
 				ctx := context.Background()
 				c := &clock{time.Unix(1_700_000_000, 0)}
 				src := newStore(t, false, WithClock(c.now))
 				fillSource(t, src, c, 3)
-				dst := newStore(t, dstPG)
+				var (
+					dst      *Store
+					cache    string
+					reopen   func() *Store
+					childEnv []string
+				)
+				switch kind {
+				case "s3":
+					e := startRemote(t)
+					dst = mustOpenRemote(t, e)
+					cache = t.TempDir()
+					childEnv = []string{"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey}
+					reopen = func() *Store {
+						s, err := OpenAt(ctx, e.url, e.options(cache)...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { s.Close() })
+						return s
+					}
+				default:
+					dst = newStore(t, kind == "postgres")
+					reopen = func() *Store { return MustOpenDir(t, dst.Dir()) }
+				}
+				where := dst.Location()
 				dst.Close()
 				killAt := "0"
 				if how == "between blobs and rows" {
 					killAt = "4"
 				}
-				cmd := childCmd("copier", src.Dir(), dst.Dir(), "3", killAt)
+				cmd := childCmd("copier", src.Dir(), where, "3", killAt, cache)
+				cmd.Env = append(cmd.Env, childEnv...)
 				var errb bytes.Buffer
 				cmd.Stderr = &errb
 				out, err := cmd.StdoutPipe()
@@ -405,7 +432,7 @@ func TestCopyKilled(t *testing.T) {
 				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 					t.Fatalf("the copier ended with %v, not killed; stderr: %s", err, errb.String())
 				}
-				d := MustOpenDir(t, dst.Dir())
+				d := reopen()
 				n, total := countParts(t, d), countParts(t, src)
 				if n == 0 || n >= total {
 					t.Fatalf("killed after %d lines with %d of %d parts copied: not midway", seen, n, total)
@@ -420,11 +447,50 @@ func TestCopyKilled(t *testing.T) {
 				if res.PartsCopied != int64(total-n) || res.PartsSkipped != int64(n) {
 					t.Errorf("resumed Copy = %+v, want %d parts copied and %d skipped", res, total-n, n)
 				}
-				if how == "between blobs and rows" && res.BlobsCopied+res.BlobsSkipped != res.BlobsVerified {
+				if res.BlobsCopied+res.BlobsSkipped != res.BlobsVerified {
 					t.Errorf("resumed Copy = %+v: blobs copied and skipped do not add up", res)
 				}
 				checkCopied(t, d, src)
 			})
 		}
+	}
+}
+
+// Copy moves a directory store into a store on S3 and PostgreSQL, packed
+// blobs too, and back into a new directory; copied again, nothing moves;
+// the store on S3 is not copied onto itself.
+func TestCopyS3(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Unix(1_700_000_000, 0)}
+	src := newStore(t, false, WithClock(c.now))
+	fillSource(t, src, c, 2)
+	e := startRemote(t)
+	remote := mustOpenRemote(t, e)
+	res, err := Copy(ctx, remote, src, CopyOptions{Batch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(countParts(t, src))
+	if res.PartsCopied != n || res.BlobsCopied == 0 || res.BlobsCopied != res.BlobsVerified {
+		t.Errorf("Copy to S3 = %+v, want %d parts", res, n)
+	}
+	checkCopied(t, remote, src)
+	again, err := Copy(ctx, remote, src, CopyOptions{})
+	if err != nil || again.PartsCopied != 0 || again.BlobsCopied != 0 || again.PartsSkipped != n {
+		t.Errorf("Copy to S3 again = %+v, %v; want nothing copied", again, err)
+	}
+	back := newStore(t, false)
+	if _, err := Copy(ctx, back, remote, CopyOptions{Batch: 4}); err != nil {
+		t.Fatal(err)
+	}
+	checkCopied(t, back, src)
+	// The same store on S3, opened twice, with another cache.
+	other, err := OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := Copy(ctx, other, remote, CopyOptions{}); !errors.Is(err, ErrCopySameStore) {
+		t.Errorf("Copy of a store on S3 onto itself = %v, want ErrCopySameStore", err)
 	}
 }
