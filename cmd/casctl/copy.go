@@ -27,6 +27,8 @@ func newCopyCommand(g *globals) *cobra.Command {
 every run, with its key, version, time and type) and every blob they use
 into the store DST, then checks that every part of SRC resolves in DST,
 the same, and that every blob reads back whole from DST. SRC is only read.
+SRC and DST are each a directory or a store on S3, s3://BUCKET/PREFIX
+(--cache is then its local cache, as for other commands).
 
 DST must exist (casctl init) unless --init makes it. What DST holds already
 stays: a part it holds the same is skipped, so copy run again copies only
@@ -36,9 +38,12 @@ anything is written, naming the key.
 
 Each store keeps its index where it was created with (--from-index and
 --to-index name a PostgreSQL index, as --index does for other commands):
-copy moves a store from SQLite to PostgreSQL and back.`,
+copy moves a store from SQLite to PostgreSQL and back, and from a
+directory to S3 and back.`,
 		Example: `  casctl copy --from tool_results --to /mnt/shared/tool_results --init
   casctl copy --from tool_results --to shared --init \
+      --to-index postgres://toolcas@db:5432/toolcas
+  casctl copy --from tool_results --to s3://team-bucket/agents --init \
       --to-index postgres://toolcas@db:5432/toolcas
   casctl copy --from shared --to tool_results --json`,
 		Args: noArgs,
@@ -49,12 +54,15 @@ copy moves a store from SQLite to PostgreSQL and back.`,
 			if g.store != "" || g.index != "" {
 				return usagef("copy takes --from and --to (and --from-index, --to-index), not --store or --index")
 			}
+			if g.cache != "" && !store.IsRemoteLocation(o.from) && !store.IsRemoteLocation(o.to) {
+				return usagef("--cache is the local cache of a store on S3; neither %s nor %s is one", o.from, o.to)
+			}
 			return runCopy(cmd.Context(), g, o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.from, "from", "", "the store to copy from")
-	f.StringVar(&o.to, "to", "", "the store to copy into")
+	f.StringVar(&o.from, "from", "", "the store to copy from: a directory or s3://BUCKET/PREFIX")
+	f.StringVar(&o.to, "to", "", "the store to copy into: a directory or s3://BUCKET/PREFIX")
 	f.StringVar(&o.fromIndex, "from-index", "", "SRC's index URL, postgres://USER@HOST:PORT/DB (default: the one SRC records)")
 	f.StringVar(&o.toIndex, "to-index", "", "DST's index URL (default: the one DST records; with --init, where DST's index goes)")
 	f.BoolVar(&o.init, "init", false, "create DST when it does not exist")
@@ -81,12 +89,12 @@ type copyJSON struct {
 }
 
 func runCopy(ctx context.Context, g *globals, o copyOptions) error {
-	src, err := openCopySource(ctx, o.from, o.fromIndex)
+	src, err := openCopySource(ctx, o.from, o.fromIndex, g.cache)
 	if err != nil {
 		return fail("copy", err)
 	}
 	defer src.Close()
-	dst, err := openCopyDest(ctx, o.to, o.toIndex, o.init)
+	dst, err := openCopyDest(ctx, o.to, o.toIndex, g.cache, o.init)
 	if err != nil {
 		return fail("copy", err)
 	}
@@ -119,35 +127,45 @@ func runCopy(ctx context.Context, g *globals, o copyOptions) error {
 		return fail("copy", err)
 	}
 	if o.json {
-		return writeJSON(g.stdout, copyJSON{From: src.Dir(), To: dst.Dir(), Parts: res.Parts,
+		return writeJSON(g.stdout, copyJSON{From: src.Location(), To: dst.Location(), Parts: res.Parts,
 			PartsCopied: res.PartsCopied, PartsSkipped: res.PartsSkipped, BlobsCopied: res.BlobsCopied,
 			BlobsSkipped: res.BlobsSkipped, BytesCopied: res.BytesCopied, PartsVerified: res.PartsVerified,
 			BlobsVerified: res.BlobsVerified})
 	}
 	if res.PartsCopied == 0 && res.BlobsCopied == 0 {
-		fmt.Fprintf(g.stdout, "nothing to copy: %s already holds all %s of %s\n", dst.Dir(), count(int(res.Parts), "part"), src.Dir())
+		fmt.Fprintf(g.stdout, "nothing to copy: %s already holds all %s of %s\n", dst.Location(), count(int(res.Parts), "part"), src.Location())
 	} else {
 		fmt.Fprintf(g.stdout, "copied %s and %s (%s) from %s to %s; %s and %s were there already\n",
-			count(int(res.PartsCopied), "part"), count(int(res.BlobsCopied), "blob"), size(res.BytesCopied), src.Dir(), dst.Dir(),
+			count(int(res.PartsCopied), "part"), count(int(res.BlobsCopied), "blob"), size(res.BytesCopied), src.Location(), dst.Location(),
 			count(int(res.PartsSkipped), "part"), count(int(res.BlobsSkipped), "blob"))
 	}
 	fmt.Fprintf(g.stdout, "verified: %s, %s read back whole\n", count(int(res.PartsVerified), "part"), count(int(res.BlobsVerified), "blob"))
 	return nil
 }
 
-// openCopySource opens the store copy reads: read-only, unless its index
-// needs migrating first.
-func openCopySource(ctx context.Context, dir, indexURL string) (*store.Store, error) {
-	if !store.Exists(dir) {
-		return nil, errNoStore(dir, "--from names the store to copy")
-	}
+// copyStoreOptions are the options that open one end of a copy: its
+// index URL, and the cache of a store on S3.
+func copyStoreOptions(loc, indexURL, cache string) []store.Option {
 	var opts []store.Option
 	if indexURL != "" {
 		opts = append(opts, store.WithIndexURL(indexURL))
 	}
-	s, err := store.Open(ctx, dir, append(opts, store.ReadOnly())...)
+	if cache != "" && store.IsRemoteLocation(loc) {
+		opts = append(opts, store.WithCacheDir(cache))
+	}
+	return opts
+}
+
+// openCopySource opens the store copy reads, a directory or a store on
+// S3: read-only, unless its index needs migrating first.
+func openCopySource(ctx context.Context, loc, indexURL, cache string) (*store.Store, error) {
+	if !store.IsRemoteLocation(loc) && !store.Exists(loc) {
+		return nil, errNoStore(loc, "--from names the store to copy")
+	}
+	opts := copyStoreOptions(loc, indexURL, cache)
+	s, err := store.OpenAt(ctx, loc, append(opts, store.ReadOnly())...)
 	if errors.Is(err, index.ErrOlderSchema) {
-		s, err = store.Open(ctx, dir, opts...)
+		s, err = store.OpenAt(ctx, loc, opts...)
 	}
 	if err != nil {
 		return nil, cleanErr(err)
@@ -155,33 +173,38 @@ func openCopySource(ctx context.Context, dir, indexURL string) (*store.Store, er
 	return s, nil
 }
 
-// openCopyDest opens the store copy writes to, making it with init.
-func openCopyDest(ctx context.Context, dir, indexURL string, init bool) (*store.Store, error) {
-	var opts []store.Option
-	if indexURL != "" {
-		opts = append(opts, store.WithIndexURL(indexURL))
-	}
-	if !store.Exists(dir) {
+// openCopyDest opens the store copy writes to, making it with init: a
+// directory, new or empty, or a store on S3 (whose bucket init makes).
+func openCopyDest(ctx context.Context, loc, indexURL, cache string, init bool) (*store.Store, error) {
+	opts := copyStoreOptions(loc, indexURL, cache)
+	switch {
+	case store.IsRemoteLocation(loc):
+		if init {
+			opts = append(opts, store.WithCreate())
+		}
+	case !store.Exists(loc):
 		if !init {
-			hint := "create it with casctl --store " + dir + " init"
+			hint := "create it with casctl --store " + loc + " init"
 			if indexURL != "" {
 				hint += " --index URL"
 			}
-			return nil, errNoStore(dir, hint+", or add --init")
+			return nil, errNoStore(loc, hint+", or add --init")
 		}
-		if err := checkEmptyDir(dir); err != nil {
+		if err := checkEmptyDir(loc); err != nil {
 			return nil, err
 		}
 		opts = append(opts, store.WithCreate())
-	} else if init && indexURL != "" {
+	case init && indexURL != "":
 		// As init does: a store whose first init could not reach its
 		// database gets it now.
 		opts = append(opts, store.WithCreate())
 	}
-	if err := writeAccess(dir); err != nil {
-		return nil, err
+	if !store.IsRemoteLocation(loc) {
+		if err := writeAccess(loc); err != nil {
+			return nil, err
+		}
 	}
-	s, err := store.Open(ctx, dir, opts...)
+	s, err := store.OpenAt(ctx, loc, opts...)
 	if err != nil {
 		return nil, cleanErr(err)
 	}
