@@ -54,6 +54,9 @@ type replayConfig struct {
 	// the CAS stores are then packed at the end.
 	RealTrace string `json:"real_trace,omitempty"`
 	Threshold int    `json:"threshold,omitempty"`
+	// Remote says where the stores of the remote section keep their index
+	// and blobs (remote.go).
+	Remote *remoteEnd `json:"remote,omitempty"`
 }
 
 // curvePoint is the state after a step.
@@ -190,7 +193,7 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 		}
 		tr = st
 	}
-	s, closeStore, err := openStore(ctx, c.Store, c.Dir)
+	s, closeStore, err := openReplayStore(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -278,7 +281,11 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 			return res, err
 		}
 	}
-	if isCAS {
+	if isCAS && cs.Remote() {
+		if err := remoteFinish(ctx, cs, &res); err != nil {
+			return res, err
+		}
+	} else if isCAS {
 		if err := casFinish(ctx, cs, &res); err != nil {
 			return res, err
 		}
