@@ -56,6 +56,9 @@ func (s *Store) takeLease(ctx context.Context) (*index.BlobLease, func(), error)
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("store: %w", ctx.Err())
 	}
+	if s.remote.noLease {
+		return &index.BlobLease{}, func() { <-s.remote.leases }, nil
+	}
 	l, err := s.index.AcquireBlobLease(ctx, s.lockTimeout)
 	if err != nil {
 		<-s.remote.leases
@@ -118,6 +121,14 @@ func (s *Store) underLease(ctx context.Context, put func(context.Context) error,
 		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost, and putting the blobs again failed (run casctl verify): %w", err)
 	}
 	return recs, nil
+}
+
+// sweepLock takes the sweep lock for one batch of gc's deletes.
+func (s *Store) sweepLock(ctx context.Context, timeout time.Duration) (*index.SweepLock, error) {
+	if s.remote.noLease {
+		return &index.SweepLock{}, nil
+	}
+	return s.index.AcquireSweepLock(ctx, timeout)
 }
 
 // gcRemote is GC on a store in an object store (see the top of this
@@ -200,7 +211,7 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 		if err := gcLock.Held(ctx); err != nil {
 			return res, fmt.Errorf("store: gc: %w %s", err, sofar)
 		}
-		sl, err := s.index.AcquireSweepLock(ctx, timeout)
+		sl, err := s.sweepLock(ctx, timeout)
 		if errors.Is(err, index.ErrSweepBusy) {
 			return res, fmt.Errorf("store: gc: %w: %w %s", ErrLocked, err, sofar)
 		}
