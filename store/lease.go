@@ -101,24 +101,24 @@ func (s *Store) underLease(ctx context.Context, put func(context.Context) error,
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.fault("write:committed")
-	if err := s.fault("lease:held"); err == nil {
-		err = lease.Held(ctx)
+	lost := s.fault("lease:held")
+	if lost == nil {
+		lost = lease.Held(ctx)
 	}
-	if err == nil {
+	if lost == nil {
 		return recs, nil
 	}
 	// The lease ended before the commit was known: gc may have removed
 	// an object that the put found, before the row named it. Put again.
 	release()
 	wctx := context.WithoutCancel(ctx)
-	lease2, release2, err := s.takeLease(wctx)
+	_, release2, err := s.takeLease(wctx)
 	if err != nil {
-		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost, and a new one failed (run casctl verify): %w", err)
+		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and a new one failed (run casctl verify): %w", lost, err)
 	}
 	defer release2()
-	_ = lease2
 	if err := put(wctx); err != nil {
-		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost, and putting the blobs again failed (run casctl verify): %w", err)
+		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and putting the blobs again failed (run casctl verify): %w", lost, err)
 	}
 	return recs, nil
 }

@@ -413,3 +413,39 @@ func countAfter(out, prefix string) int {
 	}
 	return 0
 }
+
+// A writer that finds its lease lost after its commit (its session ended:
+// the database restarted) puts its blobs again before it returns, so that
+// an object a gc removed meanwhile, while no lease held it back, is there
+// again under the committed row. The test removes the object at that
+// moment, as such a gc would.
+func TestLeaseLostPutsAgain(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	var s *Store
+	var removed []cas.Blob
+	s = mustOpenRemote(t, e, withFaults(func(point string) error {
+		if point != "lease:held" {
+			return nil
+		}
+		p, err := s.Resolve(ctx, "", "r/1_t_c.txt")
+		if err != nil {
+			return err
+		}
+		if err := s.Backend().Remove(ctx, p.Blob); err != nil {
+			return err
+		}
+		removed = append(removed, p.Blob)
+		return index.ErrLeaseLost
+	}))
+	mustWrite(t, s, item("r", 1, "put again after the lease was lost"))
+	if len(removed) != 1 {
+		t.Fatalf("the fault ran %d times", len(removed))
+	}
+	if _, err := s.Backend().Stat(ctx, removed[0]); err != nil {
+		t.Errorf("the object after the write returned: %v; want it put again", err)
+	}
+	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
