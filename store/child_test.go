@@ -29,6 +29,10 @@ const childEnv = "TOOLCAS_CHILD"
 // opens the store with; unset, the default.
 const childDurabilityEnv = "TOOLCAS_CHILD_DURABILITY"
 
+// childCacheEnv names the directory under which a child working on a
+// store on S3 makes its own cache directory.
+const childCacheEnv = "TOOLCAS_CHILD_CACHE"
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		flag.Parse()
@@ -107,6 +111,14 @@ func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
 	}
 	if nolock {
 		opts = append(opts, withoutGCLock())
+	}
+	if IsRemoteLocation(dir) {
+		// A store on S3: each child is a machine with a cache of its own.
+		cache, err := os.MkdirTemp(os.Getenv(childCacheEnv), "machine-")
+		if err != nil {
+			return nil, err
+		}
+		return OpenAt(ctx, dir, append(opts, WithCacheDir(cache))...)
 	}
 	return Open(ctx, dir, opts...)
 }

@@ -40,6 +40,9 @@ type remoteStore struct {
 	leases chan struct{}
 	// staging holds streamed puts' content while its type is found out.
 	staging string
+	// noLease turns the blob leases and the sweep lock off, for tests to
+	// show what they prevent.
+	noLease bool
 }
 
 // maxLeases is how many writes of one Store hold a blob lease at once; the
@@ -120,7 +123,7 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 	}
 	s := &Store{dir: be.Cache().Dir(), index: ix, lockTimeout: c.lockWait, now: c.now, inject: c.inject,
 		readOnly: c.readOnly,
-		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging}}
+		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock}}
 	return s, nil
 }
 

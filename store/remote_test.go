@@ -238,3 +238,39 @@ func TestRemoteOpenErrors(t *testing.T) {
 		t.Errorf("no %s object: %v", IndexRecordFile, err)
 	}
 }
+
+// On a store on S3, whose objects keep the time of their first write, a
+// dedup hit refreshes the blob's last-referenced time in the index (in the
+// transaction of its row), and gc counts the grace period from it: a blob
+// written long ago and referenced again lately is kept once its rows go,
+// until the grace period has passed since that reference.
+func TestRemoteDedupHitRefreshesLastReferenced(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	c := &clock{time.Now()}
+	s := mustOpenRemote(t, e, WithClock(c.now))
+	first := mustWrite(t, s, item("r1", 1, "shared result"))
+	b := cas.Blob{Digest: first[0].Digest, Ext: ".txt"}
+	c.t = c.t.Add(3 * time.Hour)
+	again := mustWrite(t, s, item("r2", 1, "shared result"))
+	if !again[0].Dedup {
+		t.Fatalf("second write = %+v, want a dedup hit", again[0])
+	}
+	row, err := s.Index().Blob(ctx, b)
+	if err != nil || !row.LastReferenced.Equal(c.t) {
+		t.Fatalf("last referenced = %v, %v; want %v", row.LastReferenced, err, c.t)
+	}
+	for _, run := range []string{"r1", "r2"} {
+		if _, err := s.Prune(ctx, index.PruneOptions{Run: run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.t = c.t.Add(30 * time.Minute)
+	if res, err := s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || res.RemovedBlobs != 0 || res.KeptYoung != 1 {
+		t.Errorf("GC 30 min after the last reference = %+v, %v; want it kept", res, err)
+	}
+	c.t = c.t.Add(time.Hour)
+	if res, err := s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || res.RemovedBlobs != 1 {
+		t.Errorf("GC past the grace period = %+v, %v; want it removed", res, err)
+	}
+}

@@ -82,6 +82,7 @@ func TestScripts(t *testing.T) {
 			"pgdb":      pg.cmdPGDB,
 			"s3store":   s3.cmdS3Store,
 			"jsonset":   cmdJSONSet,
+			"s3object":  cmdS3Object,
 		},
 	})
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,10 +42,27 @@ func (p *scriptS3) cmdS3Store(ts *testscript.TestScript, neg bool, args []string
 		ts.Fatalf("versitygw: %v: %s", err, versitygw.Install)
 	}
 	p.once.Do(func() { p.srv = versitygw.Start(p.t) })
-	ts.Setenv(args[0], fmt.Sprintf("s3://script-%d-%d/team/tools?endpoint=%s", os.Getpid()%100000, p.seq.Add(1), p.srv.Endpoint()))
+	bucket := fmt.Sprintf("script-%d-%d", os.Getpid()%100000, p.seq.Add(1))
+	ts.Setenv(args[0], fmt.Sprintf("s3://%s/team/tools?endpoint=%s", bucket, p.srv.Endpoint()))
+	// Where the server keeps the store's objects, for s3object.
+	ts.Setenv("S3_OBJECTS", filepath.Join(p.srv.Dir, bucket, "team", "tools"))
 	ts.Setenv("AWS_ACCESS_KEY_ID", p.srv.AccessKey)
 	ts.Setenv("AWS_SECRET_ACCESS_KEY", p.srv.SecretKey)
 	ts.Setenv("AWS_REGION", "us-east-1")
+}
+
+// s3object VAR CACHEPATH: set VAR to the file in which the server keeps
+// the object of the blob whose cached file is CACHEPATH, for a script to
+// damage it.
+func cmdS3Object(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: s3object VAR CACHEPATH")
+	}
+	_, rel, ok := strings.Cut(filepath.ToSlash(args[1]), "/blobs/")
+	if !ok {
+		ts.Fatalf("%s is not a cached blob's path", args[1])
+	}
+	ts.Setenv(args[0], filepath.Join(ts.Getenv("S3_OBJECTS"), "blobs", filepath.FromSlash(rel)))
 }
 
 // jsonset VAR FILE PATH: set VAR to the value at PATH in the JSON FILE.
