@@ -57,17 +57,20 @@ func (x *Index) PartsByBlob(ctx context.Context, after Cursor, limit int) ([]Par
 	return out, after, nil
 }
 
-// partAtSQL finds a version of a key by its runs row's prefix and the rest.
+// partAtSQL finds a version of a run's key by the run's name and the key's
+// prefix, then the rest: a row of runs and a row of parts, each by its
+// unique index.
 const partAtSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
-	WHERE p.key = ? AND p.version = ? AND p.run_id IN (SELECT id FROM runs WHERE prefix = ?) ORDER BY p.id`
+	WHERE p.run_id = (SELECT id FROM runs WHERE name = ? AND prefix = ?) AND p.key = ? AND p.version = ?`
 
-// PartAt returns version n of a key, or an error wrapping ErrNotFound.
-func (x *Index) PartAt(ctx context.Context, key string, n int) (Part, error) {
+// PartAt returns version n of a run's key, or an error wrapping
+// ErrNotFound.
+func (x *Index) PartAt(ctx context.Context, run, key string, n int) (Part, error) {
 	prefix, rest := splitKey(key)
 	var rows []partRow
 	err := x.read(ctx, func() error {
 		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, partAtSQL, rest, n, prefix)
+		return x.db.SelectContext(ctx, &rows, partAtSQL, run, prefix, rest, n)
 	})
 	if err != nil {
 		return Part{}, fmt.Errorf("index: %s@%d: %w", clip(key), n, err)
@@ -94,7 +97,7 @@ func SamePart(a, b Part) bool {
 // key owned by another call.
 func importState(ctx context.Context, q sqlQueryer, p Part) (present bool, err error) {
 	prefix, rest := splitKey(p.Key)
-	rows, err := q.QueryContext(ctx, partAtSQL, rest, p.Version, prefix)
+	rows, err := q.QueryContext(ctx, partAtSQL, p.Run, prefix, rest, p.Version)
 	if err != nil {
 		return false, err
 	}

@@ -148,7 +148,7 @@ func testImport(t *testing.T) {
 	for _, p := range all {
 		if p.Version > 1 {
 			versions++
-			if _, err := src.PartAt(ctx, p.Key, 1); errors.Is(err, ErrNotFound) {
+			if _, err := src.PartAt(ctx, p.Run, p.Key, 1); errors.Is(err, ErrNotFound) {
 				gaps++
 			}
 		}
@@ -197,10 +197,10 @@ func testImport(t *testing.T) {
 	if len(got) != len(all)+1 {
 		t.Errorf("destination holds %d parts, want %d", len(got), len(all)+1)
 	}
-	if p, err := dst.PartAt(ctx, own.Key, 1); err != nil || p.Run != "own" {
+	if p, err := dst.PartAt(ctx, "own", own.Key, 1); err != nil || p.Run != "own" {
 		t.Errorf("PartAt(%s) = %+v, %v", own.Key, p, err)
 	}
-	if _, err := dst.PartAt(ctx, own.Key, 2); !errors.Is(err, ErrNotFound) {
+	if _, err := dst.PartAt(ctx, "own", own.Key, 2); !errors.Is(err, ErrNotFound) {
 		t.Errorf("PartAt(%s@2) = %v, want ErrNotFound", own.Key, err)
 	}
 	// Stats: the same parts and runs as the source.
@@ -287,5 +287,34 @@ func testImportConflict(t *testing.T) {
 	bad.Version = 0
 	if _, err := dst.Import(ctx, []Part{bad}); !errors.Is(err, ErrInvalidPart) {
 		t.Errorf("Import of version 0 = %v, want ErrInvalidPart", err)
+	}
+}
+
+// A page of PartsByBlob reads its rows from the index of parts by blob, in
+// its order: no sort and no scan of the parts before the page, however far
+// along it is; PartAt looks a version up by the key's index.
+func TestImportQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 200 {
+		ps = append(ps, newPart(fmt.Sprint("r", i%7), i, "t", fmt.Sprint("c", i), fmt.Sprint("content ", i%50)))
+	}
+	mustRecord(t, x, ps...)
+	if _, err := x.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, q, want string
+		args           []any
+	}{
+		{"parts by blob", partsByBlobSQL, "SEARCH p USING INDEX parts_blob", []any{10, 2, 40, 50}},
+		{"part at", partAtSQL, "SEARCH p USING INDEX sqlite_autoindex_parts_1", []any{"r1", "r1/", "1_t_c1.txt", 1}},
+	} {
+		plan := explain(t, x, tc.q, tc.args...)
+		t.Logf("%s:\n%s", tc.name, plan)
+		if !strings.Contains(plan, tc.want) || strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "SCAN ") {
+			t.Errorf("%s: plan\n%s\nwant %s, no sort, no scan", tc.name, plan, tc.want)
+		}
 	}
 }

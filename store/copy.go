@@ -163,7 +163,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	var last cas.Blob
 	err = eachPage(ctx, src.index, batch, func(ps []index.Part) error {
 		for _, p := range ps {
-			q, err := dst.index.PartAt(ctx, p.Key, p.Version)
+			q, err := dst.index.PartAt(ctx, p.Run, p.Key, p.Version)
 			if errors.Is(err, index.ErrNotFound) {
 				return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
 			}

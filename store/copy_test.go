@@ -91,7 +91,7 @@ func checkCopied(t *testing.T, dst, src *Store) {
 		t.Fatal(err)
 	}
 	for _, p := range want {
-		q, err := dst.index.PartAt(ctx, p.Key, p.Version)
+		q, err := dst.index.PartAt(ctx, p.Run, p.Key, p.Version)
 		if err != nil {
 			t.Fatalf("%s@%d not copied: %v", p.Key, p.Version, err)
 		}
@@ -306,7 +306,7 @@ func TestCopyCorruption(t *testing.T) {
 	if !errors.Is(err, cas.ErrCorrupt) || !strings.Contains(err.Error(), bad.Key) {
 		t.Fatalf("Copy from a corrupt source = %v, want ErrCorrupt naming %s", err, bad.Key)
 	}
-	if _, err := dst.index.PartAt(ctx, bad.Key, 1); !errors.Is(err, index.ErrNotFound) {
+	if _, err := dst.index.PartAt(ctx, "r", bad.Key, 1); !errors.Is(err, index.ErrNotFound) {
 		t.Errorf("the corrupt part was recorded: %v", err)
 	}
 
