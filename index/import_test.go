@@ -306,7 +306,7 @@ func TestImportQueryPlans(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, q, want string
-		args           []any
+		args          []any
 	}{
 		{"parts by blob", partsByBlobSQL, "SEARCH p USING INDEX parts_blob", []any{10, 2, 40, 50}},
 		{"part at", partAtSQL, "SEARCH p USING INDEX sqlite_autoindex_parts_1", []any{"r1", "r1/", "1_t_c1.txt", 1}},
