@@ -43,6 +43,8 @@ type remoteStore struct {
 	// noLease turns the blob leases and the sweep lock off, for tests to
 	// show what they prevent.
 	noLease bool
+	// durability is Durability's answer.
+	durability string
 }
 
 // maxLeases is how many writes of one Store hold a blob lease at once; the
@@ -94,7 +96,15 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 		be.Close()
 		return nil, err
 	}
-	ixOpts := []index.Option{index.WithDurability(cas.SyncFull), index.WithClock(c.now)}
+	// A put returns once its object is stored, whatever the durability:
+	// durability says how the index commits (without waiting for the
+	// database's log to be flushed, for none and the recent keys mode).
+	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	durability := c.durability.String()
+	if c.recentKeysMayBeLost && c.durability == cas.SyncFull {
+		ixOpts = append(ixOpts, index.RecentMayBeLostOnPowerCut())
+		durability = DurabilityRecentKeysMayBeLost
+	}
 	if c.readOnly {
 		ixOpts = append(ixOpts, index.ReadOnly())
 	}
@@ -123,7 +133,7 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 	}
 	s := &Store{dir: be.Cache().Dir(), index: ix, lockTimeout: c.lockWait, now: c.now, inject: c.inject,
 		readOnly: c.readOnly,
-		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock}}
+		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock, durability: durability}}
 	return s, nil
 }
 

@@ -274,3 +274,28 @@ func TestRemoteDedupHitRefreshesLastReferenced(t *testing.T) {
 		t.Errorf("GC past the grace period = %+v, %v; want it removed", res, err)
 	}
 }
+
+// Open takes an s3:// location as OpenAt does, rather than making a
+// directory of that name; the durability a store on S3 is opened with is
+// how its index commits (a put is durable when it returns whatever it is).
+func TestRemoteOpenAndDurability(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	mustOpenRemote(t, e).Close()
+	wd, _ := os.Getwd()
+	s, err := Open(ctx, e.url, e.options(t.TempDir(), WithDurability(cas.SyncNone))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Remote() || s.Durability() != "none" {
+		t.Errorf("Open(s3://…) = remote %v, durability %q; want remote, none", s.Remote(), s.Durability())
+	}
+	if _, err := os.Stat(filepath.Join(wd, "s3:")); !os.IsNotExist(err) {
+		t.Errorf("Open made a directory named s3: (%v)", err)
+	}
+	st := mustWrite(t, s, item("r", 1, "durable once put"))
+	if _, err := s.Backend().Stat(ctx, cas.Blob{Digest: st[0].Digest, Ext: ".txt"}); err != nil {
+		t.Errorf("the object after the write: %v", err)
+	}
+}
