@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/hook/storetest"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
 	"github.com/toolcas/toolcas/internal/versitygw"
@@ -298,4 +299,22 @@ func TestRemoteOpenAndDurability(t *testing.T) {
 	if _, err := s.Backend().Stat(ctx, cas.Blob{Digest: st[0].Digest, Ext: ".txt"}); err != nil {
 		t.Errorf("the object after the write: %v", err)
 	}
+}
+
+// The hook's store conformance suite on a store on S3 and PostgreSQL: a
+// new bucket and database for each subtest, on one server.
+func TestRemoteConformance(t *testing.T) {
+	e := startRemote(t)
+	storetest.Run(t, func(t *testing.T) hook.Store {
+		f := e
+		f.db = pgtest.Database(t)
+		f.url = strings.Replace(e.url, "s3://"+bucketOf(e.url), fmt.Sprintf("s3://conf-%d-%d", os.Getpid()%100000, remoteSeq.Add(1)), 1)
+		return mustOpenRemote(t, f)
+	}, storetest.Options{})
+}
+
+// bucketOf returns the bucket of a store URL.
+func bucketOf(url string) string {
+	loc, _ := s3blob.ParseURL(url)
+	return loc.Bucket
 }
