@@ -293,10 +293,12 @@ func (s *Store) Close() error {
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
 
-// Dir returns the store root's absolute path.
+// Dir returns the store root's absolute path; for a store on S3, the
+// absolute path of its local cache, under which its pointers' paths are.
 func (s *Store) Dir() string { return s.dir }
 
-// Blobs returns the blob store.
+// Blobs returns the blob store in the local directory, nil for a store on
+// S3 (Backend returns either).
 func (s *Store) Blobs() *cas.Store { return s.blobs }
 
 // Index returns the index.
