@@ -129,12 +129,23 @@ func (x *Index) advisoryLock(ctx context.Context, q string, wait time.Duration) 
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
 	}
+	busy := func() error {
+		return fmt.Errorf("%w: waited %v on %s", ErrSweepBusy, wait, x.path)
+	}
 	for lost := 0; ; {
 		conn, err := x.db.Conn(ctx)
 		if err != nil {
 			return nil, x.connError(err)
 		}
-		_, err = conn.ExecContext(ctx, q, x.lockKey(sweepLockKey))
+		// The wait is bounded by the deadline as well as by the server's
+		// lock_timeout, whichever comes first.
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if !deadline.IsZero() {
+			actx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		_, err = conn.ExecContext(actx, q, x.lockKey(sweepLockKey))
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err == nil {
 			return conn, nil
 		}
@@ -142,13 +153,15 @@ func (x *Index) advisoryLock(ctx context.Context, q string, wait time.Duration) 
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case timedOut:
+			return nil, busy()
 		case connLost(err) && lost < 10:
 			lost++
 			continue
 		case !isBusy(err):
 			return nil, x.connError(err)
 		case !deadline.IsZero() && time.Now().After(deadline):
-			return nil, fmt.Errorf("%w: waited %v for gc to finish a batch on %s", ErrSweepBusy, wait, x.path)
+			return nil, busy()
 		}
 	}
 }

@@ -315,10 +315,33 @@ func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 			}
 		}
 		parts += n
+		if s.Remote() {
+			// The rows about to be pruned lived through gc runs: each one's
+			// object must still be in the object store, whatever the
+			// cache holds.
+			if err := checkStored(ctx, s, fmt.Sprintf("r%d-%d", seed, (iter+2)%4)); err != nil {
+				return err
+			}
+		}
 		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("r%d-%d", seed, (iter+2)%4)}); err != nil {
 			return fmt.Errorf("prune: %w", err)
 		}
 	}
 	fmt.Println("PARTS", parts)
+	return nil
+}
+
+// checkStored checks that the object store holds the blob of every row of
+// a run.
+func checkStored(ctx context.Context, s *Store, run string) error {
+	ps, err := s.List(ctx, index.ListOptions{Run: run, AllVersions: true})
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if _, err := s.Backend().Stat(ctx, p.Blob); err != nil {
+			return fmt.Errorf("row %s@%d, committed and not pruned: its object: %w", p.Key, p.Version, err)
+		}
+	}
 	return nil
 }

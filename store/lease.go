@@ -29,8 +29,8 @@ package store
 // after the batch released the lock, its put finds the object gone and
 // uploads it again (s3blob.Backend.Put asks the store, never the cache).
 // A writer whose lease's session ends early (the database restarted) finds
-// so after its commit (BlobLease.Held) and puts its blobs again under a
-// new lease before it returns.
+// so when it releases the lease after its commit (the unlock fails) and
+// puts its blobs again under a new lease before it returns.
 
 import (
 	"context"
@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -49,31 +50,34 @@ import (
 const remoteSweepChunk = 50
 
 // takeLease takes a blob lease for one write, waiting at most the store's
-// lock timeout for gc's batch to end.
-func (s *Store) takeLease(ctx context.Context) (*index.BlobLease, func(), error) {
+// lock timeout for gc's batch to end. The function it returns releases the
+// lease, once however often it is called, and says whether the lease still
+// held until then: a shared advisory lock is released only by its unlock or
+// by the end of its session, so an unlock that succeeds shows the lease
+// held throughout, and one that fails (the session is gone) that it may
+// not have.
+func (s *Store) takeLease(ctx context.Context) (func() error, error) {
 	select {
 	case s.remote.leases <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("store: %w", ctx.Err())
+		return nil, fmt.Errorf("store: %w", ctx.Err())
 	}
 	if s.remote.noLease {
-		return &index.BlobLease{}, func() { <-s.remote.leases }, nil
+		var once sync.Once
+		return func() error { once.Do(func() { <-s.remote.leases }); return nil }, nil
 	}
 	l, err := s.index.AcquireBlobLease(ctx, s.lockTimeout)
 	if err != nil {
 		<-s.remote.leases
 		if errors.Is(err, index.ErrSweepBusy) {
-			return nil, nil, fmt.Errorf("store: %w: %w", ErrLocked, err)
+			return nil, fmt.Errorf("store: %w: %w", ErrLocked, err)
 		}
-		return nil, nil, fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	done := false
-	return l, func() {
-		if !done {
-			done = true
-			l.Release()
-			<-s.remote.leases
-		}
+	var once sync.Once
+	return func() error {
+		once.Do(func() { <-s.remote.leases })
+		return l.Release()
 	}, nil
 }
 
@@ -85,11 +89,11 @@ func (s *Store) underLease(ctx context.Context, put func(context.Context) error,
 	if err := s.writable("write"); err != nil {
 		return nil, err
 	}
-	lease, release, err := s.takeLease(ctx)
+	release, err := s.takeLease(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { release() }()
+	defer release()
 	if err := put(ctx); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -103,16 +107,16 @@ func (s *Store) underLease(ctx context.Context, put func(context.Context) error,
 	s.fault("write:committed")
 	lost := s.fault("lease:held")
 	if lost == nil {
-		lost = lease.Held(ctx)
+		lost = release()
 	}
 	if lost == nil {
 		return recs, nil
 	}
-	// The lease ended before the commit was known: gc may have removed
-	// an object that the put found, before the row named it. Put again.
+	// The lease may have ended before the commit: gc may have removed an
+	// object that the put found, before the row named it. Put again.
 	release()
 	wctx := context.WithoutCancel(ctx)
-	_, release2, err := s.takeLease(wctx)
+	release2, err := s.takeLease(wctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and a new one failed (run casctl verify): %w", lost, err)
 	}

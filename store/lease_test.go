@@ -318,34 +318,67 @@ func TestRemoteWritersAgainstGC(t *testing.T) {
 			d = 2 * time.Second
 		}
 	}
+	parts, gcRuns, rows, failure := remoteWritersAgainstGC(t, d, false)
+	if failure != "" {
+		t.Fatal(failure)
+	}
+	if parts == 0 || gcRuns == 0 {
+		t.Fatalf("%d parts written, %d gc runs: the race did not happen", parts, gcRuns)
+	}
+	t.Logf("3 machines wrote and read back %d parts against %d gc runs in %v; %d rows read back from S3 after", parts, gcRuns, d, rows)
+}
+
+// TestRemoteWritersAgainstGCWithoutLeases runs the same race with the
+// blob leases and the sweep lock turned off, and shows that they are what
+// makes it safe. It is skipped unless TOOLCAS_SHOW_RACE=1, since it shows
+// a failure on purpose.
+func TestRemoteWritersAgainstGCWithoutLeases(t *testing.T) {
+	if os.Getenv("TOOLCAS_SHOW_RACE") == "" {
+		t.Skip("set TOOLCAS_SHOW_RACE=1 to see the race the leases prevent")
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		parts, gcRuns, _, failure := remoteWritersAgainstGC(t, 4*time.Second, true)
+		if failure != "" {
+			t.Logf("without leases, attempt %d (%d parts, %d gc runs) failed as expected: %s", attempt, parts, gcRuns, failure)
+			return
+		}
+	}
+	t.Error("without leases the race never showed in 5 attempts")
+}
+
+// remoteWritersAgainstGC runs three racer processes and a gc process on a
+// new store on S3 for d, then reads every row back from the object store
+// on a fresh machine; it returns what the first failure said, if any.
+func remoteWritersAgainstGC(t *testing.T, d time.Duration, noLease bool) (parts, gcRuns, rows int, failure string) {
 	ctx := context.Background()
 	e := startRemote(t)
 	s := mustOpenRemote(t, e)
 	s.Close()
 	remoteChildren(t, e)
+	lock := "lock"
+	if noLease {
+		lock = "nolock"
+	}
 	ms := fmt.Sprint(d.Milliseconds())
 	var cmds []*childRun
 	for i := range 3 {
-		cmds = append(cmds, runChildOut(t, "racer", e.url, fmt.Sprint(i+1), ms, "lock"))
+		cmds = append(cmds, runChildOut(t, "racer", e.url, fmt.Sprint(i+1), ms, lock))
 	}
-	gcCmd := runChildOut(t, "gc", e.url, "lock", ms)
-	parts := 0
+	gcCmd := runChildOut(t, "gc", e.url, lock, ms)
+	var failures []string
 	for _, c := range cmds {
 		out, err := c.wait()
 		if err != nil {
-			t.Errorf("writer: %v\n%s", err, out)
+			failures = append(failures, fmt.Sprintf("writer: %v\n%s", err, out))
 			continue
 		}
 		parts += countAfter(out, "PARTS ")
 	}
 	out, err := gcCmd.wait()
 	if err != nil {
-		t.Fatalf("gc: %v\n%s", err, out)
+		failures = append(failures, fmt.Sprintf("gc: %v\n%s", err, out))
 	}
-	gcRuns := countAfter(out, "GC_RUNS ")
-	if parts == 0 || gcRuns == 0 {
-		t.Fatalf("%d parts written, %d gc runs: the race did not happen", parts, gcRuns)
-	}
+	gcRuns = countAfter(out, "GC_RUNS ")
 	s, err = OpenAt(ctx, e.url, e.options(t.TempDir())...)
 	if err != nil {
 		t.Fatal(err)
@@ -361,14 +394,17 @@ func TestRemoteWritersAgainstGC(t *testing.T) {
 			err = checkContent(c.Data)
 		}
 		if err != nil {
-			t.Errorf("row %s@%d: %v", p.Key, p.Version, err)
+			failures = append(failures, fmt.Sprintf("row %s@%d: %v", p.Key, p.Version, err))
 		}
 	}
 	res, err := s.Verify(ctx, VerifyOptions{})
 	if err != nil || len(res.Missing) > 0 || len(res.Corrupt) > 0 {
-		t.Errorf("Verify = missing %v, corrupt %v, %v", res.Missing, res.Corrupt, err)
+		failures = append(failures, fmt.Sprintf("Verify = missing %v, corrupt %v, %v", res.Missing, res.Corrupt, err))
 	}
-	t.Logf("3 machines wrote and read back %d parts against %d gc runs in %v; %d rows read back from S3 after", parts, gcRuns, d, len(all))
+	if len(failures) > 0 {
+		failure = strings.Join(failures, "\n")
+	}
+	return parts, gcRuns, len(all), failure
 }
 
 // childRun is a child process whose output is kept.

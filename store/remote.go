@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -43,6 +44,27 @@ type remoteStore struct {
 	// noLease turns the blob leases and the sweep lock off, for tests to
 	// show what they prevent.
 	noLease bool
+	// durability is Durability's answer.
+	durability string
+}
+
+// remotePuts is how many blobs of one write go up at once.
+const remotePuts = 4
+
+// firstCause returns the first error of errs that is not the cancellation
+// the first failure caused in the others, or nil.
+func firstCause(errs []error) error {
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case !errors.Is(err, context.Canceled):
+			return err
+		case first == nil:
+			first = err
+		}
+	}
+	return first
 }
 
 // maxLeases is how many writes of one Store hold a blob lease at once; the
@@ -94,7 +116,15 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 		be.Close()
 		return nil, err
 	}
-	ixOpts := []index.Option{index.WithDurability(cas.SyncFull), index.WithClock(c.now)}
+	// A put returns once its object is stored, whatever the durability:
+	// durability says how the index commits (without waiting for the
+	// database's log to be flushed, for none and the recent keys mode).
+	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
+	durability := c.durability.String()
+	if c.recentKeysMayBeLost && c.durability == cas.SyncFull {
+		ixOpts = append(ixOpts, index.RecentMayBeLostOnPowerCut())
+		durability = DurabilityRecentKeysMayBeLost
+	}
 	if c.readOnly {
 		ixOpts = append(ixOpts, index.ReadOnly())
 	}
@@ -123,7 +153,7 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 	}
 	s := &Store{dir: be.Cache().Dir(), index: ix, lockTimeout: c.lockWait, now: c.now, inject: c.inject,
 		readOnly: c.readOnly,
-		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock}}
+		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock, durability: durability}}
 	return s, nil
 }
 
@@ -248,17 +278,30 @@ func (s *Store) writeRemote(ctx context.Context, items []hook.Item) ([]hook.Stor
 	}
 	puts := make([]cas.PutResult, len(items))
 	putAll := func(ctx context.Context) error {
+		// The parts of a step go up a few at a time: each put is a round
+		// trip or two to the object store.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errs := make([]error, len(items))
+		sem := make(chan struct{}, remotePuts)
+		var wg sync.WaitGroup
 		for i, it := range items {
-			if err := s.fault("remote:put"); err != nil {
-				return err
-			}
-			r, err := s.remote.be.Put(ctx, bytes.NewReader(datas[i]), it.Key.Ext)
-			if err != nil {
-				return err
-			}
-			puts[i] = r
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				err := s.fault("remote:put")
+				if err == nil {
+					puts[i], err = s.remote.be.Put(ctx, bytes.NewReader(datas[i]), it.Key.Ext)
+				}
+				if err != nil {
+					errs[i] = err
+					cancel()
+				}
+			}()
 		}
-		return nil
+		wg.Wait()
+		return firstCause(errs)
 	}
 	recs, err := s.underLease(ctx, putAll, func() ([]index.Recorded, error) {
 		for i := range nps {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/hook/storetest"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
 	"github.com/toolcas/toolcas/internal/versitygw"
@@ -273,4 +274,47 @@ func TestRemoteDedupHitRefreshesLastReferenced(t *testing.T) {
 	if res, err := s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || res.RemovedBlobs != 1 {
 		t.Errorf("GC past the grace period = %+v, %v; want it removed", res, err)
 	}
+}
+
+// Open takes an s3:// location as OpenAt does, rather than making a
+// directory of that name; the durability a store on S3 is opened with is
+// how its index commits (a put is durable when it returns whatever it is).
+func TestRemoteOpenAndDurability(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	mustOpenRemote(t, e).Close()
+	wd, _ := os.Getwd()
+	s, err := Open(ctx, e.url, e.options(t.TempDir(), WithDurability(cas.SyncNone))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Remote() || s.Durability() != "none" {
+		t.Errorf("Open(s3://…) = remote %v, durability %q; want remote, none", s.Remote(), s.Durability())
+	}
+	if _, err := os.Stat(filepath.Join(wd, "s3:")); !os.IsNotExist(err) {
+		t.Errorf("Open made a directory named s3: (%v)", err)
+	}
+	st := mustWrite(t, s, item("r", 1, "durable once put"))
+	if _, err := s.Backend().Stat(ctx, cas.Blob{Digest: st[0].Digest, Ext: ".txt"}); err != nil {
+		t.Errorf("the object after the write: %v", err)
+	}
+}
+
+// The hook's store conformance suite on a store on S3 and PostgreSQL: a
+// new bucket and database for each subtest, on one server.
+func TestRemoteConformance(t *testing.T) {
+	e := startRemote(t)
+	storetest.Run(t, func(t *testing.T) hook.Store {
+		f := e
+		f.db = pgtest.Database(t)
+		f.url = strings.Replace(e.url, "s3://"+bucketOf(e.url), fmt.Sprintf("s3://conf-%d-%d", os.Getpid()%100000, remoteSeq.Add(1)), 1)
+		return mustOpenRemote(t, f)
+	}, storetest.Options{})
+}
+
+// bucketOf returns the bucket of a store URL.
+func bucketOf(url string) string {
+	loc, _ := s3blob.ParseURL(url)
+	return loc.Bucket
 }

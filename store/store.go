@@ -199,8 +199,11 @@ func ReadOnly() Option {
 // with ReadOnly.
 var ErrReadOnly = errors.New("store opened read-only")
 
-// Open opens the store at dir.
+// Open opens the store at dir; an s3:// location opens as OpenAt does.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
+	if IsRemoteLocation(dir) {
+		return openRemote(ctx, dir, opts)
+	}
 	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: DefaultReserve}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
@@ -270,7 +273,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 // DurabilityRecentKeysMayBeLost.
 func (s *Store) Durability() string {
 	if s.remote != nil {
-		return cas.SyncFull.String() // an object's put returns once it is stored
+		return s.remote.durability
 	}
 	if s.recentKeysMayBeLost {
 		return DurabilityRecentKeysMayBeLost
@@ -290,10 +293,12 @@ func (s *Store) Close() error {
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
 
-// Dir returns the store root's absolute path.
+// Dir returns the store root's absolute path; for a store on S3, the
+// absolute path of its local cache, under which its pointers' paths are.
 func (s *Store) Dir() string { return s.dir }
 
-// Blobs returns the blob store.
+// Blobs returns the blob store in the local directory, nil for a store on
+// S3 (Backend returns either).
 func (s *Store) Blobs() *cas.Store { return s.blobs }
 
 // Index returns the index.
