@@ -113,7 +113,10 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		return res, fmt.Errorf("store: copy %s to %s: %w", src.Location(), dst.Location(), ErrCopySameStore)
 	}
 	batch := o.Batch
-	if batch <= 0 {
+	switch {
+	case batch < 0:
+		return res, fmt.Errorf("store: copy: negative batch size %d", batch)
+	case batch == 0:
 		batch = DefaultCopyBatch
 	}
 	progress := func(stage CopyStage, done int64) {

@@ -254,6 +254,20 @@ func TestCopyRefusesSameStore(t *testing.T) {
 	}
 }
 
+// A batch size that makes no sense is an error, and nothing is copied.
+func TestCopyRefusesNegativeBatch(t *testing.T) {
+	ctx := context.Background()
+	src, dst := newStore(t, false), newStore(t, false)
+	mustWrite(t, src, item("r", 1, "one"))
+	_, err := Copy(ctx, dst, src, CopyOptions{Batch: -1})
+	if err == nil || !strings.Contains(err.Error(), "negative batch size -1") {
+		t.Errorf("Copy with Batch -1 = %v, want an error naming the batch size", err)
+	}
+	if n := countParts(t, dst); n != 0 {
+		t.Errorf("the destination holds %d parts after the refused copy, want 0", n)
+	}
+}
+
 // A destination that holds other content under a key and version of the
 // source is refused before anything is written, naming the key.
 func TestCopyConflict(t *testing.T) {

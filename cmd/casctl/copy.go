@@ -26,7 +26,8 @@ func newCopyCommand(g *globals) *cobra.Command {
 		Long: `copy copies every part of the store SRC (every version of every key of
 every run, with its key, version, time and type) and every blob they use
 into the store DST, then checks that every part of SRC resolves in DST,
-the same, and that every blob reads back whole from DST. SRC is only read.
+the same, and that every blob reads back whole from DST. SRC is only read
+(its index is first migrated when an older casctl made it).
 SRC and DST are each a directory or a store on S3, s3://BUCKET/PREFIX
 (--cache is then its local cache, as for other commands).
 
