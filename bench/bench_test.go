@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolcas/toolcas/internal/pgtest"
+	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
 func TestMain(m *testing.M) {
@@ -177,5 +180,56 @@ func TestScaleSection(t *testing.T) {
 		if err := run(context.Background(), append(args, "-out", t.TempDir()), &stdout, &stderr); err == nil {
 			t.Errorf("bench %v = nil, want a usage error", args)
 		}
+	}
+}
+
+// TestRemoteSection runs the remote section at its smallest: every store
+// replayed the same parts and verify found them whole, the copies moved
+// every part and then nothing; -remote -quick is refused.
+func TestRemoteSection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and versitygw; skipped with -short")
+	}
+	if _, err := pgtest.FindBin(); err != nil && os.Getenv(pgtest.RequireEnv) != "1" {
+		t.Skipf("PostgreSQL: %v", err)
+	}
+	if _, err := versitygw.Binary(); err != nil && !versitygw.Required() {
+		t.Skipf("versitygw: %v", err)
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-remote", "-runs", "1", "-steps", "12", "-rounds", "1", "-out", out, "-dir", t.TempDir()}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep remoteReport
+	b, err := os.ReadFile(filepath.Join(out, "remote.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Median) != 3 {
+		t.Fatalf("%d stores replayed, want 3", len(rep.Median))
+	}
+	for _, r := range rep.Median {
+		if r.Parts == 0 || r.Parts != rep.Median[0].Parts || !r.VerifyOK || r.PerSecond <= 0 || r.P99 <= 0 {
+			t.Errorf("%s: %d parts (want %d), verify %v, %.0f results/s, p99 %.2f ms", r.Store, r.Parts, rep.Median[0].Parts, r.VerifyOK, r.PerSecond, r.P99)
+		}
+	}
+	if len(rep.Copies) != 2 {
+		t.Fatalf("%d copies, want 2", len(rep.Copies))
+	}
+	for _, c := range rep.Copies {
+		if c.Parts != int64(rep.Median[0].Parts) || c.AgainParts != 0 || c.Seconds <= 0 {
+			t.Errorf("copy %s: %+v, want %d parts copied, then none", c.What, c, rep.Median[0].Parts)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "REMOTE.md"))
+	if err != nil || !strings.Contains(string(md), "| cas-s3-postgres |") || !strings.Contains(string(md), "Load average") {
+		t.Errorf("REMOTE.md lacks the table: %v\n%s", err, md)
+	}
+	if err := run(context.Background(), []string{"-remote", "-quick", "-out", t.TempDir()}, &stdout, &stderr); err == nil {
+		t.Error("bench -remote -quick = nil, want a usage error")
 	}
 }

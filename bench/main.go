@@ -8,6 +8,7 @@
 //	    -synthetic=false -out bench/results/real-trace   # a real trace
 //	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
 //	go run ./bench -scale -dir /dev/shm  # maintenance at 10k to 1M parts, bench/results/SCALE.md
+//	go run ./bench -remote    # local vs PostgreSQL and S3 on loopback, bench/results/REMOTE.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
 	scale := fs.Bool("scale", false, "measure maintenance at 10,000 to 1,000,000 parts instead (bench/results/SCALE.md); not part of -quick")
 	scaleSizes := fs.String("scale-sizes", "10000,100000,1000000", "with -scale: the store sizes, in parts, comma-separated")
+	remote := fs.Bool("remote", false, "replay the trace into a local store and into stores on PostgreSQL and S3 (servers started on loopback) instead (bench/results/REMOTE.md); not part of -quick")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -191,6 +193,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.threshold < 0 || o.rounds < 1 {
 		return usageError{fmt.Errorf("-threshold %d -rounds %d: the threshold must not be negative, the rounds positive", o.threshold, o.rounds)}
+	}
+	if *remote {
+		if o.quick {
+			return usageError{errors.New("-remote and -quick: the remote section is never quick")}
+		}
+		return runRemote(ctx, o, stdout, stderr)
 	}
 	if !o.synthetic && o.trace == "" {
 		return usageError{errors.New("-synthetic=false measures nothing without -trace")}
@@ -399,6 +407,11 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		var c scaleConfig
 		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
 			res, err = scaleChild(ctx, c)
+		}
+	case "remotecopy":
+		var c copyConfig
+		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
+			res, err = remoteCopy(ctx, c)
 		}
 	case "stream":
 		var c streamConfig

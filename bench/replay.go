@@ -60,6 +60,9 @@ type replayConfig struct {
 	// agent taking the next whole run when it finishes one, as agents
 	// running side by side in one process write.
 	Agents int `json:"agents,omitempty"`
+	// Remote says where the stores of the remote section keep their index
+	// and blobs (remote.go).
+	Remote *remoteEnd `json:"remote,omitempty"`
 }
 
 // curvePoint is the state after a step.
@@ -201,7 +204,7 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 		}
 		tr = st
 	}
-	s, closeStore, err := openStore(ctx, c.Store, c.Dir)
+	s, closeStore, err := openReplayStore(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -303,7 +306,11 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 			return res, err
 		}
 	}
-	if isCAS {
+	if isCAS && cs.Remote() {
+		if err := remoteFinish(ctx, cs, &res); err != nil {
+			return res, err
+		}
+	} else if isCAS {
 		if err := casFinish(ctx, cs, &res); err != nil {
 			return res, err
 		}

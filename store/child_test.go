@@ -29,6 +29,10 @@ const childEnv = "TOOLCAS_CHILD"
 // opens the store with; unset, the default.
 const childDurabilityEnv = "TOOLCAS_CHILD_DURABILITY"
 
+// childCacheEnv names the directory under which a child working on a
+// store on S3 makes its own cache directory.
+const childCacheEnv = "TOOLCAS_CHILD_CACHE"
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		flag.Parse()
@@ -107,6 +111,14 @@ func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
 	}
 	if nolock {
 		opts = append(opts, withoutGCLock())
+	}
+	if IsRemoteLocation(dir) {
+		// A store on S3: each child is a machine with a cache of its own.
+		cache, err := os.MkdirTemp(os.Getenv(childCacheEnv), "machine-")
+		if err != nil {
+			return nil, err
+		}
+		return OpenAt(ctx, dir, append(opts, WithCacheDir(cache))...)
 	}
 	return Open(ctx, dir, opts...)
 }
@@ -303,10 +315,33 @@ func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 			}
 		}
 		parts += n
+		if s.Remote() {
+			// The rows about to be pruned lived through gc runs: each one's
+			// object must still be in the object store, whatever the
+			// cache holds.
+			if err := checkStored(ctx, s, fmt.Sprintf("r%d-%d", seed, (iter+2)%4)); err != nil {
+				return err
+			}
+		}
 		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("r%d-%d", seed, (iter+2)%4)}); err != nil {
 			return fmt.Errorf("prune: %w", err)
 		}
 	}
 	fmt.Println("PARTS", parts)
+	return nil
+}
+
+// checkStored checks that the object store holds the blob of every row of
+// a run.
+func checkStored(ctx context.Context, s *Store, run string) error {
+	ps, err := s.List(ctx, index.ListOptions{Run: run, AllVersions: true})
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if _, err := s.Backend().Stat(ctx, p.Blob); err != nil {
+			return fmt.Errorf("row %s@%d, committed and not pruned: its object: %w", p.Key, p.Version, err)
+		}
+	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 const TypeStore = "toolcas.store.Store"
 
 type params struct {
+	// Dir is the store's directory, or its s3:// URL (see OpenAt).
 	Dir        string `json:"dir"`
 	Durability string `json:"durability,omitempty"`
 	// ReadOnly opens an existing store read-only (ReadOnly), for a read-back
@@ -43,12 +44,12 @@ func loadStore(raw json.RawMessage) (hook.Store, error) {
 		}
 	}
 	if p.ReadOnly {
-		return Open(context.Background(), p.Dir, append(opts, ReadOnly())...)
+		return OpenAt(context.Background(), p.Dir, append(opts, ReadOnly())...)
 	}
-	return Open(context.Background(), p.Dir, append(opts, WithCreate())...)
+	return OpenAt(context.Background(), p.Dir, append(opts, WithCreate())...)
 }
 
 // StoreConfig returns the store's configuration, for saving a hook.
 func (s *Store) StoreConfig() (string, any) {
-	return TypeStore, params{Dir: s.dir, Durability: s.Durability(), ReadOnly: s.readOnly}
+	return TypeStore, params{Dir: s.Location(), Durability: s.Durability(), ReadOnly: s.readOnly}
 }

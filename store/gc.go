@@ -71,6 +71,9 @@ type GCResult struct {
 // deletes anything. It refuses to run while rows point at missing blobs.
 // Rows are deleted and committed before their files are unlinked.
 func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
+	if s.remote != nil {
+		return s.gcRemote(ctx, o)
+	}
 	if err := s.writable("gc"); err != nil {
 		return GCResult{}, err
 	}

@@ -69,6 +69,9 @@ type PackResult struct {
 // digest, whatever path an old pointer names. Writers go on meanwhile; gc
 // waits, as for any writer.
 func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
+	if s.remote != nil {
+		return PackResult{}, s.localOnly("pack")
+	}
 	if o.OlderThan < 0 {
 		return PackResult{}, fmt.Errorf("store: pack: negative age %v", o.OlderThan)
 	}

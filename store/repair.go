@@ -74,6 +74,9 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 	if err := s.writable("repair"); err != nil {
 		return res, err
 	}
+	if s.remote != nil {
+		return res, s.localOnly("repair")
+	}
 	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
 	if err != nil {
 		return res, err

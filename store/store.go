@@ -77,6 +77,10 @@ type Store struct {
 	// sequential turns off the one barrier for blob and row, for tests
 	// and benchmarks to compare.
 	sequential bool
+
+	// remote is set, and blobs nil, on a store in an object store (see
+	// OpenAt and remote.go).
+	remote *remoteStore
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -99,6 +103,8 @@ type config struct {
 	recentKeysMayBeLost bool
 	// indexURL is WithIndexURL's URL, "" for the default.
 	indexURL string
+	// remote is what WithCacheDir and WithS3Options say, for OpenAt.
+	remote remoteConfig
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -195,8 +201,11 @@ func ReadOnly() Option {
 // with ReadOnly.
 var ErrReadOnly = errors.New("store opened read-only")
 
-// Open opens the store at dir.
+// Open opens the store at dir; an s3:// location opens as OpenAt does.
 func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
+	if IsRemoteLocation(dir) {
+		return openRemote(ctx, dir, opts)
+	}
 	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: DefaultReserve}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
@@ -265,6 +274,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 // Durability returns the name of the store's durability: "full", "none" or
 // DurabilityRecentKeysMayBeLost.
 func (s *Store) Durability() string {
+	if s.remote != nil {
+		return s.remote.durability
+	}
 	if s.recentKeysMayBeLost {
 		return DurabilityRecentKeysMayBeLost
 	}
@@ -276,22 +288,27 @@ func Exists(dir string) bool { return cas.Exists(dir) }
 
 // Close closes the index and the blob store.
 func (s *Store) Close() error {
+	if s.remote != nil {
+		return s.closeRemote()
+	}
 	s.closeMarker()
 	s.writers.close()
 	return errors.Join(s.index.Close(), s.blobs.Close())
 }
 
-// Dir returns the store root's absolute path.
+// Dir returns the store root's absolute path; for a store on S3, the
+// absolute path of its local cache, under which its pointers' paths are.
 func (s *Store) Dir() string { return s.dir }
 
-// Blobs returns the blob store.
+// Blobs returns the blob store in the local directory, nil for a store on
+// S3 (Backend returns either).
 func (s *Store) Blobs() *cas.Store { return s.blobs }
 
 // Index returns the index.
 func (s *Store) Index() *index.Index { return s.index }
 
 // Path returns the absolute path of a blob's file.
-func (s *Store) Path(b cas.Blob) string { return s.blobs.Path(b) }
+func (s *Store) Path(b cas.Blob) string { return s.Backend().Path(b) }
 
 // Name is the store's name in the hook's warnings.
 func (s *Store) Name() string { return "CASStore" }
@@ -329,6 +346,9 @@ func newPart(k hook.Key, p hook.Part, data []byte) index.NewPart {
 func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
 	if err := s.writable("write"); err != nil {
 		return nil, err
+	}
+	if s.remote != nil {
+		return s.writeRemote(ctx, items)
 	}
 	nps := make([]index.NewPart, len(items))
 	casItems := make([]cas.Item, len(items))
@@ -471,6 +491,9 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err := s.writable("put"); err != nil {
 		return PutResult{}, err
 	}
+	if s.remote != nil {
+		return s.putRemote(ctx, sp, r)
+	}
 	if sp.MIME == "" {
 		br := bufio.NewReaderSize(r, sniffLen)
 		head, _ := br.Peek(sniffLen) // a short read sniffs what there is; Put sees any error again
@@ -600,6 +623,9 @@ func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (ind
 // Read returns the part a reference names, its bytes checked against its
 // digest. It implements hook.Store.
 func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error) {
+	if s.remote != nil {
+		return s.readRemote(ctx, run, ref)
+	}
 	p, err := s.Resolve(ctx, run, ref)
 	if err != nil {
 		return nil, err
@@ -618,6 +644,9 @@ func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error
 // corrupt blob is an error and nothing is written. Large blobs are read
 // twice (check, then copy) rather than held in memory.
 func (s *Store) Copy(ctx context.Context, w io.Writer, p index.Part) (int64, error) {
+	if s.remote != nil {
+		return s.copyRemote(ctx, w, p)
+	}
 	if err := s.blobs.Verify(ctx, p.Blob); err != nil {
 		return 0, fmt.Errorf("store: %s: %w", p.Key, err)
 	}
@@ -647,6 +676,9 @@ func (s *Store) Stats(ctx context.Context, run string) (index.Stats, error) {
 func (s *Store) Prune(ctx context.Context, o index.PruneOptions) (index.PruneResult, error) {
 	if err := s.writable("prune"); err != nil {
 		return index.PruneResult{}, err
+	}
+	if s.remote != nil {
+		return s.index.Prune(ctx, o)
 	}
 	// Deleting rows takes room in the index's log: the reserve gives it.
 	s.release()
@@ -691,7 +723,7 @@ func (s *Store) ShowPart(ctx context.Context, p index.Part) (Detail, error) {
 // as fast as any.
 func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Detail, error) {
 	var err error
-	d := Detail{Part: p, Path: s.blobs.Path(p.Blob)}
+	d := Detail{Part: p, Path: s.Path(p.Blob)}
 	if d.Blob, err = s.index.Blob(ctx, p.Blob); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
@@ -712,7 +744,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p index.Part, most int) (Deta
 	if d.Versions, err = s.index.Versions(ctx, p.Key); err != nil {
 		return Detail{}, fmt.Errorf("store: %w", err)
 	}
-	d.OnDisk, d.OnDiskErr = s.blobs.Stat(ctx, p.Blob)
+	d.OnDisk, d.OnDiskErr = s.Backend().Stat(ctx, p.Blob)
 	return d, nil
 }
 
@@ -777,6 +809,9 @@ func (s *Store) fault(point string) error {
 // reader of them that checks them against their digest at the end. It
 // implements hook.StreamStore.
 func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, io.ReadCloser, error) {
+	if s.remote != nil {
+		return s.openReadRemote(ctx, run, ref)
+	}
 	p, err := s.Resolve(ctx, run, ref)
 	if err != nil {
 		return nil, nil, err

@@ -78,6 +78,9 @@ type VerifyResult struct {
 // orphans, stray temp files, and the index's own integrity. Blobs found
 // whole are marked verified in the index, unless the store is read-only.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
+	if s.remote != nil {
+		return s.verifyRemote(ctx, o)
+	}
 	return s.verify(ctx, o, false)
 }
 
@@ -339,6 +342,9 @@ func (v *verifier) hash(ctx context.Context, e cas.Entry) error {
 	if e.Kind != cas.EntryBlob {
 		return nil
 	}
+	if v.s.remote != nil {
+		return v.s.verifyObject(ctx, e.Blob)
+	}
 	return v.s.blobs.Verify(ctx, e.Blob)
 }
 
@@ -490,5 +496,8 @@ func (s *Store) keys(ctx context.Context, b cas.Blob) []string {
 }
 
 func (s *Store) abs(rel string) string {
+	if s.remote != nil {
+		return s.objectName(rel)
+	}
 	return filepath.Join(s.dir, filepath.FromSlash(rel))
 }

@@ -17,7 +17,7 @@ const completionLimit = 200
 // withStore runs f on the store for a completion, if there is one; a
 // completion never creates a store and never prints an error.
 func withStore(cmd *cobra.Command, g *globals, f func(ctx context.Context, s *store.Store) []string) ([]string, cobra.ShellCompDirective) {
-	if !store.Exists(g.storeDir()) {
+	if !store.IsRemoteLocation(g.storeDir()) && !store.Exists(g.storeDir()) {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	ctx := cmd.Context()
@@ -87,7 +87,7 @@ func checkNames(ctx context.Context, s *store.Store, run, tool string) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("no run %q in %s%s", run, s.Dir(), known(ctx, (*index.Index).Runs, s, "runs"))
+			return fmt.Errorf("no run %q in %s%s", run, s.Location(), known(ctx, (*index.Index).Runs, s, "runs"))
 		}
 	}
 	if tool != "" {
@@ -96,7 +96,7 @@ func checkNames(ctx context.Context, s *store.Store, run, tool string) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("no tool %q in %s%s", tool, s.Dir(), known(ctx, (*index.Index).Tools, s, "tools"))
+			return fmt.Errorf("no tool %q in %s%s", tool, s.Location(), known(ctx, (*index.Index).Tools, s, "tools"))
 		}
 	}
 	return nil

@@ -79,13 +79,13 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	}
 	res, err := s.GC(ctx, opts)
 	if errors.Is(err, store.ErrMissingBlobs) {
-		return fail("gc", fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Dir())))
+		return fail("gc", fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Location())))
 	}
 	if err != nil {
 		return fail("gc", err)
 	}
 	var packed store.PackResult
-	if o.packOver > 0 && !o.dryRun {
+	if o.packOver > 0 && !o.dryRun && !s.Remote() { // packs are local-only
 		if packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: store.DefaultPackAge}); err != nil {
 			return fail("gc", err)
 		}

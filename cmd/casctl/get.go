@@ -98,13 +98,13 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	}
 	// Check the whole blob first, then stream its lines: memory stays
 	// bounded whatever the size of the blob or of its lines.
-	if err := s.Blobs().Verify(ctx, p.Blob); err != nil {
+	if err := s.VerifyBlob(ctx, p.Blob); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("get: interrupted while checking %s: %w", p.Key, ctx.Err())
 		}
 		return fail("get", lostBlob(ctx, s, p, err))
 	}
-	r, err := s.Blobs().Open(ctx, p.Blob)
+	r, err := s.OpenBlob(ctx, p.Blob)
 	if err != nil {
 		return fail("get", lostBlob(ctx, s, p, err))
 	}

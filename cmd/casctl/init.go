@@ -29,6 +29,6 @@ func runInit(ctx context.Context, g *globals) error {
 		return fail("init", err)
 	}
 	defer s.Close()
-	fmt.Fprintln(g.stdout, s.Dir())
+	fmt.Fprintln(g.stdout, s.Location())
 	return nil
 }

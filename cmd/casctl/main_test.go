@@ -57,6 +57,7 @@ func TestMain(m *testing.M) {
 func TestScripts(t *testing.T) {
 	pg := &scriptCluster{}
 	t.Cleanup(pg.stop)
+	s3 := &scriptS3{t: t}
 	testscript.Run(t, testscript.Params{
 		Dir:       filepath.Join("testdata", "script"),
 		Condition: scriptCondition,
@@ -79,6 +80,9 @@ func TestScripts(t *testing.T) {
 			"mkpng":     cmdMkPNG,
 			"suggested": cmdSuggested,
 			"pgdb":      pg.cmdPGDB,
+			"s3store":   s3.cmdS3Store,
+			"jsonset":   cmdJSONSet,
+			"s3object":  cmdS3Object,
 		},
 	})
 }
@@ -291,6 +295,9 @@ func cmdSuggested(ts *testscript.TestScript, neg bool, args []string) {
 // $TOOLCAS_REQUIRE_SERVERS is 1, so that a missing server then fails the
 // script rather than skipping it.
 func scriptCondition(cond string) (bool, error) {
+	if cond == "s3" {
+		return s3Available(), nil
+	}
 	if cond != "postgres" {
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}

@@ -19,6 +19,12 @@ import (
 // openPTY opens a real pseudo-terminal and returns its two ends.
 func openPTY(t *testing.T) (master, tty *os.File) {
 	t.Helper()
+	return openPTYTo(t, io.Discard)
+}
+
+// openPTYTo is openPTY, with what reaches the terminal copied to sink.
+func openPTYTo(t *testing.T, sink io.Writer) (master, tty *os.File) {
+	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
@@ -37,7 +43,7 @@ func openPTY(t *testing.T) (master, tty *os.File) {
 	}
 	t.Cleanup(func() { s.Close() })
 	// Whatever reaches the terminal is drained, so no write blocks.
-	go io.Copy(io.Discard, m)
+	go io.Copy(sink, m)
 	return m, s
 }
 

@@ -114,7 +114,7 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 	var s *store.Store
 	if o.init {
 		s, _, err = g.create(ctx, dopts...)
-	} else if !store.Exists(g.storeDir()) {
+	} else if !store.IsRemoteLocation(g.storeDir()) && !store.Exists(g.storeDir()) {
 		err = errNoStore(g.storeDir(), "create one with casctl init (or put --init)")
 	} else {
 		s, err = g.open(ctx, dopts...)

@@ -43,6 +43,8 @@ type globals struct {
 	store string
 	// index is --index: the URL of the store's index in PostgreSQL.
 	index string
+	// cache is --cache: the read-through cache of a store on S3.
+	cache string
 	// readOnly is set while openRead opens the store.
 	readOnly bool
 	stdin    io.Reader
@@ -73,18 +75,39 @@ func (g *globals) indexURL() string {
 }
 
 // storeOptions returns opts with the index option that --index or
-// $CASCTL_INDEX asks for.
+// $CASCTL_INDEX asks for, and on a store on S3 the cache --cache names.
 func (g *globals) storeOptions(opts []store.Option) []store.Option {
 	if u := g.indexURL(); u != "" {
-		return append([]store.Option{store.WithIndexURL(u)}, opts...)
+		opts = append([]store.Option{store.WithIndexURL(u)}, opts...)
+	}
+	if g.cache != "" && store.IsRemoteLocation(g.storeDir()) {
+		opts = append(opts, store.WithCacheDir(g.cache))
 	}
 	return opts
+}
+
+// checkCache refuses --cache on a store in a directory, which has none.
+func (g *globals) checkCache() error {
+	if g.cache != "" && !store.IsRemoteLocation(g.storeDir()) {
+		return usagef("--cache is the local cache of a store on S3 (--store s3://BUCKET/PREFIX); %s is a directory", g.storeDir())
+	}
+	return nil
 }
 
 // open opens an existing store; a directory without one is an error that
 // says how to make one.
 func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store, error) {
 	dir := g.storeDir()
+	if err := g.checkCache(); err != nil {
+		return nil, err
+	}
+	if store.IsRemoteLocation(dir) {
+		s, err := store.OpenAt(ctx, dir, g.storeOptions(opts)...)
+		if err != nil {
+			return nil, cleanErr(err)
+		}
+		return s, nil
+	}
 	if !store.Exists(dir) {
 		return nil, errNoStore(dir, "create one with casctl init, or name one with --store or $CASCTL_STORE")
 	}
@@ -145,6 +168,19 @@ func writeAccess(dir string) error {
 // reports whether it created the store.
 func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Store, bool, error) {
 	dir := g.storeDir()
+	if err := g.checkCache(); err != nil {
+		return nil, false, err
+	}
+	if store.IsRemoteLocation(dir) {
+		// init on S3 makes the bucket and the marker if they are missing,
+		// and migrates the database; on a store that is there it only
+		// opens it.
+		s, err := store.OpenAt(ctx, dir, g.storeOptions(append(opts, store.WithCreate()))...)
+		if err != nil {
+			return nil, false, cleanErr(err)
+		}
+		return s, false, nil
+	}
 	created := false
 	if !store.Exists(dir) {
 		if err := checkEmptyDir(dir); err != nil {
@@ -215,6 +251,11 @@ results of LLM agents' tool calls, with an index of every key: SQLite
 (index.db in the store) or a PostgreSQL database.
 
 The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
+A store shared by many machines keeps its blobs in an S3-compatible
+object store, --store s3://BUCKET/PREFIX[?endpoint=URL&region=R], and its
+index in PostgreSQL; recent blobs stay in a local cache (--cache DIR,
+default under the user's cache directory), whose files pointers name.
+Credentials come the standard AWS way (AWS_ACCESS_KEY_ID, ...).
 Its index is --index postgres://USER@HOST:PORT/DB, else $CASCTL_INDEX,
 else the one the store was created with: casctl init --index URL
 migrates the database and records the URL (never its password, which
@@ -231,11 +272,12 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.SetVersionTemplate("casctl {{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory (default $CASCTL_STORE, else ./tool_results)")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "store directory or s3://BUCKET/PREFIX (default $CASCTL_STORE, else ./tool_results)")
 	root.RegisterFlagCompletionFunc("store", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	})
 	root.PersistentFlags().StringVar(&g.index, "index", "", "index URL, postgres://USER@HOST:PORT/DB (default $CASCTL_INDEX, else the store's own)")
+	root.PersistentFlags().StringVar(&g.cache, "cache", "", "local cache of a store on S3 (default under the user's cache directory)")
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newInitCommand(g),
@@ -249,6 +291,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newPruneCommand(g),
 		newVerifyCommand(g),
 		newRepairCommand(g),
+		newCopyCommand(g),
 		newDemoCommand(g),
 		newMCPCommand(g),
 	)

@@ -179,6 +179,12 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 		fmt.Fprintln(w, "the index database is damaged: restore "+s.Index().Path()+" from a copy; casctl repair cannot mend it")
 		return
 	}
+	if s.Remote() {
+		// repair moves files of a local directory; on S3 there is nothing
+		// it could do yet.
+		fmt.Fprintln(w, "casctl repair works on a store in a local directory only; the objects named above need a look in the object store")
+		return
+	}
 	var todo []string
 	if n := len(res.Missing); n > 0 {
 		todo = append(todo, fmt.Sprintf("drop the rows of %s", count(n, "missing blob")))
@@ -194,7 +200,7 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 
 // repairCommand is the command that repairs the store at hand.
 func repairCommand(s *store.Store) string {
-	return "casctl --store " + shellQuote(s.Dir()) + " repair"
+	return "casctl --store " + shellQuote(s.Location()) + " repair"
 }
 
 // shellQuote quotes a path for a POSIX shell when it needs quoting.

@@ -1,0 +1,369 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+)
+
+var (
+	// ErrCopySameStore is returned by Copy when the source and the
+	// destination are one store: the same directory, or the same index.
+	ErrCopySameStore = errors.New("source and destination are the same store")
+
+	// ErrCopyConflict is returned by Copy, before it writes anything, when
+	// the destination holds something else under a key and version of the
+	// source, or a key of the source belongs to another call there. It is
+	// index.ErrImportConflict.
+	ErrCopyConflict = index.ErrImportConflict
+
+	// ErrCopyMismatch is returned by Copy when its last pass finds a part
+	// of the source that the destination lacks or holds otherwise, or whose
+	// blob there does not read back whole.
+	ErrCopyMismatch = errors.New("destination does not match the source")
+)
+
+// DefaultCopyBatch is how many parts Copy records in one transaction.
+const DefaultCopyBatch = 256
+
+// CopyOptions configures Copy.
+type CopyOptions struct {
+	// Progress, when set, is called after each batch of parts checked,
+	// copied or verified.
+	Progress func(CopyProgress)
+	// Batch is how many parts are recorded in one transaction (default
+	// DefaultCopyBatch).
+	Batch int
+}
+
+// CopyStage names Copy's passes over the source.
+type CopyStage string
+
+// Copy's passes, in order.
+const (
+	CopyChecking  CopyStage = "check"
+	CopyCopying   CopyStage = "copy"
+	CopyVerifying CopyStage = "verify"
+)
+
+// CopyProgress is how far Copy is.
+type CopyProgress struct {
+	Stage CopyStage
+	// Done counts the parts of the source the stage has been through;
+	// Total is every part of the source (0 while checking, which counts
+	// them).
+	Done, Total int64
+	// Result is what Copy has done so far.
+	Result CopyResult
+}
+
+// CopyResult says what Copy did.
+type CopyResult struct {
+	// Parts counts the parts of the source: every version of every key.
+	Parts int64
+	// PartsCopied were recorded in the destination, PartsSkipped were
+	// there already.
+	PartsCopied, PartsSkipped int64
+	// BlobsCopied were written to the destination, BlobsSkipped were there
+	// already; BytesCopied is the size of the blobs copied.
+	BlobsCopied, BlobsSkipped int64
+	BytesCopied               int64
+	// PartsVerified and BlobsVerified were found in the destination as in
+	// the source, the blobs read back whole.
+	PartsVerified, BlobsVerified int64
+}
+
+// Copy copies every part of the source store into the destination: every
+// version of every key of every run, with its key, version number, creation
+// time, kind, MIME type, file name and sizes as the source's index holds
+// them, and every blob the parts name, read from the source checked (a
+// packed blob too) and written to the destination, which hashes it again.
+// Blobs the source holds that no part uses are not copied. The destination
+// must be another store; what it holds already stays, and its runs may be
+// others. Either store may be a directory, with its index in SQLite or in
+// PostgreSQL, or a store in an object store (OpenAt).
+//
+// Copy makes three passes over the source's parts, a blob's parts together.
+// The first checks them all against the destination and writes nothing:
+// a key and version that the destination holds with other content, or a
+// key that another call owns there, is ErrCopyConflict, naming the key. The
+// second copies, a batch at a time: the batch's blobs durably first, then
+// its rows in one transaction, under the destination's writers' lock (on
+// an object store, a blob lease), as every write does. A part the destination holds already, the same, is
+// skipped, and so is its blob: Copy run again after it finished copies
+// nothing, and Copy stopped at any point (the process killed, say) and run
+// again finishes the job. The last pass verifies: every part of the source
+// resolves in the destination, the same, and every blob reads back from
+// the destination checked; anything else is ErrCopyMismatch naming the key.
+//
+// The source is only read: it may be opened ReadOnly. Parts written to it
+// during the copy may be missed, and the last pass then says which: run
+// Copy again once the writes are done.
+func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, error) {
+	var res CopyResult
+	if err := dst.writable("copy"); err != nil {
+		return res, err
+	}
+	if sameStore(dst, src) {
+		return res, fmt.Errorf("store: copy %s to %s: %w", src.Location(), dst.Location(), ErrCopySameStore)
+	}
+	batch := o.Batch
+	switch {
+	case batch < 0:
+		return res, fmt.Errorf("store: copy: negative batch size %d", batch)
+	case batch == 0:
+		batch = DefaultCopyBatch
+	}
+	progress := func(stage CopyStage, done int64) {
+		if o.Progress != nil {
+			o.Progress(CopyProgress{Stage: stage, Done: done, Total: res.Parts, Result: res})
+		}
+	}
+
+	// Check: nothing is written while a conflict may still turn up.
+	var done int64
+	err := eachPage(ctx, src.index, batch, func(ps []index.Part) error {
+		if _, err := dst.index.CheckImport(ctx, ps); err != nil {
+			return err
+		}
+		done += int64(len(ps))
+		progress(CopyChecking, done)
+		return nil
+	})
+	if errors.Is(err, ErrCopyConflict) {
+		return res, fmt.Errorf("store: copy: refused, nothing copied: %w", err)
+	}
+	if err != nil {
+		return res, fmt.Errorf("store: copy: %w", err)
+	}
+	res.Parts = done
+
+	// Copy.
+	c := copier{ctx: ctx, dst: dst, src: src, res: &res}
+	done = 0
+	err = eachPage(ctx, src.index, batch, func(ps []index.Part) error {
+		if err := c.page(ps); err != nil {
+			return err
+		}
+		done += int64(len(ps))
+		progress(CopyCopying, done)
+		return nil
+	})
+	if err == nil {
+		c.endBlob()
+	}
+	if err != nil {
+		return res, fmt.Errorf("store: copy: %w", err)
+	}
+
+	// Verify.
+	done = 0
+	var last cas.Blob
+	err = eachPage(ctx, src.index, batch, func(ps []index.Part) error {
+		for _, p := range ps {
+			q, err := dst.index.PartAt(ctx, p.Run, p.Key, p.Version)
+			if errors.Is(err, index.ErrNotFound) {
+				return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
+			}
+			if err != nil {
+				return err
+			}
+			if !index.SamePart(p, q) {
+				return fmt.Errorf("%w: %s version %d is %s of %s in the source, %s of %s in the destination",
+					ErrCopyMismatch, p.Key, p.Version, p.Blob, p.CreatedAt.UTC(), q.Blob, q.CreatedAt.UTC())
+			}
+			res.PartsVerified++
+			if q.Blob == last {
+				continue
+			}
+			if err := readBack(ctx, dst.Backend(), q.Blob); err != nil {
+				return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
+			}
+			last = q.Blob
+			res.BlobsVerified++
+		}
+		done += int64(len(ps))
+		progress(CopyVerifying, done)
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("store: copy: verify: %w", err)
+	}
+	return res, nil
+}
+
+// copier is Copy's copying pass. The parts come a blob at a time: blob is
+// the blob of the last part seen, and ensured whether this pass has made
+// sure the destination holds it.
+type copier struct {
+	ctx      context.Context
+	dst, src *Store
+	res      *CopyResult
+	blob     cas.Blob
+	seen     bool
+	ensured  bool
+}
+
+// page copies one batch of parts: the blobs of the parts the destination
+// lacks, then their rows, in one transaction, under the writers' lock (on
+// an object store, a blob lease).
+func (c *copier) page(ps []index.Part) error {
+	present, err := c.dst.index.CheckImport(c.ctx, ps)
+	if err != nil {
+		return err
+	}
+	// todo are the parts to record; need one part of each blob that this
+	// pass has not yet made sure the destination holds.
+	var todo, need []index.Part
+	for i, p := range ps {
+		if !c.seen || p.Blob != c.blob {
+			c.endBlob()
+			c.blob, c.seen, c.ensured = p.Blob, true, false
+		}
+		if present[i] {
+			c.res.PartsSkipped++
+			continue
+		}
+		todo = append(todo, p)
+		if !c.ensured {
+			need = append(need, p)
+			c.ensured = true
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	// put may run twice on an object store (see underLease): what it
+	// counts is what its last run found.
+	var blobs CopyResult
+	put := func(ctx context.Context) error {
+		blobs = CopyResult{}
+		for _, p := range need {
+			if err := c.copyBlob(ctx, p, &blobs); err != nil {
+				return err
+			}
+		}
+		// A test's way to stop a copy with the batch's blobs stored and
+		// its rows not yet committed.
+		return c.dst.fault("copy:blobs")
+	}
+	var n int
+	commit := func() ([]index.Recorded, error) {
+		var err error
+		n, err = c.dst.index.Import(c.ctx, todo)
+		return nil, err
+	}
+	if c.dst.remote != nil {
+		_, err = c.dst.underLease(c.ctx, put, commit)
+	} else {
+		var unlock func()
+		if unlock, err = c.dst.sharedLock(c.ctx); err != nil {
+			return err
+		}
+		if err = put(c.ctx); err == nil {
+			_, err = commit()
+		}
+		unlock()
+	}
+	if err != nil {
+		return err
+	}
+	c.res.BlobsCopied += blobs.BlobsCopied
+	c.res.BlobsSkipped += blobs.BlobsSkipped
+	c.res.BytesCopied += blobs.BytesCopied
+	c.res.PartsCopied += int64(n)
+	c.res.PartsSkipped += int64(len(todo) - n)
+	return nil
+}
+
+// endBlob counts the last blob seen as skipped when none of its parts
+// needed it copied: the destination held them all.
+func (c *copier) endBlob() {
+	if c.seen && !c.ensured {
+		c.res.BlobsSkipped++
+	}
+}
+
+// copyBlob makes sure the destination holds p's blob, copying it from the
+// source, checked, when it does not, and counts what it did in res.
+func (c *copier) copyBlob(ctx context.Context, p index.Part, res *CopyResult) error {
+	have, err := cas.Has(ctx, c.dst.Backend(), p.Blob)
+	if err != nil {
+		return fmt.Errorf("%s: blob %s in the destination: %w", p.Key, p.Blob, err)
+	}
+	if have {
+		res.BlobsSkipped++
+		return nil
+	}
+	r, err := c.src.Backend().Open(ctx, p.Blob)
+	if err != nil {
+		return fmt.Errorf("%s: read blob %s: %w", p.Key, p.Blob, err)
+	}
+	defer r.Close()
+	put, err := c.dst.Backend().Put(ctx, r, p.Blob.Ext)
+	if err != nil {
+		return fmt.Errorf("%s: copy blob %s: %w", p.Key, p.Blob, err)
+	}
+	if put.Blob != p.Blob {
+		// The source's reader checks the digest: this cannot happen.
+		return fmt.Errorf("%s: blob %s was stored as %s", p.Key, p.Blob, put.Blob)
+	}
+	if put.Existed {
+		res.BlobsSkipped++
+		return nil
+	}
+	res.BlobsCopied++
+	res.BytesCopied += put.Size
+	return nil
+}
+
+// readBack reads a blob from where a backend stores it, past any cache,
+// checked against its digest.
+func readBack(ctx context.Context, b cas.Backend, blob cas.Blob) error {
+	r, err := cas.OpenStored(ctx, b, blob)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(io.Discard, r)
+	return err
+}
+
+// eachPage calls f with the parts of an index, n at a time, a blob's parts
+// together (see index.PartsByBlob).
+func eachPage(ctx context.Context, x *index.Index, n int, f func([]index.Part) error) error {
+	var cur index.Cursor
+	for {
+		ps, next, err := x.PartsByBlob(ctx, cur, n)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			return nil
+		}
+		if err := f(ps); err != nil {
+			return err
+		}
+		cur = next
+	}
+}
+
+// sameStore reports whether two open stores are one: the same directory,
+// the same object store location, or one index (a PostgreSQL database both
+// name).
+func sameStore(a, b *Store) bool {
+	if a.index.Path() == b.index.Path() {
+		return true
+	}
+	if a.remote != nil || b.remote != nil {
+		return a.Location() == b.Location()
+	}
+	fa, errA := os.Stat(a.dir)
+	fb, errB := os.Stat(b.dir)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
