@@ -92,6 +92,7 @@ type config struct {
 	now         func() time.Time
 	inject      func(point string) error
 	noLock      bool
+	sweepWindow time.Duration // 0: remoteSweepWindow
 	noIntent    bool
 	lockWait    time.Duration
 	readOnly    bool
