@@ -637,3 +637,59 @@ func TestLeaseGCDoesNotHoldUpWriters(t *testing.T) {
 		t.Errorf("Verify = %+v, %v", v, err)
 	}
 }
+
+// A write's lease ends (its session terminated) after its put found the
+// object there and before its commit, and a gc then removes that object.
+// The commit, checking the lease in its transaction, commits nothing; the
+// write takes a new lease and uploads the blob again, and at no moment is
+// its row committed without its object.
+func TestLeaseLostBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	later := &clock{time.Now().Add(2 * time.Hour)}
+	g := mustOpenRemote(t, e, WithClock(later.now))
+	const text = "content whose lease ends before its commit"
+	put, err := g.Backend().Put(ctx, strings.NewReader(text), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		once     sync.Once
+		gcRes    GCResult
+		gcErr    error
+		records  int
+		orphaned []string
+		w        *Store
+	)
+	w = mustOpenRemote(t, e, withFaults(func(point string) error {
+		switch point {
+		case "write:record":
+			records++
+			once.Do(func() {
+				terminateLockHolder(t, e.db, "ShareLock")
+				gcRes, gcErr = g.GC(ctx, GCOptions{Grace: time.Hour})
+			})
+		case "write:committed":
+			if _, err := w.Backend().Stat(ctx, put.Blob); err != nil {
+				orphaned = append(orphaned, err.Error())
+			}
+		}
+		return nil
+	}))
+	st, err := w.Write(ctx, []hook.Item{item("r", 1, text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gcErr != nil || gcRes.RemovedBlobs != 1 {
+		t.Fatalf("GC while the write's lease was gone = %+v, %v; want the object removed", gcRes, gcErr)
+	}
+	if len(orphaned) > 0 {
+		t.Fatalf("the write's row was committed while its object was gone: %v", orphaned)
+	}
+	if records != 2 || st[0].Dedup {
+		t.Errorf("the write committed %d times, dedup %v; want a second put that uploaded the blob again", records, st[0].Dedup)
+	}
+	if v, err := g.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || v.Checked != 1 {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
