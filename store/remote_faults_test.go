@@ -62,8 +62,19 @@ func TestRemoteIndexStopsMidWrite(t *testing.T) {
 	e := startRemote(t)
 	c := pgtest.Shared(t)
 	var records atomic.Int64
+	var down atomic.Bool
+	// The cluster is shared: a test that fails before it restarts it must
+	// not leave it down for the tests after it.
+	t.Cleanup(func() {
+		if down.Load() {
+			if err := c.Restart(context.Background()); err != nil {
+				t.Errorf("restart the shared PostgreSQL: %v", err)
+			}
+		}
+	})
 	s := mustOpenRemote(t, e, withFaults(func(point string) error {
 		if point == "write:record" && records.Add(1) == 1 {
+			down.Store(true)
 			if err := c.Crash(); err != nil {
 				return err
 			}
@@ -79,6 +90,7 @@ func TestRemoteIndexStopsMidWrite(t *testing.T) {
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
+	down.Store(false)
 	if _, err := s.Resolve(ctx, "", "r/1_t_c.txt"); !errors.Is(err, hook.ErrNotFound) {
 		t.Fatalf("Resolve after the failed write = %v, want not found", err)
 	}
