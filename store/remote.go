@@ -209,8 +209,14 @@ func readRemoteRecord(ctx context.Context, be *s3blob.Backend) (string, error) {
 		return "", fmt.Errorf("store: %w", err)
 	}
 	var r indexRecord
-	if err := json.Unmarshal(b, &r); err != nil || r.URL == "" {
-		return "", fmt.Errorf("store: %s in %s is damaged (want {\"url\": \"postgres://…\"}): %v", IndexRecordFile, be.Location(), err)
+	damaged := func(why any) error {
+		return fmt.Errorf("store: %s in %s is damaged (want {\"url\": \"postgres://…\"}): %v", IndexRecordFile, be.Location(), why)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", damaged(err)
+	}
+	if r.URL == "" {
+		return "", damaged("it names no URL")
 	}
 	if _, err := indexURLShown(r.URL); err != nil {
 		return "", fmt.Errorf("store: %s in %s: %w", IndexRecordFile, be.Location(), err)

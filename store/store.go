@@ -774,7 +774,7 @@ func (s *Store) release() {
 // writable refuses what op would do to a store opened read-only.
 func (s *Store) writable(op string) error {
 	if s.readOnly {
-		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.dir)
+		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.Location())
 	}
 	return nil
 }
