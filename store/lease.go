@@ -63,8 +63,9 @@ const remoteSweepChunk = 50
 // commit that deletes a batch's rows, the sweep fence holds writers back
 // should gc's sweep lock end early; gc deletes the batch's objects within
 // it less remoteSweepMargin, by its own clock from before that commit, and
-// leaves the rest to the next gc.
-const remoteSweepWindow = 30 * time.Second
+// leaves the rest to the next gc. It is shorter than DefaultLockTimeout, so
+// that a write held back by the fence of a gc that died waits it out.
+const remoteSweepWindow = 20 * time.Second
 
 // remoteSweepMargin is what gc leaves of the sweep window for the clocks of
 // two machines running at slightly different rates and for a delete in
