@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func TestBlobLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := b.AcquireBlobLease(ctx, wait); !errors.Is(err, ErrSweepBusy) {
-			t.Fatalf("lease while the sweep lock is held = %v, want ErrSweepBusy", err)
+		if _, err := b.AcquireBlobLease(ctx, wait); !errors.Is(err, ErrSweepBusy) || !strings.Contains(err.Error(), "a write waited") {
+			t.Fatalf("lease while the sweep lock is held = %v, want ErrSweepBusy saying a write waited", err)
 		}
 		if waited := time.Since(start); waited < wait || waited > 4*time.Second {
 			t.Errorf("the lease gave up after %v, want about %v", waited, wait)
@@ -67,8 +68,8 @@ func TestBlobLeases(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a second lease beside the first: %v", err)
 		}
-		if _, err := b.AcquireSweepLock(ctx, wait); !errors.Is(err, ErrSweepBusy) {
-			t.Fatalf("sweep lock while leases are held = %v, want ErrSweepBusy", err)
+		if _, err := b.AcquireSweepLock(ctx, wait); !errors.Is(err, ErrSweepBusy) || !strings.Contains(err.Error(), "gc waited") || !strings.Contains(err.Error(), "blob leases") {
+			t.Fatalf("sweep lock while leases are held = %v, want ErrSweepBusy saying gc waited for the blob leases", err)
 		}
 		l1.Release()
 		l2.Release()
