@@ -69,30 +69,22 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
 	}
-	conn, err := x.advisoryLock(ctx, `SELECT pg_advisory_lock_shared(?)`, deadline,
+	l := &BlobLease{x: x, key: x.lockKey(sweepLockKey)}
+	var left int64
+	// blob_lease (migration 00007) takes the lock and reads the fence in
+	// one round trip.
+	conn, err := x.advisoryLock(ctx, `SELECT pid, fence_us FROM blob_lease(?)`, deadline,
 		func() error {
 			return fmt.Errorf("%w: a write waited %v for gc to end its sweep of a batch on %s", ErrSweepBusy, wait, x.path)
-		})
+		}, &l.pid, &left)
 	if err != nil {
 		return nil, fmt.Errorf("index: blob lease: %w", err)
 	}
-	l := &BlobLease{x: x, conn: conn, key: x.lockKey(sweepLockKey)}
+	l.conn = conn
 	if conn == nil {
 		return l, nil
 	}
-	for {
-		// The fence is read by a statement after the lock's: a statement
-		// sees what was committed when it began.
-		var left int64
-		err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid(),
-			COALESCE((SELECT until_us FROM sweep_fence WHERE id = 1), 0) - (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&l.pid, &left)
-		if err != nil {
-			l.Release()
-			return nil, fmt.Errorf("index: blob lease: read the sweep fence: %w", x.connError(err))
-		}
-		if left <= 0 {
-			return l, nil
-		}
+	for left > 0 {
 		// A lease held while a fence is in force: the gc that set it lost
 		// its sweep lock mid-sweep and may still delete until then.
 		d := time.Duration(left) * time.Microsecond
@@ -109,7 +101,14 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 			l.Release()
 			return nil, ctx.Err()
 		}
+		err := conn.QueryRowContext(ctx, `SELECT
+			COALESCE((SELECT until_us FROM sweep_fence WHERE id = 1), 0) - (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&left)
+		if err != nil {
+			l.Release()
+			return nil, fmt.Errorf("index: blob lease: read the sweep fence: %w", x.connError(err))
+		}
 	}
+	return l, nil
 }
 
 // Held returns nil while the lease holds, and an error wrapping
@@ -330,12 +329,12 @@ func (l *SweepLock) Release() error {
 	return l.err
 }
 
-// advisoryLock runs q, a statement taking the sweep lock, on a connection
-// of its own, trying again while the server's lock_timeout cuts the wait
-// short, until ctx ends or the deadline (zero: none) has passed, when it
-// returns busy(). It returns the connection that holds the lock, or nil on
-// SQLite.
-func (x *Index) advisoryLock(ctx context.Context, q string, deadline time.Time, busy func() error) (*sql.Conn, error) {
+// advisoryLock runs q, a query taking the sweep lock whose row it scans
+// into dest, on a connection of its own, trying again while the server's
+// lock_timeout cuts the wait short, until ctx ends or the deadline (zero:
+// none) has passed, when it returns busy(). It returns the connection that
+// holds the lock, or nil on SQLite.
+func (x *Index) advisoryLock(ctx context.Context, q string, deadline time.Time, busy func() error, dest ...any) (*sql.Conn, error) {
 	if !x.pg {
 		return nil, nil
 	}
@@ -350,7 +349,7 @@ func (x *Index) advisoryLock(ctx context.Context, q string, deadline time.Time, 
 		if !deadline.IsZero() {
 			actx, cancel = context.WithDeadline(ctx, deadline)
 		}
-		_, err = conn.ExecContext(actx, q, x.lockKey(sweepLockKey))
+		err = conn.QueryRowContext(actx, q, x.lockKey(sweepLockKey)).Scan(dest...)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil {

@@ -194,6 +194,41 @@ func TestSweepFence(t *testing.T) {
 		t.Fatalf("a lease once gc cleared its fence: %v", err)
 	}
 	l.Release()
+	// A writer already waiting for the lock when gc sets the fence reads
+	// the fence as committed once the lock is granted, not as it was when
+	// it asked.
+	sl, err := g.AcquireSweepLock(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		l, err := w.AcquireBlobLease(ctx, 5*time.Second)
+		if err == nil {
+			l.Release()
+		}
+		waited <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var n int
+		if err := g.db.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not wait for the sweep lock within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := sl.DeleteUnreferenced(ctx, nil, time.Now(), time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	sl.Release()
+	if err := <-waited; !errors.Is(err, ErrSweepBusy) {
+		t.Fatalf("a lease that waited while gc set an hour's fence = %v, want ErrSweepBusy", err)
+	}
 	const window = 500 * time.Millisecond
 	sweep(window, false)
 	start := time.Now()
