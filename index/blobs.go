@@ -113,34 +113,41 @@ func (x *Index) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff
 func (x *Index) DeleteUnreferencedAt(ctx context.Context, blobs []cas.Blob, cutoff, now time.Time) ([]cas.Blob, error) {
 	var gone []cas.Blob
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		gone = gone[:0]
-		for _, b := range blobs {
-			var id int64
-			var last int64
-			err := tx.QueryRowContext(ctx, `SELECT id, last_referenced FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext).Scan(&id, &last)
-			if err == sql.ErrNoRows {
-				gone = append(gone, b)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			// A time in the future (a clock set back) counts as now.
-			if min(last, now.UnixNano()) > cutoff.UnixNano() {
-				continue
-			}
-			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = ?)`, id, id)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				gone = append(gone, b)
-			}
-		}
-		return nil
+		var err error
+		gone, err = deleteUnreferenced(ctx, tx, blobs, cutoff, now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: delete unreferenced blobs: %w", err)
+	}
+	return gone, nil
+}
+
+// deleteUnreferenced is DeleteUnreferencedAt's work in tx.
+func deleteUnreferenced(ctx context.Context, tx *sql.Tx, blobs []cas.Blob, cutoff, now time.Time) ([]cas.Blob, error) {
+	var gone []cas.Blob
+	for _, b := range blobs {
+		var id int64
+		var last int64
+		err := tx.QueryRowContext(ctx, `SELECT id, last_referenced FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext).Scan(&id, &last)
+		if err == sql.ErrNoRows {
+			gone = append(gone, b)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		// A time in the future (a clock set back) counts as now.
+		if min(last, now.UnixNano()) > cutoff.UnixNano() {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = ?)`, id, id)
+		if err != nil {
+			return nil, err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			gone = append(gone, b)
+		}
 	}
 	return gone, nil
 }

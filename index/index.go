@@ -95,6 +95,9 @@ type Index struct {
 	// schemaHash is PostgreSQL's hash of the index's schema name, which
 	// its advisory lock keys include (see lockKey).
 	schemaHash int32
+	// sweepTried, when set (by tests), is called each time
+	// AcquireSweepLock finds the sweep lock taken.
+	sweepTried func()
 }
 
 // An Option configures Open.

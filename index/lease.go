@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/toolcas/toolcas/cas"
 )
 
 // sweepLockKey is the session-scoped advisory lock that writers of blobs
@@ -19,6 +22,11 @@ const sweepLockKey = writeLockKey + 3
 // ended before it was released (the server restarted, the connection
 // broke): gc may have deleted objects since.
 var ErrLeaseLost = errors.New("blob lease lost")
+
+// ErrSweepLockLost is returned by SweepLock.Held when the sweep lock's
+// session ended (the server restarted, the connection broke or was
+// terminated): writers may hold leases since.
+var ErrSweepLockLost = errors.New("sweep lock lost")
 
 // ErrSweepBusy is returned by AcquireBlobLease and AcquireSweepLock when
 // the sweep lock stayed taken for longer than they were told to wait.
@@ -36,24 +44,71 @@ var ErrSweepBusy = errors.New("sweep lock busy")
 // The lock is a PostgreSQL session advisory lock on a connection of the
 // lease's own: a writer that dies frees it when its session ends, and a
 // put that takes minutes holds it without a transaction left open.
+//
+// A gc whose sweep lock ended while it still deleted objects (its session
+// was terminated, the server restarted) leaves a sweep fence in force
+// until a time by the server's clock past which it deletes nothing more
+// (see SweepLock.DeleteUnreferenced); AcquireBlobLease waits for the fence
+// to pass before it returns.
 type BlobLease struct {
 	x    *Index
 	conn *sql.Conn // nil on SQLite
 	key  int64
+	pid  int64 // the lease's backend
 
 	once sync.Once
 	err  error
 }
 
 // AcquireBlobLease takes a BlobLease, waiting while gc deletes a batch,
-// until ctx ends or wait has passed (0: ctx alone decides); past it, it
-// fails with an error wrapping ErrSweepBusy.
+// and then while a sweep fence is in force, until ctx ends or wait has
+// passed (0: ctx alone decides); past it, it fails with an error wrapping
+// ErrSweepBusy.
 func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*BlobLease, error) {
-	conn, err := x.advisoryLock(ctx, `SELECT pg_advisory_lock_shared(?)`, wait)
+	var deadline time.Time
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	l := &BlobLease{x: x, key: x.lockKey(sweepLockKey)}
+	var left int64
+	// blob_lease (migration 00007) takes the lock and reads the fence in
+	// one round trip.
+	conn, err := x.advisoryLock(ctx, `SELECT pid, fence_us FROM blob_lease(?)`, deadline,
+		func() error {
+			return fmt.Errorf("%w: a write waited %v for gc to end its sweep of a batch on %s", ErrSweepBusy, wait, x.path)
+		}, &l.pid, &left)
 	if err != nil {
 		return nil, fmt.Errorf("index: blob lease: %w", err)
 	}
-	return &BlobLease{x: x, conn: conn, key: x.lockKey(sweepLockKey)}, nil
+	l.conn = conn
+	if conn == nil {
+		return l, nil
+	}
+	for left > 0 {
+		// A lease held while a fence is in force: the gc that set it lost
+		// its sweep lock mid-sweep and may still delete until then.
+		d := time.Duration(left) * time.Microsecond
+		if !deadline.IsZero() && time.Now().Add(d).After(deadline) {
+			l.Release()
+			return nil, fmt.Errorf("index: blob lease: %w: a gc that lost its sweep lock mid-sweep fences writes off for %v more, past the write's wait of %v on %s",
+				ErrSweepBusy, d.Round(time.Millisecond), wait, x.path)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			l.Release()
+			return nil, ctx.Err()
+		}
+		err := conn.QueryRowContext(ctx, `SELECT
+			COALESCE((SELECT until_us FROM sweep_fence WHERE id = 1), 0) - (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&left)
+		if err != nil {
+			l.Release()
+			return nil, fmt.Errorf("index: blob lease: read the sweep fence: %w", x.connError(err))
+		}
+	}
+	return l, nil
 }
 
 // Held returns nil while the lease holds, and an error wrapping
@@ -86,26 +141,183 @@ func (l *BlobLease) Release() error {
 	return l.err
 }
 
+type leaseKey struct{}
+
+// WithBlobLease returns ctx carrying l: a write of the index under that
+// context (Record) checks, in its transaction and after it holds the
+// index's write lock, that the lease still holds, and fails with an error
+// wrapping ErrLeaseLost, committing nothing, when it does not. So a row is
+// committed only while the lease that covered its blob's put still holds,
+// whatever becomes of the commit's answer.
+func WithBlobLease(ctx context.Context, l *BlobLease) context.Context {
+	return context.WithValue(ctx, leaseKey{}, l)
+}
+
+// checkBlobLease is the check WithBlobLease asks for, in tx.
+func checkBlobLease(ctx context.Context, tx *sql.Tx) error {
+	l, _ := ctx.Value(leaseKey{}).(*BlobLease)
+	if l == nil || l.conn == nil {
+		return nil
+	}
+	var held bool
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = ? AND granted AND mode = 'ShareLock'
+		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, l.pid, l.key>>32, l.key&0xffffffff).Scan(&held)
+	switch {
+	case err != nil:
+		return err
+	case !held:
+		return fmt.Errorf("%w on %s: its session ended before the commit", ErrLeaseLost, l.x.path)
+	}
+	return nil
+}
+
 // SweepLock is gc's exclusive hold on the sweep lock: while it is held no
 // writer holds a BlobLease. See BlobLease.
 type SweepLock struct {
-	x    *Index
-	conn *sql.Conn // nil on SQLite
+	x     *Index
+	conn  *sql.Conn // nil on SQLite
+	fence int64     // the sweep fence this lock set, 0 if none
 
 	once sync.Once
 	err  error
 }
 
-// AcquireSweepLock takes the sweep lock exclusively, waiting for the
-// writers that hold a BlobLease to commit, until ctx ends or wait has
+// AcquireSweepLock takes the sweep lock exclusively, trying again with a
+// short backoff while writers hold a BlobLease, until ctx ends or wait has
 // passed (0: ctx alone decides); past it, it fails with an error wrapping
-// ErrSweepBusy. Writers asking for a lease meanwhile wait behind it.
+// ErrSweepBusy. It never waits in the server's lock queue, where it would
+// hold up every writer asking for a lease behind it.
 func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*SweepLock, error) {
-	conn, err := x.advisoryLock(ctx, `SELECT pg_advisory_lock(?)`, wait)
-	if err != nil {
-		return nil, fmt.Errorf("index: sweep lock: %w", err)
+	if !x.pg {
+		return &SweepLock{x: x}, nil
 	}
-	return &SweepLock{x: x, conn: conn}, nil
+	var deadline time.Time
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	pause := 2 * time.Millisecond
+	for lost := 0; ; {
+		conn, err := x.db.Conn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("index: sweep lock: %w", x.connError(err))
+		}
+		for {
+			var ok bool
+			// The column's name shows in pg_stat_activity what the session tries for.
+			err = conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?) AS sweep_lock`, x.lockKey(sweepLockKey)).Scan(&ok)
+			if err != nil {
+				break
+			}
+			if ok {
+				return &SweepLock{x: x, conn: conn}, nil
+			}
+			if x.sweepTried != nil {
+				x.sweepTried()
+			}
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				conn.Close()
+				return nil, fmt.Errorf("index: sweep lock: %w: gc waited %v for the writes holding blob leases to commit on %s", ErrSweepBusy, wait, x.path)
+			}
+			t := time.NewTimer(pause/2 + rand.N(pause))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				conn.Close()
+				return nil, ctx.Err()
+			}
+			pause = min(2*pause, 100*time.Millisecond)
+		}
+		dropConn(conn)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case connLost(err) && lost < 10:
+			lost++
+			continue
+		}
+		return nil, fmt.Errorf("index: sweep lock: %w", x.connError(err))
+	}
+}
+
+// Held returns nil while the sweep lock is held, and an error wrapping
+// ErrSweepLockLost once its session has ended.
+func (l *SweepLock) Held(ctx context.Context) error {
+	if l.conn == nil {
+		return nil
+	}
+	key := l.x.lockKey(sweepLockKey)
+	var held bool
+	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock'
+		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, key>>32, key&0xffffffff).Scan(&held)
+	switch {
+	case err != nil:
+		return fmt.Errorf("index: %w on %s: %w", ErrSweepLockLost, l.x.path, l.x.connError(err))
+	case !held:
+		return fmt.Errorf("index: %w on %s", ErrSweepLockLost, l.x.path)
+	}
+	return nil
+}
+
+// DeleteUnreferenced is Index.DeleteUnreferencedAt under the sweep lock.
+// On PostgreSQL its transaction runs in the lock's own session, so that it
+// commits only while the lock is held, and sets the sweep fence to window
+// past the server's clock: from then until the fence passes or ClearFence
+// clears it, a writer that takes a BlobLease (which it can only if the
+// sweep lock ended) waits. The caller must delete the returned blobs'
+// objects within window of a moment before it called, by its own clock,
+// less a margin for the clocks' rates, and stop there.
+func (l *SweepLock) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff, now time.Time, window time.Duration) ([]cas.Blob, error) {
+	if l.conn == nil {
+		return l.x.DeleteUnreferencedAt(ctx, blobs, cutoff, now)
+	}
+	var gone []cas.Blob
+	err := retryBusy(ctx, l.x.retry, func() error {
+		tx, err := l.conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, l.x.lockKey(writeLockKey)); err != nil {
+			return err
+		}
+		if gone, err = deleteUnreferenced(ctx, tx, blobs, cutoff, now); err != nil {
+			return err
+		}
+		var fence int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO sweep_fence (id, until_us)
+			VALUES (1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint + ?)
+			ON CONFLICT (id) DO UPDATE SET until_us = excluded.until_us RETURNING until_us`, window.Microseconds()).Scan(&fence)
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		l.fence = fence
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: delete unreferenced blobs: %w", l.x.connError(err))
+	}
+	return gone, nil
+}
+
+// ClearFence ends the sweep fence DeleteUnreferenced set, unless another
+// gc set one since: for a gc whose deletes of the batch have all returned.
+func (l *SweepLock) ClearFence(ctx context.Context) error {
+	if l.fence == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, gcUnlockTimeout)
+	defer cancel()
+	if _, err := l.x.db.ExecContext(ctx, `UPDATE sweep_fence SET until_us = 0 WHERE id = 1 AND until_us = ?`, l.fence); err != nil {
+		return fmt.Errorf("index: clear the sweep fence: %w", l.x.connError(err))
+	}
+	l.fence = 0
+	return nil
 }
 
 // Release releases the sweep lock; calling it again does nothing.
@@ -117,20 +329,14 @@ func (l *SweepLock) Release() error {
 	return l.err
 }
 
-// advisoryLock runs q, a statement taking the sweep lock, on a connection
-// of its own, trying again while the server's lock_timeout cuts the wait
-// short, until ctx ends or wait has passed. It returns the connection that
+// advisoryLock runs q, a query taking the sweep lock whose row it scans
+// into dest, on a connection of its own, trying again while the server's
+// lock_timeout cuts the wait short, until ctx ends or the deadline (zero:
+// none) has passed, when it returns busy(). It returns the connection that
 // holds the lock, or nil on SQLite.
-func (x *Index) advisoryLock(ctx context.Context, q string, wait time.Duration) (*sql.Conn, error) {
+func (x *Index) advisoryLock(ctx context.Context, q string, deadline time.Time, busy func() error, dest ...any) (*sql.Conn, error) {
 	if !x.pg {
 		return nil, nil
-	}
-	var deadline time.Time
-	if wait > 0 {
-		deadline = time.Now().Add(wait)
-	}
-	busy := func() error {
-		return fmt.Errorf("%w: waited %v on %s", ErrSweepBusy, wait, x.path)
 	}
 	for lost := 0; ; {
 		conn, err := x.db.Conn(ctx)
@@ -143,7 +349,7 @@ func (x *Index) advisoryLock(ctx context.Context, q string, wait time.Duration) 
 		if !deadline.IsZero() {
 			actx, cancel = context.WithDeadline(ctx, deadline)
 		}
-		_, err = conn.ExecContext(actx, q, x.lockKey(sweepLockKey))
+		err = conn.QueryRowContext(actx, q, x.lockKey(sweepLockKey)).Scan(dest...)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil {

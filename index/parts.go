@@ -381,6 +381,10 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 				tx.Rollback()
 				return err
 			}
+			if err := checkBlobLease(ctx, tx); err != nil { // see WithBlobLease
+				tx.Rollback()
+				return err
+			}
 		}
 		if err := f(tx); err != nil {
 			tx.Rollback()

@@ -15,22 +15,32 @@ package store
 //     whose row was last referenced before the grace period or, with no
 //     row, whose object was last written before it.
 //   - Then, a batch of candidates at a time, gc takes the sweep lock
-//     exclusively (index.SweepLock), which waits for every write holding a
-//     lease to commit or fail and makes new writes wait; inside it, it
-//     deletes and commits the rows that are still unused and still old
-//     (index.DeleteUnreferencedAt re-checks both in its transaction), and
-//     only then deletes those objects, and releases the lock.
+//     exclusively (index.SweepLock), trying again with a short backoff
+//     while writes hold leases (it never waits in the server's lock queue,
+//     where it would hold up every new lease behind it); new writes then
+//     wait for the batch. Inside it, in one transaction in the sweep
+//     lock's own session, it deletes the rows that are still unused and
+//     still old (the transaction re-checks both) and sets the sweep fence
+//     (remoteSweepWindow past the server's clock). Only then does it
+//     delete those objects, within the window less a margin by its own
+//     clock from before that transaction, checking now and then that it
+//     still holds the sweep lock; it clears the fence and releases the
+//     lock.
 //
 // Why no committed row loses its object: a row is committed only by a
-// write holding a lease from before its put. If that write committed
-// before gc's batch took the sweep lock, its row is there and fresh when
-// the batch re-checks, and the object stays. It cannot be between its put
-// and its commit while the batch holds the lock. If it takes its lease
-// after the batch released the lock, its put finds the object gone and
-// uploads it again (s3blob.Backend.Put asks the store, never the cache).
-// A writer whose lease's session ends early (the database restarted) finds
-// so when it releases the lease after its commit (the unlock fails) and
-// puts its blobs again under a new lease before it returns.
+// write holding a lease from before its put, and the commit checks in its
+// transaction, under the index's write lock, that the lease still holds
+// (index.WithBlobLease). If that write committed before gc's batch took
+// the sweep lock, its row is there and fresh when the batch re-checks, and
+// the object stays. It cannot be between its put and its commit while the
+// batch holds the lock. If it takes its lease after the batch released the
+// lock, its put finds the object gone and uploads it again
+// (s3blob.Backend.Put asks the store, never the cache). If gc's sweep lock
+// ended early (its session terminated, the database restarted), the write
+// may get its lease while gc still deletes: the fence, committed only while
+// gc held the lock, makes it wait until gc can no longer delete. If the
+// write's own lease ended before its commit, the commit fails, commits
+// nothing, and the write puts its blobs again under a new lease.
 
 import (
 	"context"
@@ -49,61 +59,104 @@ import (
 // hold of the sweep lock: writers wait for one such batch at most.
 const remoteSweepChunk = 50
 
+// remoteSweepWindow is how long, by the database server's clock from the
+// commit that deletes a batch's rows, the sweep fence holds writers back
+// should gc's sweep lock end early; gc deletes the batch's objects within
+// it less remoteSweepMargin, by its own clock from before that commit, and
+// leaves the rest to the next gc. It is shorter than DefaultLockTimeout, so
+// that a write held back by the fence of a gc that died waits it out.
+const remoteSweepWindow = 20 * time.Second
+
+// remoteSweepMargin is what gc leaves of the sweep window for the clocks of
+// two machines running at slightly different rates and for a delete in
+// flight when it stops: at most a quarter of the window.
+const remoteSweepMargin = 5 * time.Second
+
+// remoteUploadAge is the youngest an unfinished multipart upload gc aborts,
+// whatever its grace period: the object store dates an upload by its own
+// clock, not gc's, and gc takes no lock against the writers uploading, so
+// only an upload no live writer can still be sending is safe to abort.
+const remoteUploadAge = 24 * time.Hour
+
+// leaseRetries is how many times a write puts its blobs again under a
+// new lease when its commit found the lease lost.
+const leaseRetries = 3
+
 // takeLease takes a blob lease for one write, waiting at most the store's
-// lock timeout for gc's batch to end. The function it returns releases the
-// lease, once however often it is called, and says whether the lease still
-// held until then: a shared advisory lock is released only by its unlock or
-// by the end of its session, so an unlock that succeeds shows the lease
-// held throughout, and one that fails (the session is gone) that it may
-// not have.
-func (s *Store) takeLease(ctx context.Context) (func() error, error) {
+// lock timeout for gc's batch to end. It returns ctx carrying the lease (a
+// commit under it checks the lease still holds; see index.WithBlobLease)
+// and the function that releases the lease, once however often it is
+// called, and says whether the lease still held until then: a shared
+// advisory lock is released only by its unlock or by the end of its
+// session, so an unlock that succeeds shows the lease held throughout, and
+// one that fails (the session is gone) that it may not have.
+func (s *Store) takeLease(ctx context.Context) (context.Context, func() error, error) {
 	select {
 	case s.remote.leases <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("store: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("store: %w", ctx.Err())
 	}
 	if s.remote.noLease {
 		var once sync.Once
-		return func() error { once.Do(func() { <-s.remote.leases }); return nil }, nil
+		return ctx, func() error { once.Do(func() { <-s.remote.leases }); return nil }, nil
 	}
 	l, err := s.index.AcquireBlobLease(ctx, s.lockTimeout)
 	if err != nil {
 		<-s.remote.leases
 		if errors.Is(err, index.ErrSweepBusy) {
-			return nil, fmt.Errorf("store: %w: %w", ErrLocked, err)
+			return nil, nil, fmt.Errorf("store: %w: %w", ErrLocked, err)
 		}
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, nil, fmt.Errorf("store: %w", err)
 	}
 	var once sync.Once
-	return func() error {
+	return index.WithBlobLease(ctx, l), func() error {
 		once.Do(func() { <-s.remote.leases })
 		return l.Release()
 	}, nil
 }
 
 // underLease runs one write on an object store: put stores the blobs, and
-// commit records their rows, both under one blob lease. When the lease
-// turns out lost after the commit, put runs again under a new lease, so
-// that the rows committed name objects gc has not removed.
-func (s *Store) underLease(ctx context.Context, put func(context.Context) error, commit func() ([]index.Recorded, error)) ([]index.Recorded, error) {
+// commit records their rows, both under one blob lease. The commit checks
+// in its transaction that the lease still holds; when it does not, nothing
+// is committed and put and commit run again under a new lease, so that
+// the rows committed name objects gc has not removed. When the lease turns
+// out lost after the commit too, put runs again under a new lease.
+func (s *Store) underLease(ctx context.Context, put func(context.Context) error, commit func(context.Context) ([]index.Recorded, error)) ([]index.Recorded, error) {
 	if err := s.writable("write"); err != nil {
 		return nil, err
 	}
-	release, err := s.takeLease(ctx)
-	if err != nil {
-		return nil, err
+	var (
+		recs    []index.Recorded
+		release func() error
+	)
+	for try := 0; ; try++ {
+		lctx, rel, err := s.takeLease(ctx)
+		if err != nil {
+			return nil, err
+		}
+		release = rel
+		if err := put(ctx); err != nil {
+			release()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		if err := s.fault("write:record"); err != nil {
+			release()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		recs, err = commit(lctx)
+		if errors.Is(err, index.ErrLeaseLost) && try < leaseRetries {
+			// Nothing committed: gc may have removed an object the put
+			// found. Put again under a new lease.
+			release()
+			continue
+		}
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		break
 	}
 	defer release()
-	if err := put(ctx); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	if err := s.fault("write:record"); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	recs, err := commit()
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
 	s.fault("write:committed")
 	lost := s.fault("lease:held")
 	if lost == nil {
@@ -116,7 +169,7 @@ func (s *Store) underLease(ctx context.Context, put func(context.Context) error,
 	// object that the put found, before the row named it. Put again.
 	release()
 	wctx := context.WithoutCancel(ctx)
-	release2, err := s.takeLease(wctx)
+	_, release2, err := s.takeLease(wctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and a new one failed (run casctl verify): %w", lost, err)
 	}
@@ -222,28 +275,19 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("store: gc: %w %s", err, sofar)
 		}
-		gone, err := s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
+		stop, err := s.sweepBatch(ctx, sl, chunk, cutoff, now, m.candidates, &res)
 		if err == nil {
-			err = s.fault("gc:rows-deleted")
-		}
-		if err != nil {
-			sl.Release()
-			return res, fmt.Errorf("store: gc: %w %s", err, sofar)
-		}
-		for _, b := range gone {
-			if err := s.remote.be.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-				errs = append(errs, err.Error())
-				continue
-			}
-			res.RemovedBlobs++
-			res.FreedBytes += m.candidates[b].Size
-			res.Removed = append(res.Removed, b)
+			err = sl.ClearFence(ctx)
 		}
 		sl.Release()
+		if err != nil {
+			return res, fmt.Errorf("store: gc: %w %s", err, sofar)
+		}
+		errs = append(errs, stop...)
 	}
 	// Multipart uploads that writers which died left behind hold space
-	// without being objects.
-	if n, err := s.remote.be.AbortUploads(ctx, o.Grace); err != nil {
+	// without being objects; only those older than remoteUploadAge.
+	if n, err := s.remote.be.AbortUploads(ctx, max(o.Grace, remoteUploadAge)); err != nil {
 		errs = append(errs, err.Error())
 	} else {
 		res.RemovedTemp = n
@@ -253,6 +297,59 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 			len(errs), strings.Join(errs, "; "))
 	}
 	return res, nil
+}
+
+// sweepBatch deletes one batch's rows still unused and old under sl, then
+// their objects, within the sweep window (see remoteSweepWindow), and adds
+// what it removed to res. It stops early, with an error, when the window
+// ends or the sweep lock turns out lost: the rows are gone then, and the
+// next gc removes the objects left. It returns the objects that could not
+// be removed as messages. The fence stays in force on any error.
+func (s *Store) sweepBatch(ctx context.Context, sl *index.SweepLock, chunk []cas.Blob, cutoff, now time.Time, cands map[cas.Blob]cas.Entry, res *GCResult) ([]string, error) {
+	window := s.remote.sweepWindow
+	if window == 0 {
+		window = remoteSweepWindow
+	}
+	// The deadline counts from before the transaction began, so it ends
+	// before the fence, which counts from the server's clock within it.
+	dctx, cancel := context.WithDeadline(ctx, time.Now().Add(window-min(remoteSweepMargin, window/4)))
+	defer cancel()
+	var gone []cas.Blob
+	var err error
+	if s.remote.noLease {
+		gone, err = s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
+	} else {
+		gone, err = sl.DeleteUnreferenced(ctx, chunk, cutoff, now, window)
+	}
+	if err == nil {
+		err = s.fault("gc:rows-deleted")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var errs []string
+	for i, b := range gone {
+		if i%10 == 0 {
+			// A cheap early stop: the fence covers the rest.
+			if err := sl.Held(dctx); err != nil {
+				return errs, fmt.Errorf("%w; %d objects of the batch left", err, len(gone)-i)
+			}
+		}
+		if err := s.fault("gc:remove"); err != nil {
+			return errs, err
+		}
+		if err := s.remote.be.Remove(dctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			if dctx.Err() != nil {
+				return errs, fmt.Errorf("the sweep window of %v ended with %d objects of the batch left", window, len(gone)-i)
+			}
+			errs = append(errs, err.Error())
+			continue
+		}
+		res.RemovedBlobs++
+		res.FreedBytes += cands[b].Size
+		res.Removed = append(res.Removed, b)
+	}
+	return errs, nil
 }
 
 // markRemote is gc's mark on an object store: the objects listed a shard

@@ -39,7 +39,9 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 			ctx := context.Background()
 			e := startRemote(t)
 			atRecord, proceed := make(chan struct{}), make(chan struct{})
-			var once sync.Once
+			var once, closed sync.Once
+			release := func() { closed.Do(func() { close(proceed) }) }
+			t.Cleanup(release) // a test that fails early lets the writer go
 			wopts := []Option{withFaults(func(point string) error {
 				if point == "write:record" {
 					once.Do(func() {
@@ -78,9 +80,9 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 				gcErr <- err
 			}()
 			if !tc.noLease {
-				// gc waits for the writer's lease: its sweep lock request
-				// shows in pg_locks as not granted.
-				waitForLockWaiter(t, e.db)
+				// gc waits for the writer's lease: it tries for the sweep
+				// lock and is refused.
+				waitForSweepTry(t, e.db)
 				select {
 				case res := <-gcDone:
 					t.Fatalf("gc finished while a writer held its lease: %+v, %v", res, <-gcErr)
@@ -93,7 +95,7 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 					t.Fatalf("GC without leases = %+v, %v; want the object removed", res, err)
 				}
 			}
-			close(proceed)
+			release()
 			if err := <-written; err != nil {
 				t.Fatal(err)
 			}
@@ -126,9 +128,10 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 	}
 }
 
-// waitForLockWaiter polls pg_locks until a session waits for an advisory
-// lock, or fails the test after a deadline.
-func waitForLockWaiter(t *testing.T, url string) {
+// waitForSweepTry polls pg_stat_activity until a session has tried for
+// the sweep lock (gc's pg_try_advisory_lock, its column named sweep_lock),
+// or fails the test after a deadline.
+func waitForSweepTry(t *testing.T, url string) {
 	t.Helper()
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -138,7 +141,8 @@ func waitForLockWaiter(t *testing.T, url string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
-		err := db.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+		err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND query LIKE '%AS sweep_lock%'`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +150,7 @@ func waitForLockWaiter(t *testing.T, url string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no session waited for the sweep lock within 30s")
+			t.Fatal("no session tried for the sweep lock within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -482,6 +486,210 @@ func TestLeaseLostPutsAgain(t *testing.T) {
 		t.Errorf("the object after the write returned: %v; want it put again", err)
 	}
 	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
+
+// terminateLockHolder ends the session that holds the sweep lock in mode
+// (ExclusiveLock: gc's sweep; ShareLock: a writer's lease), as a
+// PostgreSQL restart or a dropped connection would, and waits until the
+// server has let the lock go.
+func terminateLockHolder(t *testing.T, url, mode string) {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const q = `FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = $1 AND classid::bigint = $2
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	const sweepClass = 0x746f6f6c + 3
+	var n int
+	if err := db.QueryRow(`SELECT count(pg_terminate_backend(pid)) `+q, mode, sweepClass).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("terminate the %s holder of the sweep lock: %d sessions, %v", mode, n, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := db.QueryRow(`SELECT count(*) `+q, mode, sweepClass).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep lock's %s holder still holds it 30s after it was terminated", mode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// gc's sweep lock ends (its session terminated) after gc committed the
+// deletion of a batch's rows, before it removed their objects (and, in the
+// second case, after it last saw the lock held); another machine then
+// writes the same content. The writer's lease is granted at once, but the
+// sweep fence gc set in that commit holds it back until gc can no longer
+// delete: it stores its row after gc has stopped, gc reports that it
+// stopped, and the committed row's object is there.
+func TestLeaseSweepFence(t *testing.T) {
+	for _, point := range []string{"gc:rows-deleted", "gc:remove"} {
+		t.Run(point, func(t *testing.T) {
+			ctx := context.Background()
+			e := startRemote(t)
+			w := mustOpenRemote(t, e)
+			const text = "content a gc whose lock died was about to delete"
+			put, err := w.Backend().Put(ctx, strings.NewReader(text), ".txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wrote []hook.Stored
+			var writeErr error
+			var once sync.Once
+			later := &clock{time.Now().Add(2 * time.Hour)}
+			g := mustOpenRemote(t, e, WithClock(later.now), withSweepWindow(2*time.Second), withFaults(func(p string) error {
+				if p == point {
+					once.Do(func() {
+						terminateLockHolder(t, e.db, "ExclusiveLock")
+						wrote, writeErr = w.Write(ctx, []hook.Item{item("r", 1, text)})
+					})
+				}
+				return nil
+			}))
+			res, gcErr := g.GC(ctx, GCOptions{Grace: time.Hour})
+			if writeErr != nil {
+				t.Fatalf("the write while gc's lock was gone: %v", writeErr)
+			}
+			if len(wrote) != 1 || !wrote[0].Dedup {
+				t.Fatalf("the write = %+v, want a dedup hit on the object gc was about to delete", wrote)
+			}
+			t.Logf("GC = %+v, %v", res, gcErr)
+			if _, err := g.Backend().Stat(ctx, put.Blob); err != nil {
+				t.Fatalf("the committed row's object: %v (GC = %+v, %v)", err, res, gcErr)
+			}
+			if gcErr == nil || res.RemovedBlobs != 0 {
+				t.Errorf("GC = %+v, %v; want an error saying it stopped, nothing removed", res, gcErr)
+			}
+			if v, err := g.Verify(ctx, VerifyOptions{}); err != nil || !v.OK {
+				t.Errorf("Verify = %+v, %v", v, err)
+			}
+		})
+	}
+}
+
+// A gc trying for the sweep lock while a write holds its lease holds up
+// no other write: another machine's write completes while gc is still
+// trying (PostgreSQL would queue its lease behind a waiting exclusive
+// request), and gc sweeps once the first write has committed.
+func TestLeaseGCDoesNotHoldUpWriters(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	atRecord, proceed := make(chan struct{}), make(chan struct{})
+	var once, closed sync.Once
+	release := func() { closed.Do(func() { close(proceed) }) }
+	t.Cleanup(release)
+	a := mustOpenRemote(t, e, withFaults(func(point string) error {
+		if point == "write:record" {
+			once.Do(func() {
+				close(atRecord)
+				<-proceed
+			})
+		}
+		return nil
+	}))
+	b := mustOpenRemote(t, e)
+	later := &clock{time.Now().Add(2 * time.Hour)}
+	g := mustOpenRemote(t, e, WithClock(later.now))
+	// Garbage for gc to sweep: an object no row names.
+	if _, err := b.Backend().Put(ctx, strings.NewReader("garbage"), ".txt"); err != nil {
+		t.Fatal(err)
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.Write(ctx, []hook.Item{item("a", 1, "a's part, parked before its commit")})
+		aDone <- err
+	}()
+	<-atRecord
+	type gcOut struct {
+		res GCResult
+		err error
+	}
+	gcDone := make(chan gcOut, 1)
+	go func() {
+		res, err := g.GC(ctx, GCOptions{Grace: time.Hour, LockTimeout: 10 * time.Minute})
+		gcDone <- gcOut{res, err}
+	}()
+	waitForSweepTry(t, e.db)
+	if _, err := b.Write(ctx, []hook.Item{item("b", 1, "an unrelated write")}); err != nil {
+		t.Fatalf("a write while gc tried for the sweep lock: %v", err)
+	}
+	select {
+	case out := <-gcDone:
+		t.Fatalf("gc finished while a write held its lease: %+v, %v", out.res, out.err)
+	default:
+	}
+	release()
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if out := <-gcDone; out.err != nil || out.res.RemovedBlobs != 1 {
+		t.Errorf("GC = %+v, %v; want the garbage removed", out.res, out.err)
+	}
+	if v, err := g.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || v.Checked != 2 {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
+
+// A write's lease ends (its session terminated) after its put found the
+// object there and before its commit, and a gc then removes that object.
+// The commit, checking the lease in its transaction, commits nothing; the
+// write takes a new lease and uploads the blob again, and at no moment is
+// its row committed without its object.
+func TestLeaseLostBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	later := &clock{time.Now().Add(2 * time.Hour)}
+	g := mustOpenRemote(t, e, WithClock(later.now))
+	const text = "content whose lease ends before its commit"
+	put, err := g.Backend().Put(ctx, strings.NewReader(text), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		once     sync.Once
+		gcRes    GCResult
+		gcErr    error
+		records  int
+		orphaned []string
+		w        *Store
+	)
+	w = mustOpenRemote(t, e, withFaults(func(point string) error {
+		switch point {
+		case "write:record":
+			records++
+			once.Do(func() {
+				terminateLockHolder(t, e.db, "ShareLock")
+				gcRes, gcErr = g.GC(ctx, GCOptions{Grace: time.Hour})
+			})
+		case "write:committed":
+			if _, err := w.Backend().Stat(ctx, put.Blob); err != nil {
+				orphaned = append(orphaned, err.Error())
+			}
+		}
+		return nil
+	}))
+	st, err := w.Write(ctx, []hook.Item{item("r", 1, text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gcErr != nil || gcRes.RemovedBlobs != 1 {
+		t.Fatalf("GC while the write's lease was gone = %+v, %v; want the object removed", gcRes, gcErr)
+	}
+	if len(orphaned) > 0 {
+		t.Fatalf("the write's row was committed while its object was gone: %v", orphaned)
+	}
+	if records != 2 || st[0].Dedup {
+		t.Errorf("the write committed %d times, dedup %v; want a second put that uploaded the blob again", records, st[0].Dedup)
+	}
+	if v, err := g.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || v.Checked != 1 {
 		t.Errorf("Verify = %+v, %v", v, err)
 	}
 }

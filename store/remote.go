@@ -44,6 +44,9 @@ type remoteStore struct {
 	// noLease turns the blob leases and the sweep lock off, for tests to
 	// show what they prevent.
 	noLease bool
+	// sweepWindow is how long gc may delete a batch's objects (see
+	// remoteSweepWindow); 0 is remoteSweepWindow.
+	sweepWindow time.Duration
 	// durability is Durability's answer.
 	durability string
 }
@@ -153,7 +156,7 @@ func openRemote(ctx context.Context, location string, opts []Option) (*Store, er
 	}
 	s := &Store{dir: be.Cache().Dir(), index: ix, lockTimeout: c.lockWait, now: c.now, inject: c.inject,
 		readOnly: c.readOnly,
-		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock, durability: durability}}
+		remote:   &remoteStore{be: be, leases: make(chan struct{}, maxLeases), staging: staging, noLease: c.noLock, durability: durability, sweepWindow: c.sweepWindow}}
 	return s, nil
 }
 
@@ -206,8 +209,14 @@ func readRemoteRecord(ctx context.Context, be *s3blob.Backend) (string, error) {
 		return "", fmt.Errorf("store: %w", err)
 	}
 	var r indexRecord
-	if err := json.Unmarshal(b, &r); err != nil || r.URL == "" {
-		return "", fmt.Errorf("store: %s in %s is damaged (want {\"url\": \"postgres://…\"}): %v", IndexRecordFile, be.Location(), err)
+	damaged := func(why any) error {
+		return fmt.Errorf("store: %s in %s is damaged (want {\"url\": \"postgres://…\"}): %v", IndexRecordFile, be.Location(), why)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", damaged(err)
+	}
+	if r.URL == "" {
+		return "", damaged("it names no URL")
 	}
 	if _, err := indexURLShown(r.URL); err != nil {
 		return "", fmt.Errorf("store: %s in %s: %w", IndexRecordFile, be.Location(), err)
@@ -303,11 +312,11 @@ func (s *Store) writeRemote(ctx context.Context, items []hook.Item) ([]hook.Stor
 		wg.Wait()
 		return firstCause(errs)
 	}
-	recs, err := s.underLease(ctx, putAll, func() ([]index.Recorded, error) {
+	recs, err := s.underLease(ctx, putAll, func(lctx context.Context) ([]index.Recorded, error) {
 		for i := range nps {
 			nps[i].Blob = puts[i].Blob
 		}
-		return s.index.Record(ctx, nps)
+		return s.index.Record(lctx, nps)
 	})
 	if err != nil {
 		return nil, err
@@ -372,9 +381,9 @@ func (s *Store) putRemote(ctx context.Context, sp StreamPart, r io.Reader) (PutR
 		Key: k.String(), Run: k.Run, Step: k.Step, Tool: k.Tool, CallID: k.CallID, Part: k.Part,
 		Kind: kindOf(part.Kind), MIME: part.MIME, Filename: part.Filename, Bytes: size, Chars: probe.Chars(),
 	}
-	recs, err := s.underLease(ctx, put, func() ([]index.Recorded, error) {
+	recs, err := s.underLease(ctx, put, func(lctx context.Context) ([]index.Recorded, error) {
 		np.Blob = res.Blob
-		return s.index.Record(ctx, []index.NewPart{np})
+		return s.index.Record(lctx, []index.NewPart{np})
 	})
 	if err != nil {
 		return PutResult{}, err

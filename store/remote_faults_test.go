@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,8 +65,19 @@ func TestRemoteIndexStopsMidWrite(t *testing.T) {
 	e := startRemote(t)
 	c := pgtest.Shared(t)
 	var records atomic.Int64
+	var down atomic.Bool
+	// The cluster is shared: a test that fails before it restarts it must
+	// not leave it down for the tests after it.
+	t.Cleanup(func() {
+		if down.Load() {
+			if err := c.Restart(context.Background()); err != nil {
+				t.Errorf("restart the shared PostgreSQL: %v", err)
+			}
+		}
+	})
 	s := mustOpenRemote(t, e, withFaults(func(point string) error {
 		if point == "write:record" && records.Add(1) == 1 {
+			down.Store(true)
 			if err := c.Crash(); err != nil {
 				return err
 			}
@@ -79,6 +93,7 @@ func TestRemoteIndexStopsMidWrite(t *testing.T) {
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
+	down.Store(false)
 	if _, err := s.Resolve(ctx, "", "r/1_t_c.txt"); !errors.Is(err, hook.ErrNotFound) {
 		t.Fatalf("Resolve after the failed write = %v, want not found", err)
 	}
@@ -112,5 +127,42 @@ func TestRemoteBadInput(t *testing.T) {
 		if _, err := OpenAt(ctx, bad, e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
 			t.Errorf("OpenAt(%q) = %v, want ErrBadURL", bad, err)
 		}
+	}
+}
+
+// A read-only store on S3 refuses a write naming the store's URL, not its
+// cache directory; Barriers, a figure of local writes, is 0 there; an
+// index record that names no URL is damaged, and the message says why.
+func TestRemoteMessagesAndFigures(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	s := mustOpenRemote(t, e)
+	mustWrite(t, s, item("r", 1, "a part"))
+	if got := s.Barriers(); got != 0 {
+		t.Errorf("Barriers on S3 = %d, want 0", got)
+	}
+	ro, err := OpenAt(ctx, e.url, e.options(t.TempDir(), ReadOnly())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	_, err = ro.Write(ctx, []hook.Item{item("r", 2, "refused")})
+	if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), ro.Location()) || strings.Contains(err.Error(), ro.Dir()) {
+		t.Errorf("Write on a read-only store on S3 = %v, want ErrReadOnly naming %s", err, ro.Location())
+	}
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(e.srv.Dir, u.Host, filepath.FromSlash(u.Path), IndexRecordFile)
+	if err := os.Remove(record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.remote.be.CreateMeta(ctx, IndexRecordFile, []byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	if err == nil || !strings.Contains(err.Error(), "names no URL") || strings.Contains(err.Error(), "<nil>") {
+		t.Errorf("OpenAt with an index record naming no URL = %v", err)
 	}
 }

@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // Options only tests use.
 
 // withFaults makes the named points of gc, and "write:record" (a row
@@ -23,6 +25,15 @@ func withoutGCLock() Option {
 func withoutIntent() Option {
 	return func(c *config) error {
 		c.noIntent = true
+		return nil
+	}
+}
+
+// withSweepWindow sets how long gc may delete a batch's objects under the
+// sweep fence, for tests that wait for a fence to pass.
+func withSweepWindow(d time.Duration) Option {
+	return func(c *config) error {
+		c.sweepWindow = d
 		return nil
 	}
 }

@@ -94,6 +94,7 @@ type config struct {
 	now         func() time.Time
 	inject      func(point string) error
 	noLock      bool
+	sweepWindow time.Duration // 0: remoteSweepWindow
 	noIntent    bool
 	lockWait    time.Duration
 	readOnly    bool
@@ -776,7 +777,7 @@ func (s *Store) release() {
 // writable refuses what op would do to a store opened read-only.
 func (s *Store) writable(op string) error {
 	if s.readOnly {
-		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.dir)
+		return fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.Location())
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ type scriptS3 struct {
 	t    *testing.T
 	once sync.Once
 	srv  *versitygw.Server
+	err  error // why srv did not start
 	seq  atomic.Int64
 }
 
@@ -41,14 +42,35 @@ func (p *scriptS3) cmdS3Store(ts *testscript.TestScript, neg bool, args []string
 	if _, err := versitygw.Binary(); err != nil {
 		ts.Fatalf("versitygw: %v: %s", err, versitygw.Install)
 	}
-	p.once.Do(func() { p.srv = versitygw.Start(p.t) })
+	srv, err := p.server()
+	if err != nil {
+		ts.Fatalf("start the scripts' S3 server: %v", err)
+	}
 	bucket := fmt.Sprintf("script-%d-%d", os.Getpid()%100000, p.seq.Add(1))
-	ts.Setenv(args[0], fmt.Sprintf("s3://%s/team/tools?endpoint=%s", bucket, p.srv.Endpoint()))
+	ts.Setenv(args[0], fmt.Sprintf("s3://%s/team/tools?endpoint=%s", bucket, srv.Endpoint()))
 	// Where the server keeps the store's objects, for s3object.
-	ts.Setenv("S3_OBJECTS", filepath.Join(p.srv.Dir, bucket, "team", "tools"))
-	ts.Setenv("AWS_ACCESS_KEY_ID", p.srv.AccessKey)
-	ts.Setenv("AWS_SECRET_ACCESS_KEY", p.srv.SecretKey)
+	ts.Setenv("S3_OBJECTS", filepath.Join(srv.Dir, bucket, "team", "tools"))
+	ts.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	ts.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	ts.Setenv("AWS_REGION", "us-east-1")
+}
+
+// server starts the scripts' server the first time it is called, and
+// returns it or why it did not start, to every caller. It runs in a
+// script's goroutine, so it must not fail the parent test.
+func (p *scriptS3) server() (*versitygw.Server, error) {
+	p.once.Do(func() {
+		dir, err := os.MkdirTemp("", "casctl-s3-")
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.t.Cleanup(func() { os.RemoveAll(dir) })
+		if p.srv, p.err = versitygw.StartIn(dir); p.err == nil {
+			p.t.Cleanup(p.srv.Stop)
+		}
+	})
+	return p.srv, p.err
 }
 
 // s3object VAR CACHEPATH: set VAR to the file in which the server keeps
@@ -73,4 +95,27 @@ func cmdJSONSet(ts *testscript.TestScript, neg bool, args []string) {
 	v, err := jsonValue(ts, args[1], args[2])
 	ts.Check(err)
 	ts.Setenv(args[0], fmt.Sprint(v))
+}
+
+// A server that cannot start is an error for every script that asks for
+// it, from the scripts' goroutines, not a failure of the parent test nor a
+// nil server for the scripts after the first.
+func TestScriptS3StartFails(t *testing.T) {
+	t.Setenv("TOOLCAS_VERSITYGW", "/bin/false")
+	p := &scriptS3{t: t}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			srv, err := p.server()
+			if srv != nil {
+				err = fmt.Errorf("a server %v beside the error %w", srv, err)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "exited at start") {
+			t.Errorf("server() with a binary that is no server = %v, want its start's error", err)
+		}
+	}
 }

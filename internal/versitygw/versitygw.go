@@ -82,14 +82,29 @@ type Server struct {
 // Required, when it fails.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := Binary()
-	if err != nil {
+	if _, err := Binary(); err != nil {
 		if Required() {
 			tb.Fatalf("versitygw: %v; TOOLCAS_REQUIRE_SERVERS=1 needs it: %s", err, Install)
 		}
 		tb.Skipf("versitygw: %v; to run the S3 tests: %s", err, Install)
 	}
-	dir := tb.TempDir()
+	s, err := StartIn(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartIn starts a server whose files go in dir, which must exist, and
+// returns it, or an error saying why it could not start. The caller stops
+// it. Unlike Start it needs no test goroutine, for a server started lazily
+// from elsewhere.
+func StartIn(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, fmt.Errorf("versitygw: %w: %s", err, Install)
+	}
 	s := &Server{
 		Bin:       bin,
 		Dir:       filepath.Join(dir, "gw"),
@@ -98,22 +113,20 @@ func Start(tb testing.TB) *Server {
 		SecretKey: "toolcas-test-secret-" + fmt.Sprint(time.Now().UnixNano()),
 	}
 	if err := os.Mkdir(s.Dir, 0o755); err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("versitygw: %w", err)
 	}
-	tb.Cleanup(s.Stop)
 	var lastErr error
 	for range 3 {
 		addr, err := freePort()
 		if err != nil {
-			tb.Fatal(err)
+			return nil, fmt.Errorf("versitygw: %w", err)
 		}
 		s.Addr = addr
 		if lastErr = s.launch(); lastErr == nil {
-			return s
+			return s, nil
 		}
 	}
-	tb.Fatalf("versitygw: %v\n%s", lastErr, s.logTail())
-	return nil
+	return nil, fmt.Errorf("versitygw: %v\n%s", lastErr, s.logTail())
 }
 
 // Endpoint returns the server's base URL.
