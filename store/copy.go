@@ -253,9 +253,11 @@ func (c *copier) page(ps []index.Part) error {
 		return c.dst.fault("copy:blobs")
 	}
 	var n int
-	commit := func() ([]index.Recorded, error) {
+	// commit's ctx carries the blob lease on an object store, so that the
+	// transaction checks it still holds (see underLease).
+	commit := func(ctx context.Context) ([]index.Recorded, error) {
 		var err error
-		n, err = c.dst.index.Import(c.ctx, todo)
+		n, err = c.dst.index.Import(ctx, todo)
 		return nil, err
 	}
 	if c.dst.remote != nil {
@@ -266,7 +268,7 @@ func (c *copier) page(ps []index.Part) error {
 			return err
 		}
 		if err = put(c.ctx); err == nil {
-			_, err = commit()
+			_, err = commit(c.ctx)
 		}
 		unlock()
 	}
