@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"sync"
 )
 
 // The roles a blob store plays, one small interface each, and Backend, all
@@ -206,3 +207,33 @@ func (hr *HashingReader) Digest() Digest {
 
 // Size returns the number of bytes read so far.
 func (hr *HashingReader) Size() int64 { return hr.n }
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// CopyContext copies src to dst as io.Copy does, in chunks of 256 KiB,
+// and stops with ctx's error when ctx ends between two of them: a copy
+// to or from a network store that a caller gave up on does not run on.
+func CopyContext(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		k, rerr := src.Read(buf)
+		if k > 0 {
+			if _, err := dst.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}

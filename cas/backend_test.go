@@ -1,7 +1,10 @@
 package cas
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -171,4 +174,33 @@ func TestOpenStoredLocal(t *testing.T) {
 	if _, err := OpenStored(t.Context(), s, Blob{Digest: Sum([]byte("absent")), Ext: ".txt"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OpenStored(missing) = %v, want ErrNotFound", err)
 	}
+}
+
+// CopyContext copies everything while ctx lasts and stops with ctx's
+// error once it ends, without reading on.
+func TestCopyContext(t *testing.T) {
+	data := bytes.Repeat([]byte("toolcas "), 100_000)
+	var got bytes.Buffer
+	n, err := CopyContext(context.Background(), &got, bytes.NewReader(data))
+	if err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("CopyContext = %d, %v, %d bytes copied; want %d, nil, the same bytes", n, err, got.Len(), len(data))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &cancelAfterRead{r: bytes.NewReader(data), cancel: cancel}
+	n, err = CopyContext(ctx, io.Discard, r)
+	if !errors.Is(err, context.Canceled) || r.reads != 1 || n != 256<<10 {
+		t.Errorf("CopyContext cancelled after the first read = %d, %v after %d reads; want %d, context.Canceled after 1", n, err, r.reads, 256<<10)
+	}
+}
+
+type cancelAfterRead struct {
+	r      io.Reader
+	cancel func()
+	reads  int
+}
+
+func (c *cancelAfterRead) Read(p []byte) (int, error) {
+	c.reads++
+	defer c.cancel()
+	return c.r.Read(p)
 }

@@ -123,7 +123,7 @@ func (c *Cache) open(ctx context.Context, b cas.Blob) (*os.File, int64, error) {
 		return nil, 0, fmt.Errorf("s3blob: cache: %s: %w", b.FileName(), cas.ErrNotFound)
 	}
 	h := cas.NewHashingReader(f)
-	if _, err := copyCtx(ctx, io.Discard, h); err != nil {
+	if _, err := cas.CopyContext(ctx, io.Discard, h); err != nil {
 		f.Close()
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()

@@ -41,7 +41,7 @@ func (be *Backend) Put(ctx context.Context, r io.Reader, ext string) (cas.PutRes
 		return cas.PutResult{}, err
 	}
 	h := cas.NewHashingReader(r)
-	if _, err := copyCtx(ctx, tmp, h); err != nil {
+	if _, err := cas.CopyContext(ctx, tmp, h); err != nil {
 		be.cache.discard(tmp)
 		if ctx.Err() != nil {
 			return cas.PutResult{}, fmt.Errorf("s3blob: put: %w", ctx.Err())

@@ -17,11 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -390,7 +388,7 @@ func (be *Backend) fetch(ctx context.Context, b cas.Blob) (*os.File, int64, erro
 	if err != nil {
 		return nil, 0, err
 	}
-	n, err := copyCtx(ctx, tmp, r)
+	n, err := cas.CopyContext(ctx, tmp, r)
 	if err != nil {
 		be.cache.discard(tmp)
 		if errors.Is(err, cas.ErrCorrupt) {
@@ -399,34 +397,6 @@ func (be *Backend) fetch(ctx context.Context, b cas.Blob) (*os.File, int64, erro
 		return nil, 0, be.classify("fetch "+b.FileName(), err)
 	}
 	return be.cache.install(tmp, b, n)
-}
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-
-// copyCtx copies src to dst in chunks, stopping when ctx is done.
-func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		k, rerr := src.Read(buf)
-		if k > 0 {
-			if _, err := dst.Write(buf[:k]); err != nil {
-				return n, err
-			}
-			n += int64(k)
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
 }
 
 // Remove deletes a blob's object and its cached file.

@@ -144,7 +144,7 @@ func (s *Store) VerifyBlob(ctx context.Context, b cas.Blob) error {
 		return err
 	}
 	defer r.Close()
-	_, err = copyCtx(ctx, discard{}, r)
+	_, err = cas.CopyContext(ctx, discard{}, r)
 	return err
 }
 

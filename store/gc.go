@@ -79,33 +79,21 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	s.release()
 	defer makeReserve(s.dir, s.reserve)
-	if o.Grace < 0 {
-		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
-	}
-	if o.LockTimeout < 0 {
-		return GCResult{}, fmt.Errorf("store: gc: negative lock timeout %v", o.LockTimeout)
-	}
-	timeout := o.LockTimeout
-	if timeout == 0 {
-		timeout = DefaultGCLockTimeout
+	timeout, err := checkGCOptions(o)
+	if err != nil {
+		return GCResult{}, err
 	}
 	// One gc at a time on the index: gc.lock is a file lock, which holds
 	// only for the processes of one machine, and an index on PostgreSQL may
 	// be shared beyond it. The index's gc lock (an advisory lock there,
 	// nothing on SQLite) is taken before the mark, and checked before each
 	// delete. A dry run deletes nothing and takes neither.
-	var gcLock *index.GCLock
-	if !o.DryRun {
-		l, err := s.index.AcquireGCLock(ctx)
-		if errors.Is(err, index.ErrGCRunning) {
-			return GCResult{}, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
-				index.ErrGCRunning, s.index.Path())
-		}
-		if err != nil {
-			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
-		}
-		defer l.Release()
-		gcLock = l
+	gcLock, err := s.indexGCLock(ctx, o.DryRun)
+	if err != nil {
+		return GCResult{}, err
+	}
+	if gcLock != nil {
+		defer gcLock.Release()
 	}
 	stillHeld := func() error {
 		if gcLock == nil {
@@ -489,4 +477,36 @@ func shardOf(rel string) (int, bool) {
 		return 0, false
 	}
 	return int(n), true
+}
+
+// checkGCOptions refuses options that make no sense and returns how long
+// gc waits for writers.
+func checkGCOptions(o GCOptions) (time.Duration, error) {
+	if o.Grace < 0 {
+		return 0, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
+	}
+	if o.LockTimeout < 0 {
+		return 0, fmt.Errorf("store: gc: negative lock timeout %v", o.LockTimeout)
+	}
+	if o.LockTimeout == 0 {
+		return DefaultGCLockTimeout, nil
+	}
+	return o.LockTimeout, nil
+}
+
+// indexGCLock takes the index's gc lock, one gc at a time on an index
+// however many machines share it; a dry run takes none and gets nil.
+func (s *Store) indexGCLock(ctx context.Context, dryRun bool) (*index.GCLock, error) {
+	if dryRun {
+		return nil, nil
+	}
+	l, err := s.index.AcquireGCLock(ctx)
+	if errors.Is(err, index.ErrGCRunning) {
+		return nil, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
+			index.ErrGCRunning, s.index.Path())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+	}
+	return l, nil
 }

@@ -194,28 +194,16 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 	if err := s.writable("gc"); err != nil {
 		return GCResult{}, err
 	}
-	if o.Grace < 0 {
-		return GCResult{}, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
+	timeout, err := checkGCOptions(o)
+	if err != nil {
+		return GCResult{}, err
 	}
-	if o.LockTimeout < 0 {
-		return GCResult{}, fmt.Errorf("store: gc: negative lock timeout %v", o.LockTimeout)
+	gcLock, err := s.indexGCLock(ctx, o.DryRun)
+	if err != nil {
+		return GCResult{}, err
 	}
-	timeout := o.LockTimeout
-	if timeout == 0 {
-		timeout = DefaultGCLockTimeout
-	}
-	var gcLock *index.GCLock
-	if !o.DryRun {
-		l, err := s.index.AcquireGCLock(ctx)
-		if errors.Is(err, index.ErrGCRunning) {
-			return GCResult{}, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
-				index.ErrGCRunning, s.index.Path())
-		}
-		if err != nil {
-			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
-		}
-		defer l.Release()
-		gcLock = l
+	if gcLock != nil {
+		defer gcLock.Release()
 	}
 	res := GCResult{DryRun: o.DryRun}
 	now := s.now()

@@ -359,7 +359,7 @@ func (s *Store) putRemote(ctx context.Context, sp StreamPart, r io.Reader) (PutR
 		f.Close()
 		os.Remove(f.Name())
 	}()
-	size, err := copyCtx(ctx, f, io.TeeReader(r, probe))
+	size, err := cas.CopyContext(ctx, f, io.TeeReader(r, probe))
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store: read the content: %w", err)
 	}
@@ -393,30 +393,6 @@ func (s *Store) putRemote(ctx context.Context, sp StreamPart, r io.Reader) (PutR
 			Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: res.Existed},
 		Info: probe.Info(size), Kind: part.Kind, MIME: part.MIME, Size: size, Chars: np.Chars,
 	}, nil
-}
-
-// copyCtx copies src to dst, stopping when ctx ends.
-func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, 256<<10)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		k, rerr := src.Read(buf)
-		if k > 0 {
-			if _, err := dst.Write(buf[:k]); err != nil {
-				return n, err
-			}
-			n += int64(k)
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
 }
 
 // readRemote is Read on an object store: through the cache, checked.

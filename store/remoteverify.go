@@ -128,6 +128,6 @@ func (s *Store) verifyObject(ctx context.Context, b cas.Blob) error {
 		return err
 	}
 	defer r.Close()
-	_, err = copyCtx(ctx, discard{}, r)
+	_, err = cas.CopyContext(ctx, discard{}, r)
 	return err
 }
