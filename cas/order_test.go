@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -394,5 +395,85 @@ func TestDiskFull(t *testing.T) {
 	}
 	if _, err := s.ReadAll(ctx, res.Blob); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// shardRemoverFS removes a shard directory, empty, just before a temp file
+// is created in it, as a pack's RemoveEmptyShards in another process may.
+type shardRemoverFS struct {
+	fileSystem
+	removals int
+}
+
+func (f *shardRemoverFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	if dir, base, ok := strings.Cut(strings.TrimPrefix(name, BlobsDir+"/"), "/"); ok && f.removals > 0 &&
+		flag&os.O_CREATE != 0 && strings.HasPrefix(base, tempPrefix) {
+		if err := f.fileSystem.Remove(BlobsDir + "/" + dir); err == nil {
+			f.removals--
+		}
+	}
+	return f.fileSystem.OpenFile(name, flag, perm)
+}
+
+// A write whose shard directory a packer removes again and again, even
+// right after the write made it anew, makes it again and succeeds.
+func TestShardRemovedWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	fsys := &shardRemoverFS{fileSystem: s.fs, removals: 3}
+	s.fs = fsys
+	data := []byte("a shard removed under a writer")
+	res, err := s.PutBytes(ctx, data, ".txt")
+	if err != nil {
+		t.Fatalf("PutBytes with its shard removed 3 times = %v", err)
+	}
+	if fsys.removals != 0 {
+		t.Fatalf("%d removals left, want 0: the test did not remove the shard", fsys.removals)
+	}
+	got, err := ReadBlob(ctx, s, res.Blob)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadBlob = %q, %v; want %q", got, err, data)
+	}
+}
+
+// shardRenameRemoverFS removes a shard directory, empty, just before a
+// streamed blob is renamed into it.
+type shardRenameRemoverFS struct {
+	fileSystem
+	removals int
+}
+
+func (f *shardRenameRemoverFS) Rename(oldname, newname string) error {
+	if f.removals > 0 && path.Dir(oldname) == BlobsDir {
+		if err := f.fileSystem.Remove(path.Dir(newname)); err == nil {
+			f.removals--
+		}
+	}
+	return f.fileSystem.Rename(oldname, newname)
+}
+
+// A streamed put whose shard a packer removes again and again before the
+// rename makes it again and succeeds.
+func TestShardRemovedBeforeStreamedRename(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	// The shard must exist and be empty for the remover to remove it.
+	data := bytes.Repeat([]byte("streamed into a shard removed under it "), 60_000) // over memLimit: staged in blobs/
+	b := Blob{Digest: Sum(data), Ext: ".txt"}
+	if err := s.remakeShard(b.Shard()); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &shardRenameRemoverFS{fileSystem: s.fs, removals: 3}
+	s.fs = fsys
+	res, err := s.Put(ctx, bytes.NewReader(data), ".txt")
+	if err != nil {
+		t.Fatalf("Put with its shard removed 3 times = %v", err)
+	}
+	if fsys.removals != 0 {
+		t.Fatalf("%d removals left, want 0: the test did not remove the shard", fsys.removals)
+	}
+	got, err := ReadBlob(ctx, s, res.Blob)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadBlob = %d bytes, %v; want %d bytes", len(got), err, len(data))
 	}
 }

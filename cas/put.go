@@ -298,7 +298,10 @@ func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFo
 func (s *Store) createTemp(shard string) (string, file, error) {
 	dir := BlobsDir + "/" + shard
 	tmp, f, err := s.createTempIn(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Packing removes empty shard directories (RemoveEmptyShards) while
+	// writers run, and may remove one again just after a writer made it
+	// anew: make it again, a few times, before giving up.
+	for try := 0; try < shardRetries && errors.Is(err, fs.ErrNotExist); try++ {
 		if err := s.remakeShard(shard); err != nil {
 			return "", nil, err
 		}
@@ -306,6 +309,10 @@ func (s *Store) createTemp(shard string) (string, file, error) {
 	}
 	return tmp, f, err
 }
+
+// shardRetries is how many times a write makes its shard directory again
+// when it finds it gone.
+const shardRetries = 5
 
 func (s *Store) createTempIn(dir string) (string, file, error) {
 	for range 10 {
@@ -372,9 +379,9 @@ func (s *Store) renameSync(tmp string, f file, b Blob, syncName bool) error {
 		return s.writeError(b, err)
 	}
 	err := s.fs.Rename(tmp, b.RelPath())
-	if errors.Is(err, fs.ErrNotExist) && path.Dir(tmp) == BlobsDir {
-		// A streamed blob's temp file is in blobs/ and its shard is made
-		// on first use (or was removed by packing since).
+	// A streamed blob's temp file is in blobs/ and its shard is made on
+	// first use, or again when packing removed it since (see createTemp).
+	for try := 0; try < shardRetries && errors.Is(err, fs.ErrNotExist) && path.Dir(tmp) == BlobsDir; try++ {
 		if err = s.remakeShard(b.Shard()); err == nil {
 			err = s.fs.Rename(tmp, b.RelPath())
 		}
