@@ -104,14 +104,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	res := GCResult{DryRun: o.DryRun}
 	now := s.now()
 	cutoff := now.Add(-o.Grace)
-	// A file stamped in the future (a clock set back, a copy from another
-	// machine) is taken as stamped now, so that it ages like the rest.
-	old := func(t time.Time) bool {
-		if t.After(now) {
-			t = now
-		}
-		return !t.After(cutoff)
-	}
+	old := olderThan(now, o.Grace)
 
 	// Mark: what the index uses, what is on disk, a shard at a time.
 	m, err := s.mark(ctx, old, o.Progress)
@@ -509,4 +502,17 @@ func (s *Store) indexGCLock(ctx context.Context, dryRun bool) (*index.GCLock, er
 		return nil, fmt.Errorf("store: gc: %w (nothing deleted)", err)
 	}
 	return l, nil
+}
+
+// olderThan reports whether a time is at least grace before now. A file
+// stamped in the future (a clock set back, a copy from another machine) is
+// taken as stamped now, so that it ages like the rest.
+func olderThan(now time.Time, grace time.Duration) func(time.Time) bool {
+	cutoff := now.Add(-grace)
+	return func(t time.Time) bool {
+		if t.After(now) {
+			t = now
+		}
+		return !t.After(cutoff)
+	}
 }

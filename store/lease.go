@@ -208,12 +208,7 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 	res := GCResult{DryRun: o.DryRun}
 	now := s.now()
 	cutoff := now.Add(-o.Grace)
-	old := func(t time.Time) bool {
-		if t.After(now) {
-			t = now
-		}
-		return !t.After(cutoff)
-	}
+	old := olderThan(now, o.Grace)
 	m, err := s.markRemote(ctx, old, o.Progress)
 	if err != nil {
 		return GCResult{}, err
