@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -137,7 +138,7 @@ func crashLoop(t *testing.T) {
 	checked := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		key, digest, ok := strings.Cut(sc.Text(), " ")
+		key, digest, ok := committedLine(sc.Text())
 		if !ok {
 			continue // a line cut short by the kill
 		}
@@ -206,4 +207,37 @@ func crashLoop(t *testing.T) {
 	}
 	t.Logf("%d processes killed (%d gc, %d packers), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
 		killed, gcKilled, packKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
+}
+
+// committedLine splits a line of a crash writer's log, "KEY DIGEST". A
+// writer killed in the middle of writing one (a write that crosses a page
+// boundary can be cut by SIGKILL) leaves it cut short, and the next
+// writer's line then follows it on the same line: such a line is not
+// whole, and ok is false.
+func committedLine(line string) (key, digest string, ok bool) {
+	key, digest, ok = strings.Cut(line, " ")
+	if !ok {
+		return "", "", false
+	}
+	if _, err := cas.ParseDigest(digest); err != nil {
+		return "", "", false
+	}
+	return key, digest, true
+}
+
+func TestCommittedLine(t *testing.T) {
+	whole := "w5/0_t_26-1_0.txt blake3:65fff257c421093b52da993b15bf75db8e04bb7e7fee30a2b6b4d825c15de2ae"
+	for _, tc := range []struct {
+		line string
+		ok   bool
+	}{
+		{whole, true},
+		{"w3/1_t_24-1_1.txt", false},
+		{"w3/1_t_24-1_1.txt blake3:b9a62c94453f9ddfebeb", false},
+		{"w3/1_t_24-1_1.txt blake3:b9a62c94453f9ddfebeba" + whole, false},
+	} {
+		if _, _, ok := committedLine(tc.line); ok != tc.ok {
+			t.Errorf("committedLine(%q) ok = %v, want %v", tc.line, ok, tc.ok)
+		}
+	}
 }

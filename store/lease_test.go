@@ -252,7 +252,7 @@ func TestRemoteCrashLoop(t *testing.T) {
 	var checkedBytes, lostBytes int64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		key, digest, ok := strings.Cut(sc.Text(), " ")
+		key, digest, ok := committedLine(sc.Text())
 		if !ok || strings.HasPrefix(key, "junk-") {
 			continue // a line cut short by a kill; runs gc prunes on purpose
 		}
