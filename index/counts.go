@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// The counters behind Stats live in the counts and blob_totals tables and
+// The counters behind Stats live in the counts and unused_blobs tables and
 // in each blob row's counted_in, and triggers on parts and blobs keep them
 // in the transaction that changes the rows (see the migration that makes
 // them). Nothing in Go updates them, so no write path can forget to.
 
 // countedStats is Stats of the whole index, read from the counters: a row
-// per (run, tool), a row of blob totals and the packs, then, for the dates
+// per (run, tool), a row of the unused blobs and the packs, then, for the dates
 // of each group, two index lookups per run and per tool.
 func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 	var s Stats
@@ -78,11 +78,11 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			return err
 		}
 		s.ByTool, s.ByRun = sortGroups(tools), sortGroups(runs)
-		var blobRows, blobBytes int64
-		if err := x.db.QueryRowContext(ctx, `SELECT blobs, bytes FROM blob_totals WHERE id = 1`).Scan(&blobRows, &blobBytes); err != nil {
-			return fmt.Errorf("blob totals: %w", err)
+		// The blobs no group is charged with are the unreferenced ones.
+		if err := x.db.QueryRowContext(ctx, `SELECT blobs, bytes FROM unused_blobs WHERE id = 1`).
+			Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
+			return fmt.Errorf("unused blobs: %w", err)
 		}
-		s.UnreferencedBlobs, s.UnreferencedBytes = blobRows-s.Blobs, blobBytes-s.StoredBytes
 		return x.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`).
 			Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
 	})
@@ -179,15 +179,16 @@ var driftChecks = []driftCheck{
 				c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
 		},
 	},
-	{
+	{ // The blobs no group is charged with.
 		`SELECT t.blobs, t.bytes, a.n, a.bytes
-		FROM (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs) a LEFT JOIN blob_totals t ON t.id = 1
+		FROM (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM blobs WHERE counted_in IS NULL) a
+			LEFT JOIN unused_blobs t ON t.id = 1
 		WHERE t.blobs IS NULL OR t.blobs <> a.n OR t.bytes <> a.bytes`,
 		func(c []any) string {
 			if c[0] == nil {
-				return fmt.Sprintf("blob totals: none, recounted %v blobs of %v bytes", c[2], c[3])
+				return fmt.Sprintf("unused blobs: no counter, recounted %v blobs of %v bytes", c[2], c[3])
 			}
-			return fmt.Sprintf("blob totals: counted %v blobs of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3])
+			return fmt.Sprintf("unused blobs: counted %v blobs of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3])
 		},
 	},
 }
@@ -285,8 +286,8 @@ func (x *Index) FixCounts(ctx context.Context) (int, error) {
 				WHERE g.run_id = counts.run_id AND g.tool = counts.tool`,
 			`UPDATE counts SET blobs = a.n, stored = a.bytes, packed_blobs = a.pn, packed = a.pbytes
 				FROM (` + countedBlobsSQL + `) AS a WHERE a.counted_in = counts.id`,
-			`INSERT INTO blob_totals (id, blobs, bytes) SELECT 1, count(*), coalesce(sum(size), 0) FROM blobs WHERE true
-				ON CONFLICT (id) DO UPDATE SET blobs = excluded.blobs, bytes = excluded.bytes`,
+			`INSERT INTO unused_blobs (id, blobs, bytes) SELECT 1, count(*), coalesce(sum(size), 0) FROM blobs
+				WHERE counted_in IS NULL ON CONFLICT (id) DO UPDATE SET blobs = excluded.blobs, bytes = excluded.bytes`,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err

@@ -228,7 +228,8 @@ func testFixCounts(t *testing.T) {
 		{"unused counted", `UPDATE blobs SET counted_in = 1 WHERE size = 5`, "do not use it"},
 		{"missing row", `UPDATE blobs SET counted_in = 999 WHERE size = 3`, "do not use it"},
 		{"blob sums", `UPDATE counts SET stored = stored + 7`, "recounted"},
-		{"totals", `DELETE FROM blob_totals`, "blob totals: none"},
+		{"unused sums", `UPDATE unused_blobs SET bytes = bytes + 1`, "unused blobs: counted"},
+		{"unused", `DELETE FROM unused_blobs`, "unused blobs: no counter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := x.db.ExecContext(ctx, tc.damage); err != nil {

@@ -214,10 +214,6 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 			if present {
 				continue
 			}
-			var blobID int64
-			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now).Scan(&blobID); err != nil {
-				return fmt.Errorf("blob %s: %w", p.Blob, err)
-			}
 			prefix, rest := splitKey(p.Key)
 			var run int64
 			err = runID.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
@@ -226,6 +222,10 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 			}
 			if err != nil {
 				return fmt.Errorf("run %s: %w", clip(p.Run), err)
+			}
+			var blobID int64
+			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now, run, p.Tool).Scan(&blobID); err != nil {
+				return fmt.Errorf("blob %s: %w", p.Blob, err)
 			}
 			if _, err := x.insertID(ctx, insertPart, run, rest, p.Step, p.Tool, p.CallID, p.Part, p.Version,
 				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, p.CreatedAt.UnixNano()); err != nil {

@@ -133,6 +133,13 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	5: fixtureV4,
 	// 00006's triggers fill its counters from the rows themselves.
 	6: fixtureV4,
+	// 00007's table starts empty. A blob no part uses is counted as unused
+	// by 00008.
+	7: func(t *testing.T, db *sql.DB) {
+		fixtureV4(t, db)
+		d := cas.Sum([]byte("fixture unused"))
+		mustExec(t, db, `INSERT INTO blobs (id, digest, ext, size, first_stored, last_referenced) VALUES (4, ?, '.txt', 60, 1, 2)`, d[:])
+	},
 }
 
 func fixtureV4(t *testing.T, db *sql.DB) {
@@ -274,6 +281,10 @@ func testMigrateFromEveryEarlierVersion(t *testing.T) {
 			checkCounts(t, x, fmt.Sprint("after migrating from ", v))
 			if s, _ := x.Stats(ctx, ""); v > 0 && s.Parts != 4 {
 				t.Errorf("stats after migrating from %d count %d parts, want 4", v, s.Parts)
+			}
+			if s, _ := x.Stats(ctx, ""); v == 7 && (s.UnreferencedBlobs != 1 || s.UnreferencedBytes != 60) {
+				t.Errorf("stats after migrating from 7: %d unreferenced blobs of %d bytes, want 1 of 60",
+					s.UnreferencedBlobs, s.UnreferencedBytes)
 			}
 		})
 	}

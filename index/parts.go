@@ -192,7 +192,14 @@ func checkPart(p NewPart) error {
 }
 
 const (
-	upsertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) VALUES (?, ?, ?, ?, ?)
+	// upsertBlobSQL makes a blob row, or refreshes its last-referenced time,
+	// and returns its id. A new row is charged to the counts row of the
+	// (run id, tool) whose part is about to use it, when that group has
+	// one: the counters then change in that row alone, which the part's
+	// insert changes anyway, and not in unused_blobs as well, which a blob
+	// no group is charged with is counted in.
+	upsertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced, counted_in)
+		VALUES (?, ?, ?, ?, ?, (SELECT id FROM counts WHERE run_id = ? AND tool = ?))
 		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
 		RETURNING id`
 	insertPartSQL = `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
@@ -243,10 +250,6 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 		sameAsKey := tx.StmtContext(ctx, x.stmts.sameAs)
 		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
 		for i, p := range ps {
-			var blobID int64
-			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now).Scan(&blobID); err != nil {
-				return fmt.Errorf("blob %s: %w", p.Blob, err)
-			}
 			key, version, err := freeKey(ctx, keyOwner, p)
 			if err != nil {
 				return err
@@ -264,6 +267,12 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 					return fmt.Errorf("run %s: %w", clip(p.Run), err)
 				}
 				newRuns[rk] = run
+			}
+			// A new blob is charged to the part's group as it is made (see
+			// upsertBlobSQL).
+			var blobID int64
+			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now, run, p.Tool).Scan(&blobID); err != nil {
+				return fmt.Errorf("blob %s: %w", p.Blob, err)
 			}
 			var sameAs sql.NullString
 			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
