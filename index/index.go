@@ -353,6 +353,7 @@ func (x *Index) provider() (*goose.Provider, error) {
 // a part.
 type statements struct {
 	upsertBlob, keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
+	insertBlob, touchBlob, insertNewKey                        *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -366,6 +367,9 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertPart, insertPartSQL + x.returningID()},
 		{&x.stmts.runID, runIDSQL},
 		{&x.stmts.insertRun, insertRunSQL},
+		{&x.stmts.insertBlob, insertBlobSQL},
+		{&x.stmts.touchBlob, touchBlobSQL},
+		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
 	} {
 		err := retryBusy(ctx, x.retry, func() error {
 			st, err := x.db.PrepareContext(ctx, p.q)
@@ -508,7 +512,8 @@ func (x *Index) IsPostgres() bool { return x.pg }
 
 // Close closes the database.
 func (x *Index) Close() error {
-	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun} {
+	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
+		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey} {
 		if st != nil {
 			st.Close()
 		}

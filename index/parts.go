@@ -202,6 +202,23 @@ const (
 		VALUES (?, ?, ?, ?, ?, (SELECT id FROM counts WHERE run_id = ? AND tool = ?))
 		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
 		RETURNING id`
+	// insertBlobSQL makes a blob row as upsertBlobSQL does and returns its
+	// id, and returns no row when the blob has one; touchBlobSQL then
+	// refreshes its last-referenced time and returns its id.
+	insertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced, counted_in)
+		VALUES (?, ?, ?, ?, ?, (SELECT id FROM counts WHERE run_id = ? AND tool = ?))
+		ON CONFLICT (digest, ext) DO NOTHING RETURNING id`
+	touchBlobSQL = `UPDATE blobs SET last_referenced = ? WHERE digest = ? AND ext = ? RETURNING id`
+	// insertNewKeySQL inserts a part as version 1 of its key (its runs row
+	// id, then the key's rest, …, then its key's rest and prefix again)
+	// unless a row of any run has the key: the usual step's part, whose key
+	// is new, is recorded without a lookup of its own (freeKey's).
+	insertNewKeySQL = `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
+		chars, bytes, blob_id, created_at)
+		SELECT CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), 1,
+			CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
+			CAST(? AS BIGINT)
+		WHERE NOT EXISTS (SELECT 1 FROM parts p JOIN runs r ON r.id = p.run_id WHERE p.key = ? AND r.prefix = ?)`
 	insertPartSQL = `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
 		chars, bytes, blob_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// runIDSQL finds the runs row of a run whose keys start with a prefix;
@@ -243,25 +260,26 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 		out = make([]Recorded, len(ps))
 		newRuns = map[runKey]int64{}
 		now := x.now().UnixNano()
-		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
-		keyOwner := tx.StmtContext(ctx, x.stmts.keyOwner)
-		runID := tx.StmtContext(ctx, x.stmts.runID)
-		insertRun := tx.StmtContext(ctx, x.stmts.insertRun)
-		sameAsKey := tx.StmtContext(ctx, x.stmts.sameAs)
-		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
-		for i, p := range ps {
-			key, version, err := freeKey(ctx, keyOwner, p)
-			if err != nil {
-				return err
+		// Each statement is bound to the transaction when first needed: a
+		// step of a known run, a new key and new content runs two, the
+		// blob's insert and the part's.
+		var keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
+		stmt := func(st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
+			if *st == nil {
+				*st = tx.StmtContext(ctx, prepared)
 			}
-			p.Key = key
+			return *st
+		}
+		for i, p := range ps {
+			// A key's suffix goes before its extension: every key tried
+			// has p.Key's prefix, and its run's row.
 			prefix, rest := splitKey(p.Key)
 			rk := runKey{p.Run, prefix}
 			run, known := x.runs.get(rk)
 			if !known {
-				err = runID.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+				err := stmt(&runID, x.stmts.runID).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
 				if errors.Is(err, sql.ErrNoRows) {
-					err = insertRun.QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+					err = stmt(&insertRun, x.stmts.insertRun).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
 				}
 				if err != nil {
 					return fmt.Errorf("run %s: %w", clip(p.Run), err)
@@ -269,20 +287,45 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 				newRuns[rk] = run
 			}
 			// A new blob is charged to the part's group as it is made (see
-			// upsertBlobSQL).
+			// upsertBlobSQL and insertBlobSQL); no other part can use it
+			// yet, so there is no same content to look for.
 			var blobID int64
-			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now, run, p.Tool).Scan(&blobID); err != nil {
+			known = false
+			err := stmt(&insertBlob, x.stmts.insertBlob).QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now,
+				run, p.Tool).Scan(&blobID)
+			if errors.Is(err, sql.ErrNoRows) {
+				known = true
+				err = stmt(&touchBlob, x.stmts.touchBlob).QueryRowContext(ctx, now, p.Blob.Digest[:], p.Blob.Ext).Scan(&blobID)
+			}
+			if err != nil {
 				return fmt.Errorf("blob %s: %w", p.Blob, err)
 			}
-			var sameAs sql.NullString
-			err = sameAsKey.QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("same content as %s: %w", p.Key, err)
-			}
-			id, err := x.insertID(ctx, insertPart, run, rest, p.Step, p.Tool, p.CallID, p.Part, version,
-				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
+			key, version := p.Key, 1
+			id, inserted, err := x.insertNew(ctx, stmt(&insertNewKey, x.stmts.insertNewKey), run, rest, p.Step, p.Tool,
+				p.CallID, p.Part, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now, rest, prefix)
 			if err != nil {
 				return fmt.Errorf("insert %s: %w", p.Key, err)
+			}
+			if !inserted {
+				if key, version, err = freeKey(ctx, stmt(&keyOwner, x.stmts.keyOwner), p); err != nil {
+					return err
+				}
+				_, rest = splitKey(key)
+				id, err = x.insertID(ctx, stmt(&insertPart, x.stmts.insertPart), run, rest, p.Step, p.Tool, p.CallID, p.Part,
+					version, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
+				if err != nil {
+					return fmt.Errorf("insert %s: %w", key, err)
+				}
+			}
+			p.Key = key
+			// The part's own key is left out: looking after its insert finds
+			// what looking before it would have.
+			var sameAs sql.NullString
+			if known {
+				err = stmt(&sameAsKey, x.stmts.sameAs).QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("same content as %s: %w", p.Key, err)
+				}
 			}
 			out[i] = Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
 		}
@@ -329,6 +372,28 @@ func (c *runCache) add(m map[runKey]int64) {
 	for k, id := range m {
 		c.ids[k] = id
 	}
+}
+
+// insertNew runs insertNewKeySQL, prepared with returningID, and returns
+// the new row's id, or false when a row has the key.
+func (x *Index) insertNew(ctx context.Context, st *sql.Stmt, args ...any) (int64, bool, error) {
+	if x.pg {
+		var id int64
+		err := st.QueryRowContext(ctx, args...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, false, nil
+		}
+		return id, err == nil, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
 }
 
 // freeKey finds the key a part is recorded under, and its version: the

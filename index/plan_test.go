@@ -44,6 +44,7 @@ func TestQueryPlans(t *testing.T) {
 		{"gc anti-join", unreferencedSQL, nil},
 		{"same content as", sameAsSQL, []any{1, "r1", 1, "k"}},
 		{"key owner", keyOwnerSQL, []any{"k", "r1/"}},
+		{"a part of a new key", insertNewKeySQL, []any{1, "k", 1, "t", "c", -1, "text", "text/plain", "", 1, 1, 1, 1, "k", "r1/"}},
 		{"run id", runIDSQL, []any{"r1", "r1/"}},
 		{"a page of the parts sharing a blob", sharingFirstSQL, []any{d[:], ".txt", 11}},
 		{"list a run", `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id

@@ -117,3 +117,40 @@ func TestOneStepLogsFewPages(t *testing.T) {
 		}
 	}
 }
+
+// Record inserts a part of a new key without looking the key up first: a
+// key that any row has, of any version and of any run whose keys start
+// alike, is still found, and the part gets the key's next version or the
+// next free suffix.
+func TestRecordKeyInUse(t *testing.T) { forEachBackend(t, testRecordKeyInUse) }
+
+func testRecordKeyInUse(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	p := newPart("r1", 1, "t", "c", "one")
+	mustRecord(t, x, p)
+	mustRecord(t, x, p)
+	// Only version 2 is left.
+	if _, err := x.db.ExecContext(ctx, `DELETE FROM parts WHERE version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRecord(t, x, p)[0]; got.Key != p.Key || got.Version != 3 {
+		t.Errorf("the same call again after version 1 went: %s version %d, want %s version 3", got.Key, got.Version, p.Key)
+	}
+	other := newPart("r1", 2, "t", "c", "two")
+	other.Key = p.Key
+	if got := mustRecord(t, x, other)[0]; got.Key != "r1/1_t_c~2.txt" || got.Version != 1 {
+		t.Errorf("another call's part of the key: %s version %d, want r1/1_t_c~2.txt version 1", got.Key, got.Version)
+	}
+	// Two runs whose keys start alike: a long run's keys start with the
+	// start of its name, '~' and a hash.
+	a := newPart("ab", 1, "t", "c", "three")
+	a.Key = "a~x/1_t_c.txt"
+	b := newPart("ac", 1, "t", "c", "four")
+	b.Key = a.Key
+	mustRecord(t, x, a)
+	if got := mustRecord(t, x, b)[0]; got.Key != "a~x/1_t_c~2.txt" || got.Version != 1 {
+		t.Errorf("another run's part of the key: %s version %d, want a~x/1_t_c~2.txt version 1", got.Key, got.Version)
+	}
+	checkCounts(t, x, "after the keys in use")
+}
