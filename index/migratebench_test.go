@@ -47,6 +47,11 @@ func BenchmarkMigrateLatest(b *testing.B) {
 				if x.SchemaVersion() != latest {
 					b.Fatalf("at version %d, want %d", x.SchemaVersion(), latest)
 				}
+				t0 = time.Now()
+				if _, err := x.Stats(ctx, ""); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "ms/stats")
 				if drift, err := x.CountDrift(ctx); err != nil || len(drift) > 0 {
 					b.Fatalf("counters after the migration: %v %v", drift, err)
 				}

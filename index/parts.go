@@ -289,12 +289,14 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			// A new blob is charged to the part's group as it is made (see
 			// upsertBlobSQL and insertBlobSQL); no other part can use it
 			// yet, so there is no same content to look for.
-			var blobID int64
-			known = false
+			var (
+				blobID int64
+				had    bool // the blob's row was there before
+			)
 			err := stmt(&insertBlob, x.stmts.insertBlob).QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now,
 				run, p.Tool).Scan(&blobID)
 			if errors.Is(err, sql.ErrNoRows) {
-				known = true
+				had = true
 				err = stmt(&touchBlob, x.stmts.touchBlob).QueryRowContext(ctx, now, p.Blob.Digest[:], p.Blob.Ext).Scan(&blobID)
 			}
 			if err != nil {
@@ -321,7 +323,7 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 			// The part's own key is left out: looking after its insert finds
 			// what looking before it would have.
 			var sameAs sql.NullString
-			if known {
+			if had {
 				err = stmt(&sameAsKey, x.stmts.sameAs).QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
 				if err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return fmt.Errorf("same content as %s: %w", p.Key, err)
