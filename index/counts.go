@@ -14,20 +14,19 @@ import (
 // them). Nothing in Go updates them, so no write path can forget to.
 
 // countedStats is Stats of the whole index, read from the counters: a row
-// per (run, tool), a row of the unused blobs and the packs, then, for the dates
-// of each group, two index lookups per run and per tool.
+// per (run, tool), which holds the group's dates too, a row of the unused
+// blobs and the packs. No query reads parts.
 func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := x.read(ctx, func() error {
 		s = Stats{}
-		rows, err := x.db.QueryContext(ctx, `SELECT coalesce(r.name, ''), c.tool, c.parts, c.logical, c.blobs, c.stored,
-			c.packed_blobs, c.packed FROM counts c LEFT JOIN runs r ON r.id = c.run_id`)
+		rows, err := x.db.QueryContext(ctx, countedStatsSQL)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		tools, runs := map[string]*GroupStats{}, map[string]*GroupStats{}
-		add := func(m map[string]*GroupStats, name string, parts, logical, stored int64) {
+		add := func(m map[string]*GroupStats, name string, parts, logical, stored int64, first, last sql.NullInt64) {
 			g := m[name]
 			if g == nil {
 				g = &GroupStats{Name: name}
@@ -36,11 +35,22 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			g.Parts += parts
 			g.LogicalBytes += logical
 			g.StoredBytes += stored
+			if !first.Valid || !last.Valid {
+				return
+			}
+			f, l := time.Unix(0, first.Int64), time.Unix(0, last.Int64)
+			if g.First.IsZero() || f.Before(g.First) {
+				g.First = f
+			}
+			if l.After(g.Last) {
+				g.Last = l
+			}
 		}
 		for rows.Next() {
 			var run, tool string
 			var parts, logical, blobs, stored, packedBlobs, packed int64
-			if err := rows.Scan(&run, &tool, &parts, &logical, &blobs, &stored, &packedBlobs, &packed); err != nil {
+			var first, last sql.NullInt64
+			if err := rows.Scan(&run, &tool, &parts, &logical, &blobs, &stored, &packedBlobs, &packed, &first, &last); err != nil {
 				return err
 			}
 			s.Parts += parts
@@ -49,8 +59,8 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			s.StoredBytes += stored
 			s.PackedBlobs += packedBlobs
 			s.PackedBytes += packed
-			add(tools, tool, parts, logical, stored)
-			add(runs, run, parts, logical, stored)
+			add(tools, tool, parts, logical, stored, first, last)
+			add(runs, run, parts, logical, stored, first, last)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -66,25 +76,12 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			}
 		}
 		s.Runs = int64(len(runs))
-		// Each tool once (it has a counts row per run), then its dates.
-		if err := x.groupDates(ctx, tools, `SELECT c.tool,
-				(SELECT min(created_at) FROM parts p WHERE p.tool = c.tool), (SELECT max(created_at) FROM parts p WHERE p.tool = c.tool)
-			FROM (SELECT DISTINCT tool FROM counts WHERE parts > 0) c`); err != nil {
-			return err
-		}
-		if err := x.groupDates(ctx, runs, `SELECT r.name,
-				(SELECT min(created_at) FROM parts p WHERE p.run_id = r.id), (SELECT max(created_at) FROM parts p WHERE p.run_id = r.id)
-			FROM runs r WHERE r.id IN (SELECT run_id FROM counts WHERE parts > 0)`); err != nil {
-			return err
-		}
 		s.ByTool, s.ByRun = sortGroups(tools), sortGroups(runs)
 		// The blobs no group is charged with are the unreferenced ones.
-		if err := x.db.QueryRowContext(ctx, `SELECT blobs, bytes FROM unused_blobs WHERE id = 1`).
-			Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
+		if err := x.db.QueryRowContext(ctx, unusedBlobsSQL).Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
 			return fmt.Errorf("unused blobs: %w", err)
 		}
-		return x.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`).
-			Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
+		return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("index: stats: %w", err)
@@ -93,34 +90,14 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 	return s, nil
 }
 
-// groupDates sets First and Last of the groups from q's rows of (name,
-// oldest, newest); a group may have several rows (a run with two ids).
-func (x *Index) groupDates(ctx context.Context, groups map[string]*GroupStats, q string) error {
-	rows, err := x.db.QueryContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var first, last sql.NullInt64
-		if err := rows.Scan(&name, &first, &last); err != nil {
-			return err
-		}
-		g := groups[name]
-		if g == nil || !first.Valid {
-			continue
-		}
-		f, l := time.Unix(0, first.Int64), time.Unix(0, last.Int64)
-		if g.First.IsZero() || f.Before(g.First) {
-			g.First = f
-		}
-		if l.After(g.Last) {
-			g.Last = l
-		}
-	}
-	return rows.Err()
-}
+// The queries of countedStats, each a read of a few rows however many
+// parts there are.
+const (
+	countedStatsSQL = `SELECT coalesce(r.name, ''), c.tool, c.parts, c.logical, c.blobs, c.stored,
+		c.packed_blobs, c.packed, c.first_at, c.last_at FROM counts c LEFT JOIN runs r ON r.id = c.run_id`
+	unusedBlobsSQL = `SELECT blobs, bytes FROM unused_blobs WHERE id = 1`
+	packTotalsSQL  = `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`
+)
 
 func sortGroups(m map[string]*GroupStats) []GroupStats {
 	out := make([]GroupStats, 0, len(m))
@@ -153,6 +130,15 @@ var driftChecks = []driftCheck{
 		WHERE coalesce(c.parts, 0) <> coalesce(g.n, 0) OR coalesce(c.logical, 0) <> coalesce(g.bytes, 0)`,
 		func(c []any) string {
 			return fmt.Sprintf("run %v tool %q: counted %v parts of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3], c[4], c[5])
+		},
+	},
+	{ // The dates of each (run, tool)'s oldest and newest parts.
+		`SELECT c.run_id, c.tool, c.first_at, c.last_at, g.f, g.l
+		FROM counts c LEFT JOIN (` + groupDatesSQL + `) g ON g.run_id = c.run_id AND g.tool = c.tool
+		WHERE c.first_at IS DISTINCT FROM g.f OR c.last_at IS DISTINCT FROM g.l`,
+		func(c []any) string {
+			return fmt.Sprintf("run %v tool %q: counted first and last part at %v and %v, recounted %v and %v",
+				c[0], c[1], c[2], c[3], c[4], c[5])
 		},
 	},
 	{ // A blob used and not counted.
@@ -231,6 +217,9 @@ func drift(ctx context.Context, db queryer) ([]string, error) {
 	return out, nil
 }
 
+// groupDatesSQL finds each (run, tool)'s oldest and newest parts' dates.
+const groupDatesSQL = `SELECT run_id, tool, min(created_at) AS f, max(created_at) AS l FROM parts GROUP BY run_id, tool`
+
 // countedBlobsSQL sums the blobs of each counts row.
 const countedBlobsSQL = `SELECT counted_in, count(*) AS n, sum(size) AS bytes,
 	sum(CASE WHEN pack_id IS NULL THEN 0 ELSE 1 END) AS pn, sum(CASE WHEN pack_id IS NULL THEN 0 ELSE size END) AS pbytes
@@ -280,9 +269,12 @@ func (x *Index) FixCounts(ctx context.Context) (int, error) {
 				WHERE p.blob_id = blobs.id ORDER BY p.id LIMIT 1) WHERE counted_in IS NULL`,
 			// The updates above moved counters by trigger; set them all
 			// from the rows now.
-			`UPDATE counts SET parts = 0, logical = 0, blobs = 0, stored = 0, packed_blobs = 0, packed = 0`,
+			`UPDATE counts SET parts = 0, logical = 0, blobs = 0, stored = 0, packed_blobs = 0, packed = 0,
+				first_at = NULL, last_at = NULL`,
 			`UPDATE counts SET parts = g.n, logical = g.bytes
 				FROM (SELECT run_id, tool, count(*) AS n, sum(bytes) AS bytes FROM parts GROUP BY run_id, tool) AS g
+				WHERE g.run_id = counts.run_id AND g.tool = counts.tool`,
+			`UPDATE counts SET first_at = g.f, last_at = g.l FROM (` + groupDatesSQL + `) AS g
 				WHERE g.run_id = counts.run_id AND g.tool = counts.tool`,
 			`UPDATE counts SET blobs = a.n, stored = a.bytes, packed_blobs = a.pn, packed = a.pbytes
 				FROM (` + countedBlobsSQL + `) AS a WHERE a.counted_in = counts.id`,

@@ -230,6 +230,9 @@ func testFixCounts(t *testing.T) {
 		{"blob sums", `UPDATE counts SET stored = stored + 7`, "recounted"},
 		{"unused sums", `UPDATE unused_blobs SET bytes = bytes + 1`, "unused blobs: counted"},
 		{"unused", `DELETE FROM unused_blobs`, "unused blobs: no counter"},
+		{"first date", `UPDATE counts SET first_at = first_at - 5 WHERE tool = 'grep'`, `tool "grep": counted first and last`},
+		{"last date", `UPDATE counts SET last_at = NULL WHERE tool = 'read_file'`, `tool "read_file": counted first and last`},
+		{"dates of no parts", `UPDATE counts SET first_at = 1, last_at = 2 WHERE tool = 'bash'`, `tool "bash": counted first and last part at 1 and 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := x.db.ExecContext(ctx, tc.damage); err != nil {
@@ -351,4 +354,129 @@ func countsChild(spec string) {
 			fmt.Println("WRITING")
 		}
 	}
+}
+
+// TestCountsDates checks the dates each counts row keeps of its group's
+// oldest and newest parts as parts at the bounds, inside them and tied
+// with them come and go, through every statement that removes or moves
+// parts: a delete by key, each kind of prune, a drop of a lost blob's
+// parts, and updates of a part's tool, run and time.
+func TestCountsDates(t *testing.T) { forEachBackend(t, testCountsDates) }
+
+func testCountsDates(t *testing.T) {
+	ctx := context.Background()
+	base := time.Unix(2_000_000, 0)
+	c := &clock{base}
+	x := MustOpen(t, WithClock(c.now))
+	at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
+	// record records one part of run r and tool tool at minute m, with
+	// its own content.
+	record := func(m int, r, tool, call string) {
+		t.Helper()
+		c.t = at(m)
+		mustRecord(t, x, newPart(r, m, tool, call, fmt.Sprint("dates ", r, tool, call, m)))
+	}
+	// want checks the dates of the group of tool in the whole index's
+	// stats, and the counters; zero minutes mean no such group.
+	want := func(when, tool string, first, last int) {
+		t.Helper()
+		checkCounts(t, x, when)
+		s, err := x.Stats(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range s.ByTool {
+			if g.Name != tool {
+				continue
+			}
+			if first == 0 {
+				t.Fatalf("%s: tool %s has parts %+v, want none", when, tool, g)
+			}
+			if !g.First.Equal(at(first)) || !g.Last.Equal(at(last)) {
+				t.Fatalf("%s: tool %s from %v to %v, want minutes %d to %d (%v to %v)",
+					when, tool, g.First, g.Last, first, last, at(first), at(last))
+			}
+			return
+		}
+		if first != 0 {
+			t.Fatalf("%s: no tool %s in %+v", when, tool, s.ByTool)
+		}
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := x.db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	record(10, "r", "grep", "a")
+	want("one part", "grep", 10, 10)
+	record(20, "r", "grep", "b")
+	record(30, "r", "grep", "c")
+	record(20, "r", "grep", "tie")
+	record(25, "r", "bash", "a")
+	want("three times, one tied", "grep", 10, 30)
+	want("another tool", "bash", 25, 25)
+
+	del := func(key string) {
+		t.Helper()
+		if n, err := x.DeleteKey(ctx, key, 0); err != nil || n != 1 {
+			t.Fatalf("DeleteKey %s = %d, %v", key, n, err)
+		}
+	}
+	del("r/20_grep_b.txt")
+	want("a part inside the bounds deleted, its tie stays", "grep", 10, 30)
+	del("r/10_grep_a.txt")
+	want("the oldest deleted", "grep", 20, 30)
+	del("r/30_grep_c.txt")
+	want("the newest deleted", "grep", 20, 20)
+	del("r/20_grep_tie.txt")
+	want("the last part deleted", "grep", 0, 0)
+	record(40, "r", "grep", "d")
+	want("a part again in a group that had none", "grep", 40, 40)
+	want("the other tool unmoved", "bash", 25, 25)
+
+	record(50, "r", "grep", "e")
+	record(60, "r2", "grep", "a")
+	record(5, "r2", "grep", "old") // a clock set back
+	want("two runs", "grep", 5, 60)
+	if _, err := x.Prune(ctx, PruneOptions{Before: at(41)}); err != nil {
+		t.Fatal(err)
+	}
+	want("pruned by age", "grep", 50, 60)
+	if _, err := x.Prune(ctx, PruneOptions{Run: "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	want("a run pruned", "grep", 50, 50)
+	record(70, "r3", "grep", "a")
+	record(80, "r4", "grep", "a")
+	if _, err := x.Prune(ctx, PruneOptions{KeepRuns: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want("all runs but the newest pruned", "grep", 80, 80)
+
+	record(90, "r4", "grep", "shared")
+	record(95, "r4", "bash", "b")
+	ps, err := x.List(ctx, ListOptions{Run: "r4", Tool: "grep", Limit: 1})
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("List = %v, %v", ps, err)
+	}
+	if _, err := x.DeletePartsOf(ctx, []cas.Blob{ps[0].Blob}); err != nil {
+		t.Fatal(err)
+	}
+	want("the newest part's blob lost", "grep", 80, 80)
+
+	// Updates: no statement of the index moves a part, but whichever
+	// does keeps the dates.
+	exec(`UPDATE parts SET tool = 'grep' WHERE tool = 'bash' AND created_at = ?`, at(95).UnixNano())
+	want("a part moved to another tool", "grep", 80, 95)
+	want("the tool it left", "bash", 0, 0)
+	exec(`UPDATE parts SET created_at = ? WHERE tool = 'grep' AND created_at = ?`, at(1).UnixNano(), at(95).UnixNano())
+	want("the newest part's time set back", "grep", 1, 80)
+	exec(`UPDATE parts SET created_at = ? WHERE tool = 'grep' AND created_at = ?`, at(99).UnixNano(), at(1).UnixNano())
+	want("the oldest part's time set ahead", "grep", 80, 99)
+	exec(`UPDATE parts SET bytes = bytes + 1 WHERE tool = 'grep'`)
+	want("every part's size changed", "grep", 80, 99)
+	exec(`UPDATE parts SET tool = 'bash' WHERE tool = 'grep'`)
+	want("every part moved away", "grep", 0, 0)
+	want("every part moved in", "bash", 80, 99)
 }
