@@ -3,10 +3,12 @@ package index
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/migrations"
 )
 
 // The lookups that run on every read and every gc can use an index on
@@ -73,6 +75,74 @@ func testQueryPlansPostgres(t *testing.T) {
 		}
 		if !strings.Contains(plan, "Index") {
 			t.Errorf("%s uses no index:\n%s", tc.name, plan)
+		}
+	}
+}
+
+// TestStatsPlansPostgres checks on PostgreSQL what TestStatsPlans checks
+// on SQLite: the whole index's stats reads no part, and the triggers'
+// lookup of a group's new bound walks parts_run in order, sorting nothing.
+func TestStatsPlansPostgres(t *testing.T) { t.Run("postgres", testStatsPlansPostgres) }
+
+func testStatsPlansPostgres(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 500 {
+		ps = append(ps, newPart(fmt.Sprint("r", i%7), i, fmt.Sprint("t", i%25), fmt.Sprint("c", i), fmt.Sprint("content ", i%50)))
+	}
+	mustRecord(t, x, ps...)
+	conn, err := x.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{`ANALYZE`, `SET enable_seqscan = off`} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	explainPG := func(q string, args ...any) string {
+		t.Helper()
+		rows, err := conn.QueryContext(ctx, "EXPLAIN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		return strings.Join(lines, "\n")
+	}
+	for _, q := range statsQueries {
+		plan := explainPG(q)
+		t.Logf("%s:\n%s", q, plan)
+		if strings.Contains(plan, " on parts") || strings.Contains(plan, "using parts") {
+			t.Errorf("stats reads parts:\n%s\n%s", q, plan)
+		}
+	}
+	migration, err := fs.ReadFile(migrations.Postgres(), "00008_unused_blobs.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`SELECT p.created_at FROM parts p WHERE p.run_id = r AND p.tool = t ORDER BY p.created_at LIMIT 1`,
+		`SELECT p.created_at FROM parts p WHERE p.run_id = r AND p.tool = t ORDER BY p.created_at DESC LIMIT 1`,
+	} {
+		if n := strings.Count(string(migration), q); n != 1 {
+			t.Errorf("the migration's functions run %q %d times, want 1", q, n)
+		}
+		q = strings.NewReplacer("= r ", "= ? ", "= t ", "= ? ").Replace(q)
+		plan := explainPG(q, 3, "t4")
+		t.Logf("%s:\n%s", q, plan)
+		if !strings.Contains(plan, "using parts_run on parts") || strings.Contains(plan, "Sort") ||
+			strings.Contains(plan, "Seq Scan") {
+			t.Errorf("a group's bound is not a walk of parts_run in order:\n%s\n%s", q, plan)
 		}
 	}
 }

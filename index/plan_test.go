@@ -3,10 +3,12 @@ package index
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/migrations"
 )
 
 // The lookups that run on every read and every gc must use an index. Their
@@ -95,4 +97,77 @@ func explain(t *testing.T, x *Index, q string, args ...any) string {
 		lines = append(lines, detail)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// statsQueries are the queries the whole index's stats runs, in the order
+// countedStats runs them.
+var statsQueries = []string{countedStatsSQL, unusedBlobsSQL, packTotalsSQL}
+
+// boundQueries are the lookups the triggers of parts run when a part at
+// its group's oldest or newest time goes, as the SQLite migration writes
+// them, with the removed part's run and tool as arguments.
+var boundQueries = []string{
+	`SELECT created_at FROM parts WHERE run_id = OLD.run_id AND tool = OLD.tool ORDER BY created_at LIMIT 1`,
+	`SELECT created_at FROM parts WHERE run_id = OLD.run_id AND tool = OLD.tool ORDER BY created_at DESC LIMIT 1`,
+}
+
+// TestStatsPlans checks that no query of the whole index's stats reads
+// parts (they read the counters), and that the triggers' lookup of a
+// group's new bound walks parts_run in order rather than scanning parts or
+// sorting them.
+func TestStatsPlans(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 500 {
+		ps = append(ps, newPart(fmt.Sprint("r", i%7), i, fmt.Sprint("t", i%25), fmt.Sprint("c", i), fmt.Sprint("content ", i%50)))
+	}
+	mustRecord(t, x, ps...)
+	if _, err := x.db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	// readsOnlyCounters names the first table, by its name or its alias,
+	// that a plan reads and that is not a counter, the runs or the packs.
+	readsOnlyCounters := func(plan string) string {
+		for _, line := range strings.Split(plan, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 || (f[0] != "SCAN" && f[0] != "SEARCH") {
+				continue
+			}
+			switch f[1] {
+			case "counts", "c", "runs", "r", "unused_blobs", "packs":
+			default:
+				return f[1]
+			}
+		}
+		return ""
+	}
+	// The check sees a stats query that reads parts for a tool's dates.
+	if bad := readsOnlyCounters(explain(t, x, `SELECT c.tool, (SELECT min(created_at) FROM parts p WHERE p.tool = c.tool)
+		FROM (SELECT DISTINCT tool FROM counts WHERE parts > 0) c`)); bad != "p" {
+		t.Errorf("a scan of parts for each tool reads %q, want p", bad)
+	}
+	for _, q := range statsQueries {
+		plan := explain(t, x, q)
+		t.Logf("%s:\n%s", q, plan)
+		if bad := readsOnlyCounters(plan); bad != "" {
+			t.Errorf("stats reads %s:\n%s\n%s", bad, q, plan)
+		}
+	}
+	migration, err := fs.ReadFile(migrations.FS, "00008_unused_blobs.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range boundQueries {
+		if n := strings.Count(string(migration), q); n != 2 {
+			t.Errorf("the migration's triggers run %q %d times, want 2 (delete and update)", q, n)
+		}
+		q = strings.NewReplacer("OLD.run_id", "?", "OLD.tool", "?").Replace(q)
+		plan := explain(t, x, q, 3, "t4")
+		t.Logf("%s:\n%s", q, plan)
+		if !strings.Contains(plan, "USING INDEX parts_run (run_id=?)") || strings.Contains(plan, "SCAN") ||
+			strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("a group's bound is not a walk of parts_run in order:\n%s\n%s", q, plan)
+		}
+	}
 }
