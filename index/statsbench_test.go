@@ -1,0 +1,88 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// BenchmarkStatsManyTools times, on a SQLite index of each size of
+// -index.scale filled with 40 runs of 25 tools each (1,000 groups, a blob
+// for every two parts), the whole index's stats, and the prune of the
+// oldest tenth of the parts, each part of which is its group's oldest as it
+// goes (each op prunes the next tenth, so run it at most 9 times):
+//
+//	go test ./index -run '^$' -bench StatsManyTools -benchtime 1x -index.scale 1000000
+func BenchmarkStatsManyTools(b *testing.B) {
+	ctx := context.Background()
+	for _, f := range strings.Split(*scaleSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1000 {
+			b.Fatalf("-index.scale %q: want sizes of 1,000 parts or more", *scaleSizes)
+		}
+		x := MustOpen(b, WithDurability(cas.SyncNone))
+		t0 := time.Now()
+		fillManyTools(b, x, n)
+		fill := time.Since(t0)
+		x.Checkpoint(ctx)
+		b.Run(fmt.Sprintf("%d/stats", n), func(b *testing.B) {
+			for b.Loop() {
+				s, err := x.Stats(ctx, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.Parts != int64(n) || len(s.ByTool) != 25 || len(s.ByRun) != 40 {
+					b.Fatalf("stats of %d parts, %d tools, %d runs", s.Parts, len(s.ByTool), len(s.ByRun))
+				}
+			}
+			b.ReportMetric(fill.Seconds(), "s/fill")
+		})
+		b.Run(fmt.Sprintf("%d/prune-tenth", n), func(b *testing.B) {
+			tenth := 0
+			for b.Loop() {
+				if tenth++; tenth > 9 {
+					b.Fatal("nine tenths pruned: run it at most 9 times")
+				}
+				res, err := x.Prune(ctx, PruneOptions{Before: time.Unix(0, int64(tenth*n/10)+1)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.RemovedParts != int64(n/10) {
+					b.Fatalf("pruned %d parts, want %d", res.RemovedParts, n/10)
+				}
+			}
+		})
+		x.Close()
+	}
+}
+
+// fillManyTools records n parts by SQL, the counters kept by the triggers
+// as for any write: part i (from 1) of run 1 + i % 40 and tool i / 40 % 25,
+// at i nanoseconds after the epoch, using blob (i + 1) / 2.
+func fillManyTools(tb testing.TB, x *Index, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO runs (id, name, prefix) WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < 40)
+			SELECT n, 'run-' || n, 'run-' || n || '/' FROM i`, nil},
+		{`INSERT INTO blobs (id, digest, ext, size, first_stored, last_referenced)
+			WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < (? + 1) / 2)
+			SELECT n, randomblob(32), '.txt', 4096 + n % 1000, n, n FROM i`, []any{n}},
+		{`INSERT INTO parts (id, run_id, key, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
+			WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+			SELECT n, 1 + n % 40, n || '_tool' || (n / 40 % 25) || '_call-' || n || '.txt', n, 'tool' || (n / 40 % 25),
+				'call-' || n, -1, 1, 'text', 'text/plain', '', 4096, 4096, (n + 1) / 2, n FROM i`, []any{n}},
+	} {
+		if _, err := x.db.ExecContext(ctx, q.sql, q.args...); err != nil {
+			tb.Fatalf("%.60s…: %v", q.sql, err)
+		}
+	}
+}
