@@ -170,4 +170,12 @@ func TestStatsPlans(t *testing.T) {
 			t.Errorf("a group's bound is not a walk of parts_run in order:\n%s\n%s", q, plan)
 		}
 	}
+	// A prune by age sets the dates it changes first, each a walk of
+	// parts_run from the prune's time.
+	plan := explain(t, x, pruneBeforeDatesSQL, 100, 100, 100)
+	t.Logf("%s:\n%s", pruneBeforeDatesSQL, plan)
+	if !strings.Contains(plan, "USING INDEX parts_run (run_id=? AND created_at>?)") || strings.Contains(plan, "SCAN parts") ||
+		strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("a prune's dates are not walks of parts_run in order:\n%s", plan)
+	}
 }

@@ -28,6 +28,15 @@ type PruneResult struct {
 	Runs []string
 }
 
+// pruneBeforeDatesSQL sets the dates of the groups that a prune of the
+// parts older than its argument changes: a group that keeps parts starts at
+// its oldest part not removed (a walk of parts_run from that time), and one
+// that keeps none has no dates.
+const pruneBeforeDatesSQL = `UPDATE counts SET first_at = (SELECT created_at FROM parts
+		WHERE run_id = counts.run_id AND tool = counts.tool AND created_at >= ? ORDER BY created_at LIMIT 1),
+	last_at = CASE WHEN last_at >= ? THEN last_at ELSE NULL END
+	WHERE first_at < ?`
+
 // Prune removes index rows. Their blobs stay until gc finds them unused.
 func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	set := 0
@@ -46,8 +55,8 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if o.KeepRuns < 0 {
 		return PruneResult{}, fmt.Errorf("index: prune: cannot keep %d runs", o.KeepRuns)
 	}
-	var cond, what string
-	var args []any
+	var cond, what, dates string
+	var args, datesArgs []any
 	switch {
 	case o.Run != "":
 		what = "run"
@@ -55,11 +64,17 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	case !o.Before.IsZero():
 		what = "created_at"
 		cond, args = "created_at < ?", []any{o.Before.UnixNano()}
+		dates = pruneBeforeDatesSQL
+		datesArgs = []any{o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano()}
 	default:
 		what = "run"
 		cond = `run_id IN (SELECT id FROM runs WHERE name NOT IN (SELECT r.name FROM parts p JOIN runs r ON r.id = p.run_id
 			GROUP BY r.name ORDER BY max(p.created_at) DESC, r.name LIMIT ?))`
 		args = []any{o.KeepRuns}
+	}
+	if dates == "" {
+		// Every group of a run removed keeps no part.
+		dates, datesArgs = `UPDATE counts SET first_at = NULL, last_at = NULL WHERE `+cond, args
 	}
 	var res PruneResult
 	err := x.write(ctx, func(tx *sql.Tx) error {
@@ -84,6 +99,14 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		}
 		if o.DryRun || res.RemovedParts == 0 {
 			return nil
+		}
+		// The triggers of parts look a group's oldest or newest part up
+		// again each time the part at that bound goes, which a prune, as
+		// it removes the oldest parts first, would do for nearly every
+		// part. Each group's dates are set first to what they will be
+		// once the parts are gone, so that no part removed is at a bound.
+		if _, err := tx.ExecContext(ctx, dates, datesArgs...); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM parts WHERE `+cond, args...)
 		return err

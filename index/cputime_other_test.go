@@ -1,0 +1,8 @@
+//go:build !unix
+
+package index
+
+import "time"
+
+// cpuTime returns 0 where the process's CPU time is not read.
+func cpuTime() time.Duration { return 0 }
