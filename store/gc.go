@@ -65,11 +65,16 @@ type GCResult struct {
 // GC removes the blobs no index row uses and that are older than the grace
 // period, and temp files older than it. It marks a shard at a time (its
 // memory follows a shard and the garbage, not the store) without a lock,
-// writers writing on, and holds gc.lock exclusively only while it sweeps, so that
-// no writer is between its blob and its row then; a dry run takes no lock. It
-// fails closed: any error while listing rows or files stops it before it
-// deletes anything. It refuses to run while rows point at missing blobs.
-// Rows are deleted and committed before their files are unlinked.
+// writers writing on, and deletes the rows of the garbage in small
+// transactions, each checking again that no part uses the row. It holds
+// gc.lock exclusively, so that no writer is between its blob and its row,
+// only for short holds: the first before anything is deleted, then for
+// each batch of unlinks a last look at the rows of its blobs (a blob stored
+// again since its row was deleted has a row again, and keeps its file);
+// see sweeper.sweep. A dry run takes no lock. It fails closed: any error
+// while listing rows or files stops it before it deletes anything. It
+// refuses to run while rows point at missing blobs. Rows are deleted and
+// committed before their files are unlinked.
 func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if s.remote != nil {
 		return s.gcRemote(ctx, o)
@@ -164,49 +169,15 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return res, nil
 	}
 
-	// The sweep holds gc.lock exclusively, so that no writer is between its
-	// blob and its row: the writers that were, while the mark ran without
-	// the lock, have committed by now, and the deletes below check each
-	// row again inside their transaction (a blob referenced since the mark
-	// keeps its row, so keeps its file). It holds the lock for sweepHold
-	// at a time, a chunk of rows deleted and their files unlinked, and
-	// lets writers in between: no write waits for the whole sweep.
-	var errs []string
-	locked := false
-	unlock := func() {}
-	defer func() { unlock() }()
-	var held time.Time
-	lock := func() error {
-		if locked && time.Since(held) < sweepHold {
-			return nil
-		}
-		if locked {
-			unlock()
-			locked = false
-			// Writers waiting on gc.intent poll for it: give them time
-			// to take their share before gc asks for the lock again.
-			t := time.NewTimer(2 * sharedPoll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-		u, err := s.exclusiveLock(ctx, timeout)
-		if err != nil {
-			return err
-		}
-		unlock, locked, held = u, true, time.Now()
-		return nil
-	}
-	if err := lock(); err != nil {
+	sw := &sweeper{s: s, timeout: timeout}
+	defer sw.unlock()
+	// The first hold: gc.lock exclusively before anything is deleted.
+	if err := sw.lock(ctx); err != nil {
 		return GCResult{}, err
 	}
 	if err := s.fault("gc:sweep"); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
-	// Sweep: rows first, committed; then files.
 	if err := stillHeld(); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
 	}
@@ -215,35 +186,27 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	for len(candidates) > 0 {
-		if err := lock(); err != nil {
-			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+	sw.unlock()
+	var errs []string
+	err = sw.sweep(ctx, candidates, m.ids, cutoff, now, stillHeld, func(b cas.Blob) {
+		if isPacked(onDisk[b]) {
+			// Its bytes go when its pack is rewritten, below.
+			res.UnusedPacked++
+			res.UnusedPackedBytes += onDisk[b].Size
+			return
 		}
-		if err := stillHeld(); err != nil {
-			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			errs = append(errs, err.Error())
+			return
 		}
-		chunk := candidates[:min(len(candidates), sweepChunk)]
-		candidates = candidates[len(chunk):]
-		gone, err := s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
-		if err != nil {
-			return res, fmt.Errorf("store: gc: %w", err)
-		}
-		for _, b := range gone {
-			if isPacked(onDisk[b]) {
-				// Its bytes go when its pack is rewritten, below.
-				res.UnusedPacked++
-				res.UnusedPackedBytes += onDisk[b].Size
-				continue
-			}
-			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-				errs = append(errs, err.Error())
-				continue
-			}
-			res.RemovedBlobs++
-			res.FreedBytes += onDisk[b].Size
-			res.Removed = append(res.Removed, b)
-		}
+		res.RemovedBlobs++
+		res.FreedBytes += onDisk[b].Size
+		res.Removed = append(res.Removed, b)
+	})
+	if err != nil {
+		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
 	}
+	lock := func() error { return sw.lock(ctx) }
 	if err := lock(); err != nil {
 		return res, fmt.Errorf("store: gc: %w", err)
 	}
@@ -261,20 +224,13 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if res.Packs, err2 = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err2 != nil {
 		errs = append(errs, "packs: "+err2.Error())
 	}
+	slices.SortFunc(res.Removed, func(a, b cas.Blob) int { return strings.Compare(a.FileName(), b.FileName()) })
 	if len(errs) > 0 {
 		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
 			len(errs), strings.Join(errs, "; "))
 	}
 	return res, nil
 }
-
-// The sweep holds gc.lock exclusively for about sweepHold at a time,
-// deleting the rows of sweepChunk blobs per transaction and then their
-// files: writers wait for one such hold at most.
-const (
-	sweepHold  = 20 * time.Millisecond
-	sweepChunk = 100
-)
 
 // keysOf lists the keys of parts, for messages.
 func keysOf(ps []index.Part) []string {
@@ -299,6 +255,8 @@ type gcMark struct {
 	oldTemps []cas.Entry
 	// looseCopies are loose files of blobs whose rows name a pack.
 	looseCopies map[cas.Blob]cas.Entry
+	// ids are the row ids of the candidates that have a row.
+	ids map[cas.Blob]int64
 }
 
 // mark compares the index's blob rows with the files a shard at a time:
@@ -310,7 +268,7 @@ type gcMark struct {
 // A row found used whose blob the walk did not see is looked at again
 // before it counts as missing: a writer may have stored it since.
 func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{candidates: map[cas.Blob]cas.Entry{}, looseCopies: map[cas.Blob]cas.Entry{}}
+	m := gcMark{candidates: map[cas.Blob]cas.Entry{}, looseCopies: map[cas.Blob]cas.Entry{}, ids: map[cas.Blob]int64{}}
 	listErr := func(what string, err error) error {
 		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
 	}
@@ -340,11 +298,12 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
+	ahead := newShardRows(s.index)
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		if err := s.fault("gc:referenced"); err != nil {
 			return listErr("referenced blobs", err)
 		}
-		rows, err := s.index.BlobsInShard(ctx, sh)
+		rows, err := ahead.get(ctx, sh)
 		if err != nil {
 			return listErr("referenced blobs", err)
 		}
@@ -381,6 +340,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				m.stale = append(m.stale, r.Blob)
 			default:
 				unused(r.Blob, e)
+				if _, ok := m.candidates[r.Blob]; ok {
+					m.ids[r.Blob] = r.ID
+				}
 			}
 		}
 		// Files no row names.
@@ -418,6 +380,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				return err
 			}
 			cur, loose = sh, map[cas.Blob]cas.Entry{}
+			ahead.start(ctx, sh)
 		}
 		switch e.Kind {
 		case cas.EntryBlob:
