@@ -9,16 +9,16 @@ import (
 	"github.com/toolcas/toolcas/index"
 )
 
-// How gc sweeps: the rows of sweepRows candidates per transaction, without
-// gc.lock, SQLite's write lock held as long as one such transaction; then,
-// holding gc.lock exclusively for about sweepHold at a time, a last look at
-// the rows of sweepLook blobs per query and the unlinks of those that still
-// have none. Writers wait for one hold at most.
+// How gc sweeps: in holds of gc.lock of about sweepHold each, with writers
+// let in between. A hold deletes the rows of a batch of candidates in one
+// transaction and unlinks their files; the batch starts at sweepRows blobs
+// and grows or shrinks so that a hold lasts about sweepHold, between
+// sweepMinRows and sweepMaxRows.
 const (
-	sweepRows   = 250
-	sweepLook   = 250
-	sweepUnlink = 1000
-	sweepHold   = 20 * time.Millisecond
+	sweepRows    = 250
+	sweepMinRows = 25
+	sweepMaxRows = 2000
+	sweepHold    = 15 * time.Millisecond
 )
 
 // sweeper holds gc.lock for gc's sweep, a hold at a time.
@@ -65,108 +65,80 @@ func (w *sweeper) unlock() {
 	}
 }
 
-// sweep removes the candidates: first their rows, committed, in the order
-// of their ids and without gc.lock (each delete checks again, in its
-// transaction, that no part uses the row and that it is old enough, so a
-// blob referenced since the mark keeps its row); then, under gc.lock, the
-// files of the blobs that have no row. The last look at the rows is what
-// makes the unlinks safe: with gc.lock held no writer is between its blob
-// and its row, so a blob stored again since its row was deleted has a row
-// now and keeps its file, and a writer that comes after the unlink finds
-// no file and writes it anew. Blobs without a row at the mark (files no
-// row names) need no delete and go through the same last look. remove
-// unlinks one blob, in this goroutine; the deletes run in another, ahead of
-// the unlinks, so that both cores work. heldIndex says the index's gc lock
-// is still held, before each delete.
-func (w *sweeper) sweep(ctx context.Context, candidates []cas.Blob, ids map[cas.Blob]int64, cutoff, now time.Time,
+// sweep removes the candidates, a batch per hold of gc.lock: the rows of
+// the batch deleted in one transaction, in the order of their ids (each
+// delete checks again that no part uses the row and that it is old
+// enough, so a blob referenced since the mark keeps its row), committed,
+// then the files of the blobs whose rows went. With gc.lock held no writer
+// is between its blob and its row, so none can store a blob again between
+// its row's delete and its unlink. Blobs that had no row at the mark
+// (files no row names) get a last look at the rows in the hold that
+// unlinks them: a writer may have stored the same content, and committed
+// its row, since the mark. heldIndex says the index's gc lock is still
+// held, before each delete. remove unlinks one blob.
+func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate, cutoff, now time.Time,
 	heldIndex func() error, remove func(cas.Blob)) error {
 	var rows []index.BlobID
 	var noRow []cas.Blob
-	for _, b := range candidates {
-		if id, ok := ids[b]; ok {
-			rows = append(rows, index.BlobID{ID: id, Blob: b})
+	for b, c := range candidates {
+		if c.id != 0 {
+			rows = append(rows, index.BlobID{ID: c.id, Blob: b})
 		} else {
 			noRow = append(noRow, b)
 		}
 	}
+	slices.SortFunc(noRow, byFileName)
 	slices.SortFunc(rows, func(a, b index.BlobID) int { return int(min(max(a.ID-b.ID, -1), 1)) })
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	batches := make(chan []cas.Blob, 1)
-	deleted := make(chan error, 1)
-	go func() {
-		defer close(batches)
-		send := func(b []cas.Blob) bool {
-			select {
-			case batches <- b:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+	n := sweepRows
+	// fit sizes the next batch from how long this hold took with n.
+	fit := func() {
+		took := time.Since(w.held)
+		switch {
+		case took > sweepHold && n > sweepMinRows:
+			n = max(sweepMinRows, n/2)
+		case took < sweepHold/3 && n < sweepMaxRows:
+			n = min(sweepMaxRows, n*2)
 		}
-		for len(noRow) > 0 {
-			n := min(len(noRow), sweepUnlink)
-			if !send(noRow[:n]) {
-				deleted <- ctx.Err()
-				return
-			}
-			noRow = noRow[n:]
-		}
-		var gone []cas.Blob
-		for len(rows) > 0 {
-			if err := heldIndex(); err != nil {
-				deleted <- err
-				return
-			}
-			chunk := rows[:min(len(rows), sweepRows)]
-			rows = rows[len(chunk):]
-			g, err := w.s.index.DeleteUnusedRows(ctx, chunk, cutoff, now)
-			if err != nil {
-				deleted <- err
-				return
-			}
-			if err := w.s.fault("gc:rows-deleted"); err != nil {
-				deleted <- err
-				return
-			}
-			gone = append(gone, g...)
-			if len(gone) >= sweepUnlink || len(rows) == 0 {
-				if !send(gone) {
-					deleted <- ctx.Err()
-					return
-				}
-				gone = nil
-			}
-		}
-		deleted <- nil
-	}()
-	fail := func(err error) error {
-		cancel()
-		for range batches {
-		}
-		return err
 	}
-	for batch := range batches {
-		for len(batch) > 0 {
-			if err := w.lock(ctx); err != nil {
-				return fail(err)
-			}
-			look := batch[:min(len(batch), sweepLook)]
-			batch = batch[len(look):]
-			has, err := w.s.index.BlobsWithRows(ctx, look)
-			if err != nil {
-				return fail(err)
-			}
-			for _, b := range look {
-				if !has[b] {
-					remove(b)
-				}
-			}
-			if time.Since(w.held) >= sweepHold {
-				w.unlock()
+	for len(noRow) > 0 {
+		if err := w.lock(ctx); err != nil {
+			return err
+		}
+		look := noRow[:min(len(noRow), n)]
+		noRow = noRow[len(look):]
+		has, err := w.s.index.BlobsWithRows(ctx, look)
+		if err != nil {
+			return err
+		}
+		for _, b := range look {
+			if !has[b] {
+				remove(b)
 			}
 		}
+		fit()
 		w.unlock()
 	}
-	return <-deleted
+	for len(rows) > 0 {
+		if err := w.lock(ctx); err != nil {
+			return err
+		}
+		if err := heldIndex(); err != nil {
+			return err
+		}
+		chunk := rows[:min(len(rows), n)]
+		rows = rows[len(chunk):]
+		gone, err := w.s.index.DeleteUnusedRows(ctx, chunk, cutoff, now)
+		if err != nil {
+			return err
+		}
+		if err := w.s.fault("gc:rows-deleted"); err != nil {
+			return err
+		}
+		for _, b := range gone {
+			remove(b)
+		}
+		fit()
+		w.unlock()
+	}
+	return nil
 }

@@ -10,21 +10,21 @@ import (
 	"github.com/toolcas/toolcas/index"
 )
 
-// TestGCSweepKeepsBlobStoredAgain: gc deletes the rows of unused blobs
-// without gc.lock, and a writer stores the same content again between the
-// delete and the unlink, finding the file still there. The last look under
-// gc.lock sees the writer's new row, so the file stays and the new key
-// reads back; the other garbage goes.
+// TestGCSweepKeepsBlobStoredAgain: a file no row names when gc marks, and
+// a writer stores the same content, committing a row, after the mark and
+// before the sweep. The last look at the rows under gc.lock sees the new
+// row, so the file stays and the new key reads back; the other garbage
+// goes.
 func TestGCSweepKeepsBlobStoredAgain(t *testing.T) {
 	ctx := context.Background()
 	var s *Store
 	var again []hook.Stored
 	s = MustOpen(t, withFaults(func(p string) error {
-		if p != "gc:rows-deleted" || again != nil {
+		if p != "gc:marked" || again != nil {
 			return nil
 		}
 		var err error
-		again, err = s.Write(ctx, []hook.Item{item("again", 1, "content 7")})
+		again, err = s.Write(ctx, []hook.Item{item("again", 1, "orphan 3")})
 		return err
 	}))
 	var items []hook.Item
@@ -35,25 +35,38 @@ func TestGCSweepKeepsBlobStoredAgain(t *testing.T) {
 	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
 		t.Fatal(err)
 	}
+	var orphans []string
+	for i := range 5 {
+		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, s.blobs.Path(b.Blob))
+	}
 	res, err := s.GC(ctx, GCOptions{Grace: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again == nil {
-		t.Fatal("the writer never ran between the delete and the unlink")
+		t.Fatal("the writer never ran between the mark and the sweep")
 	}
-	if res.RemovedBlobs != 19 {
-		t.Errorf("gc removed %d blobs, want 19: all but the one stored again", res.RemovedBlobs)
+	if res.RemovedBlobs != 24 {
+		t.Errorf("gc removed %d blobs, want 24: all but the one stored again", res.RemovedBlobs)
 	}
-	if c, err := s.Read(ctx, "again", again[0].Key); err != nil || string(c.Data) != "content 7" {
-		t.Errorf("the key stored again while gc swept: %v", err)
+	if c, err := s.Read(ctx, "again", again[0].Key); err != nil || string(c.Data) != "orphan 3" {
+		t.Errorf("the key stored again before the sweep: %v", err)
 	}
-	for i, st := range junk {
-		_, err := os.Stat(st.Path)
-		if i == 7 && err != nil {
+	for i, p := range orphans {
+		_, err := os.Stat(p)
+		if i == 3 && err != nil {
 			t.Errorf("blob stored again was unlinked: %v", err)
 		}
-		if i != 7 && !os.IsNotExist(err) {
+		if i != 3 && !os.IsNotExist(err) {
+			t.Errorf("orphan %s kept: %v", p, err)
+		}
+	}
+	for _, st := range junk {
+		if _, err := os.Stat(st.Path); !os.IsNotExist(err) {
 			t.Errorf("garbage %s kept: %v", st.Key, err)
 		}
 	}
@@ -69,7 +82,7 @@ func TestGCSweepKeepsBlobStoredAgain(t *testing.T) {
 func TestGCSweepsInBatches(t *testing.T) {
 	ctx := context.Background()
 	s := MustOpen(t)
-	n := sweepUnlink + 2*sweepRows + 7
+	n := 3*sweepRows + 7
 	var items []hook.Item
 	for i := range n {
 		items = append(items, item("junk", i, fmt.Sprint("garbage ", i)))
@@ -81,7 +94,7 @@ func TestGCSweepsInBatches(t *testing.T) {
 	}
 	// Files no row names.
 	var orphans []string
-	for i := range sweepLook + 3 {
+	for i := range sweepRows + 3 {
 		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
 		if err != nil {
 			t.Fatal(err)
