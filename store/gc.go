@@ -272,8 +272,8 @@ type gcMark struct {
 	// older than the grace period, with what the walk saw of them.
 	candidates map[cas.Blob]gcCandidate
 	// packs says the store has pack files or rows naming packs.
-	packs bool
-	keptYoung  int
+	packs     bool
+	keptYoung int
 	// stale are rows no part uses whose blob is on disk nowhere.
 	stale []cas.Blob
 	// missing are blobs rows use that are on disk nowhere.
