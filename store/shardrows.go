@@ -2,21 +2,23 @@ package store
 
 import (
 	"context"
+	"sync"
 
 	"github.com/toolcas/toolcas/index"
 )
 
 // shardRows reads the index's blob rows a shard at a time for gc's and
-// verify's marks, one shard ahead: once the rows of shard n are taken, the
-// rows of shard n+1 are read in another goroutine while the walk lists that
-// shard's files, since the walk goes through the shards in order. It holds
-// the rows of two shards at most. A shard asked for out of order is read
-// then.
+// verify's marks, ahead of their use: once the rows of shard n are taken,
+// the rows of shard n+1 are read in another goroutine while the walk lists
+// that shard's files (the walk goes through the shards in order), and the
+// walk may ask for the shard it enters to be read at once. At most two
+// reads are under way or waiting, so it holds the rows of three shards at
+// most. A shard not read ahead is read when asked for. Its methods may be
+// called from different goroutines.
 type shardRows struct {
-	x *index.Index
-	// ahead is the shard being read ahead, and where its rows come.
-	ahead   int
-	pending chan shardResult
+	x       *index.Index
+	mu      sync.Mutex
+	pending map[int]chan shardResult
 }
 
 type shardResult struct {
@@ -24,16 +26,23 @@ type shardResult struct {
 	err  error
 }
 
-func newShardRows(x *index.Index) *shardRows { return &shardRows{x: x, ahead: -1} }
+func newShardRows(x *index.Index) *shardRows {
+	return &shardRows{x: x, pending: map[int]chan shardResult{}}
+}
 
-// start reads shard sh's rows in another goroutine, unless another read
-// ahead is under way.
+// start reads shard sh's rows in another goroutine, unless they are being
+// read already or two reads are under way.
 func (r *shardRows) start(ctx context.Context, sh int) {
-	if r.pending != nil || sh > 0xff {
+	if sh < 0 || sh > 0xff {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[sh] != nil || len(r.pending) >= 2 {
 		return
 	}
 	c := make(chan shardResult, 1)
-	r.ahead, r.pending = sh, c
+	r.pending[sh] = c
 	go func() {
 		rows, err := r.x.BlobsInShard(ctx, byte(sh))
 		c <- shardResult{rows, err}
@@ -42,10 +51,13 @@ func (r *shardRows) start(ctx context.Context, sh int) {
 
 // get returns shard sh's rows, and starts reading the next shard's.
 func (r *shardRows) get(ctx context.Context, sh byte) ([]index.ShardBlob, error) {
+	r.mu.Lock()
+	c := r.pending[int(sh)]
+	delete(r.pending, int(sh))
+	r.mu.Unlock()
 	var res shardResult
-	if r.pending != nil && r.ahead == int(sh) {
-		res = <-r.pending
-		r.pending = nil
+	if c != nil {
+		res = <-c
 	} else {
 		res.rows, res.err = r.x.BlobsInShard(ctx, sh)
 	}
