@@ -135,6 +135,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mcpRounds := fs.Int("mcp-rounds", 3, "with -mcp: rounds")
 	scale := fs.Bool("scale", false, "measure maintenance at 10,000 to 1,000,000 parts instead (bench/results/SCALE.md); not part of -quick")
 	scaleSizes := fs.String("scale-sizes", "10000,100000,1000000", "with -scale: the store sizes, in parts, comma-separated")
+	scaleReuse := fs.Bool("scale-reuse", false, "with -scale: keep each filled store in -dir as scale-N-filled and measure on a copy of it, reusing one an earlier run left there instead of filling again (remove them by hand when done)")
+	scaleOps := fs.String("scale-ops", "", "with -scale: measure only these steps, comma-separated, of "+strings.Join(scaleSteps, ",")+" (default all)")
 	remote := fs.Bool("remote", false, "replay the trace into a local store and into stores on PostgreSQL and S3 (servers started on loopback) instead (bench/results/REMOTE.md); not part of -quick")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -166,15 +168,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.quick {
 			return usageError{errors.New("-scale and -quick: the scale section is never quick")}
 		}
+		ops, err := parseScaleOps(*scaleOps)
+		if err != nil {
+			return usageError{err}
+		}
+		if *scaleReuse && o.dir == "" {
+			return usageError{errors.New("-scale-reuse needs -dir: the filled stores are kept there")}
+		}
 		dir := o.dir
 		if dir == "" {
-			var err error
 			if dir, err = os.MkdirTemp("", "toolcas-scale-"); err != nil {
 				return err
 			}
 			defer os.RemoveAll(dir)
 		}
-		return runScale(ctx, sizes, dir, o.out, o.command, stderr)
+		return runScale(ctx, scaleRun{sizes: sizes, dir: dir, out: o.out, command: o.command, reuse: *scaleReuse, ops: ops}, stderr)
 	}
 	if o.runs == 0 {
 		o.runs = map[bool]int{true: 2, false: 10}[o.quick]

@@ -57,6 +57,9 @@ type scaleSize struct {
 	Parts    int       `json:"parts"`
 	FillSecs float64   `json:"fill_seconds"`
 	Ops      []scaleOp `json:"ops"`
+	// Reused says the store was a copy of one an earlier run filled
+	// (-scale-reuse): FillSecs is the copy's time then.
+	Reused bool `json:"reused,omitempty"`
 	// Writer is the durable writer putting while gc ran.
 	Writer scaleOp `json:"writer_during_gc"`
 }
@@ -106,14 +109,51 @@ func loadAvg() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
+// scaleSteps are the steps of the scale section, in the order they run:
+// "gc" is gc with a durable writer putting all along.
+var scaleSteps = []string{"stats", "ls-50", "ls-run", "show", "put", "gc-dry", "prune", "gc", "verify", "blake3"}
+
+// parseScaleOps parses -scale-ops: the steps named, or every step when
+// list is empty.
+func parseScaleOps(list string) (map[string]bool, error) {
+	ops := map[string]bool{}
+	if strings.TrimSpace(list) == "" {
+		for _, op := range scaleSteps {
+			ops[op] = true
+		}
+		return ops, nil
+	}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(scaleSteps, f) {
+			return nil, fmt.Errorf("-scale-ops %q: no step %q; the steps are %s", list, f, strings.Join(scaleSteps, ","))
+		}
+		ops[f] = true
+	}
+	return ops, nil
+}
+
+// scaleRun is what -scale was asked to do.
+type scaleRun struct {
+	sizes   []int
+	dir     string
+	out     string
+	command string
+	// reuse keeps each filled store as scale-N-filled in dir, and measures
+	// on a copy of it, filling only when no such store is there.
+	reuse bool
+	// ops are the steps to measure.
+	ops map[string]bool
+}
+
 // runScale builds a store of each size in dir, measures it, removes it,
 // and writes the section into out as SCALE.md and scale.json.
-func runScale(ctx context.Context, sizes []int, dir, out, command string, stdout io.Writer) error {
-	rep := scaleReport{Command: command, Date: time.Now().UTC(), Machine: describeMachine(dir), LoadBefore: loadAvg()}
-	for _, n := range sizes {
-		sd := filepath.Join(dir, fmt.Sprint("scale-", n))
+func runScale(ctx context.Context, run scaleRun, stdout io.Writer) error {
+	rep := scaleReport{Command: run.command, Date: time.Now().UTC(), Machine: describeMachine(run.dir), LoadBefore: loadAvg()}
+	for _, n := range run.sizes {
+		sd := filepath.Join(run.dir, fmt.Sprint("scale-", n))
 		os.RemoveAll(sd)
-		size, err := measureSize(ctx, sd, n, stdout)
+		size, err := measureSize(ctx, run, sd, n, stdout)
 		os.RemoveAll(sd)
 		if err != nil {
 			return fmt.Errorf("%d parts: %w", n, err)
@@ -121,47 +161,74 @@ func runScale(ctx context.Context, sizes []int, dir, out, command string, stdout
 		rep.Sizes = append(rep.Sizes, size)
 	}
 	rep.LoadAfter = loadAvg()
-	if out == "" {
+	if run.out == "" {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(run.out, 0o755); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "scale.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(run.out, "scale.json"), b, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(out, "SCALE.md"), []byte(scaleMarkdown(rep)), 0o644)
+	return os.WriteFile(filepath.Join(run.out, "SCALE.md"), []byte(scaleMarkdown(rep)), 0o644)
 }
 
-func measureSize(ctx context.Context, dir string, n int, log io.Writer) (scaleSize, error) {
+// fillScale fills the store of n parts in dir. With reuse, the filled
+// store is kept as dir-filled and copied into dir, or only copied when an
+// earlier run left it there: the copy keeps the files' times, so that it
+// is the store the fill left. Reused says no fill ran.
+func fillScale(ctx context.Context, run scaleRun, dir string, n int) (reused bool, err error) {
+	fill := func(into string) error {
+		var r scaleOp
+		return runChild(ctx, "scale", scaleConfig{Dir: into, Parts: n, Op: "fill"}, &r)
+	}
+	if !run.reuse {
+		return false, fill(dir)
+	}
+	filled := dir + "-filled"
+	if _, err := os.Stat(filepath.Join(filled, cas.MarkerFile)); err != nil {
+		os.RemoveAll(filled)
+		if err := fill(filled); err != nil {
+			os.RemoveAll(filled)
+			return false, err
+		}
+	} else {
+		reused = true
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", filled, dir).CombinedOutput(); err != nil {
+		return reused, fmt.Errorf("copy %s: %w: %s", filled, err, out)
+	}
+	return reused, nil
+}
+
+func measureSize(ctx context.Context, run scaleRun, dir string, n int, log io.Writer) (scaleSize, error) {
 	size := scaleSize{Parts: n}
 	start := time.Now()
-	var fill scaleOp
-	if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: "fill"}, &fill); err != nil {
+	reused, err := fillScale(ctx, run, dir, n)
+	if err != nil {
 		return size, fmt.Errorf("fill: %w", err)
 	}
 	size.FillSecs = time.Since(start).Seconds()
-	fmt.Fprintf(log, "scale: %d parts filled in %.0f s\n", n, size.FillSecs)
-	for _, op := range []string{"stats", "ls-50", "ls-run", "show", "put", "gc-dry", "prune"} {
-		var r scaleOp
-		if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: op}, &r); err != nil {
-			return size, fmt.Errorf("%s: %w", op, err)
+	size.Reused = reused
+	fmt.Fprintf(log, "scale: %d parts filled in %.0f s (reused a filled store: %v)\n", n, size.FillSecs, reused)
+	for _, op := range scaleSteps {
+		if !run.ops[op] {
+			continue
 		}
-		fmt.Fprintf(log, "scale: %d parts: %s %.1f ms, peak %d KiB %s\n", n, op, r.Millis, r.PeakKiB, r.Detail)
-		size.Ops = append(size.Ops, r)
-	}
-	gc, writer, err := gcWithWriter(ctx, dir, n)
-	if err != nil {
-		return size, err
-	}
-	fmt.Fprintf(log, "scale: %d parts: gc %.1f ms, peak %d KiB %s; writer %+v\n", n, gc.Millis, gc.PeakKiB, gc.Detail, writer)
-	size.Ops = append(size.Ops, gc)
-	size.Writer = writer
-	for _, op := range []string{"verify", "blake3"} {
+		if op == "gc" {
+			gc, writer, err := gcWithWriter(ctx, dir, n)
+			if err != nil {
+				return size, err
+			}
+			fmt.Fprintf(log, "scale: %d parts: gc %.1f ms, peak %d KiB %s; writer %+v\n", n, gc.Millis, gc.PeakKiB, gc.Detail, writer)
+			size.Ops = append(size.Ops, gc)
+			size.Writer = writer
+			continue
+		}
 		var r scaleOp
 		if err := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: op}, &r); err != nil {
 			return size, fmt.Errorf("%s: %w", op, err)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -178,6 +179,14 @@ func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
 // an error wrapping ErrNotFound when it is missing, and a *CorruptError
 // (wrapping ErrCorrupt) when it holds anything else.
 func (s *Store) Verify(ctx context.Context, b Blob) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f, _, err := s.openBlob(b)
+	if err == nil {
+		defer f.Close()
+		return verifyFile(ctx, b, f)
+	}
 	r, err := s.Open(ctx, b)
 	if err != nil {
 		return err
@@ -198,6 +207,42 @@ func (s *Store) Verify(ctx context.Context, b Blob) error {
 			return err
 		}
 	}
+}
+
+// hashPool keeps hashers for Verify: a hasher is a few KiB to allocate and
+// clear, as much as hashing a small blob costs.
+var hashPool = sync.Pool{New: func() any { return NewHash() }}
+
+// verifyFile re-hashes a blob's open file, as a Reader would, with a
+// hasher and a buffer from the pools.
+func verifyFile(ctx context.Context, b Blob, f io.Reader) error {
+	h := hashPool.Get().(hash.Hash)
+	h.Reset()
+	defer hashPool.Put(h)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := (*bp)[:chunkSize]
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k, err := f.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("cas: read: %w", err)
+		}
+	}
+	var got Digest
+	h.Sum(got[:0])
+	if got != b.Digest {
+		return fmt.Errorf("cas: read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
+	}
+	return nil
 }
 
 // Remove deletes a blob's file. Only gc calls it, once no index row refers to

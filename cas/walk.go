@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -54,7 +56,8 @@ type Entry struct {
 	BadShard bool
 }
 
-// Walk calls fn for every name under blobs/, shard by shard. Temp files are
+// Walk calls fn for every name under blobs/, shard by shard in the order
+// of their names (the names within a shard in no order). Temp files are
 // reported as EntryTemp, never as blobs. Any error listing a directory stops
 // the walk and is returned, so that a caller deciding what to delete fails
 // closed; an error from fn stops the walk and is returned as is.
@@ -63,6 +66,9 @@ func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
 	if err != nil {
 		return fmt.Errorf("cas: walk %s: %w", s.abs(BlobsDir), err)
 	}
+	// The shards in the order of their names, so that a caller reading
+	// something per shard can read the next one ahead.
+	slices.SortFunc(top, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, de := range top {
 		if err := ctx.Err(); err != nil {
 			return err

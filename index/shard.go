@@ -11,6 +11,8 @@ import (
 // ShardBlob is a blob row as gc's and verify's marks see it, a shard at a
 // time.
 type ShardBlob struct {
+	// ID is the row's id, for DeleteUnusedRows.
+	ID             int64
 	Blob           cas.Blob
 	Size           int64
 	LastReferenced time.Time
@@ -25,7 +27,7 @@ type ShardBlob struct {
 // a 256th of the blobs at a time, so that a mark of every blob never holds
 // them all.
 func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, error) {
-	q := `SELECT b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
+	q := `SELECT b.id, b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
 		b.pack_id IS NOT NULL FROM blobs b WHERE b.digest >= ?`
 	args := []any{[]byte{shard}}
 	if shard < 0xff {
@@ -48,7 +50,7 @@ func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, erro
 				last      int64
 				used, pkd bool
 			)
-			if err := rows.Scan(&digest, &r.Blob.Ext, &r.Size, &last, &used, &pkd); err != nil {
+			if err := rows.Scan(&r.ID, &digest, &r.Blob.Ext, &r.Size, &last, &used, &pkd); err != nil {
 				return err
 			}
 			if len(digest) != cas.DigestSize {

@@ -1,11 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -65,11 +65,14 @@ type GCResult struct {
 // GC removes the blobs no index row uses and that are older than the grace
 // period, and temp files older than it. It marks a shard at a time (its
 // memory follows a shard and the garbage, not the store) without a lock,
-// writers writing on, and holds gc.lock exclusively only while it sweeps, so that
-// no writer is between its blob and its row then; a dry run takes no lock. It
-// fails closed: any error while listing rows or files stops it before it
-// deletes anything. It refuses to run while rows point at missing blobs.
-// Rows are deleted and committed before their files are unlinked.
+// writers writing on. It sweeps holding gc.lock exclusively, so that no
+// writer is between its blob and its row, in short holds with writers let
+// in between, each deleting the rows of a batch of the garbage in one
+// transaction (which checks again that no part uses them) and unlinking
+// their files; see sweeper.sweep. A dry run takes no lock. It fails closed: any error
+// while listing rows or files stops it before it deletes anything. It
+// refuses to run while rows point at missing blobs. Rows are deleted and
+// committed before their files are unlinked.
 func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if s.remote != nil {
 		return s.gcRemote(ctx, o)
@@ -122,91 +125,69 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		m.missing = slices.DeleteFunc(m.missing, func(b cas.Blob) bool { return quarantined[b] })
 	}
 	if len(m.missing) > 0 {
-		sort.Slice(m.missing, func(i, j int) bool { return m.missing[i].FileName() < m.missing[j].FileName() })
+		slices.SortFunc(m.missing, byFileName)
 		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; casctl repair drops their rows",
 			ErrMissingBlobs, len(m.missing), s.blobs.Path(m.missing[0]))
 	}
-	candidates := make([]cas.Blob, 0, len(m.candidates))
-	for b := range m.candidates {
-		candidates = append(candidates, b)
-	}
-	sort.Slice(candidates, func(i, j int) bool { return candidates[i].FileName() < candidates[j].FileName() })
 	stale, oldTemps := m.stale, m.oldTemps
-	// What the pack sweep asks of the mark: the candidates, and loose
-	// copies of blobs whose rows name a pack.
-	onDisk := m.candidates
-	for b, e := range m.looseCopies {
-		if _, ok := onDisk[b]; !ok {
-			onDisk[b] = e
+	// What the pack sweep asks of the mark, when there are packs: the
+	// candidates, and loose copies of blobs whose rows name a pack.
+	onDisk := map[cas.Blob]cas.Entry{}
+	if m.packs {
+		for b, c := range m.candidates {
+			onDisk[b] = c.entry(b)
+		}
+		for b, e := range m.looseCopies {
+			if _, ok := onDisk[b]; !ok {
+				onDisk[b] = e
+			}
 		}
 	}
+	sizeOf := func(b cas.Blob) int64 { return m.candidates[b].size }
+	packed := func(b cas.Blob) bool { return m.candidates[b].pack != "" }
 	if o.DryRun {
+		candidates := make([]cas.Blob, 0, len(m.candidates))
+		for b := range m.candidates {
+			candidates = append(candidates, b)
+		}
+		slices.SortFunc(candidates, byFileName)
 		for _, b := range candidates {
-			if isPacked(onDisk[b]) {
+			if packed(b) {
 				// Its bytes go when its pack is rewritten.
 				res.UnusedPacked++
-				res.UnusedPackedBytes += onDisk[b].Size
+				res.UnusedPackedBytes += sizeOf(b)
 				continue
 			}
 			res.RemovedBlobs++
-			res.FreedBytes += onDisk[b].Size
+			res.FreedBytes += sizeOf(b)
 			res.Removed = append(res.Removed, b)
 		}
 		res.RemovedTemp = len(oldTemps)
-		dying := make(map[cas.Blob]bool, len(candidates))
-		for _, b := range candidates {
-			dying[b] = true
-		}
-		res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
-		if err != nil {
-			return GCResult{}, fmt.Errorf("store: gc: packs: %w", err)
+		if m.packs {
+			dying := make(map[cas.Blob]bool, len(candidates))
+			for _, b := range candidates {
+				dying[b] = true
+			}
+			res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
+			if err != nil {
+				return GCResult{}, fmt.Errorf("store: gc: packs: %w", err)
+			}
 		}
 		return res, nil
 	}
 
-	// The sweep holds gc.lock exclusively, so that no writer is between its
-	// blob and its row: the writers that were, while the mark ran without
-	// the lock, have committed by now, and the deletes below check each
-	// row again inside their transaction (a blob referenced since the mark
-	// keeps its row, so keeps its file). It holds the lock for sweepHold
-	// at a time, a chunk of rows deleted and their files unlinked, and
-	// lets writers in between: no write waits for the whole sweep.
-	var errs []string
-	locked := false
-	unlock := func() {}
-	defer func() { unlock() }()
-	var held time.Time
-	lock := func() error {
-		if locked && time.Since(held) < sweepHold {
-			return nil
-		}
-		if locked {
-			unlock()
-			locked = false
-			// Writers waiting on gc.intent poll for it: give them time
-			// to take their share before gc asks for the lock again.
-			t := time.NewTimer(2 * sharedPoll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
-		u, err := s.exclusiveLock(ctx, timeout)
-		if err != nil {
-			return err
-		}
-		unlock, locked, held = u, true, time.Now()
-		return nil
+	if err := s.fault("gc:marked"); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
-	if err := lock(); err != nil {
+	sw := &sweeper{s: s, timeout: timeout}
+	defer sw.unlock()
+	// The first hold: gc.lock exclusively before anything is deleted.
+	if err := sw.lock(ctx); err != nil {
 		return GCResult{}, err
 	}
 	if err := s.fault("gc:sweep"); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
 	}
-	// Sweep: rows first, committed; then files.
 	if err := stillHeld(); err != nil {
 		return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
 	}
@@ -215,52 +196,50 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			return GCResult{}, fmt.Errorf("store: gc: %w", err)
 		}
 	}
-	for len(candidates) > 0 {
-		if err := lock(); err != nil {
-			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+	sw.unlock()
+	var errs []string
+	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
+		if packed(b) {
+			// Its bytes go when its pack is rewritten, below.
+			res.UnusedPacked++
+			res.UnusedPackedBytes += sizeOf(b)
+			return
 		}
-		if err := stillHeld(); err != nil {
-			return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			errs = append(errs, err.Error())
+			return
 		}
-		chunk := candidates[:min(len(candidates), sweepChunk)]
-		candidates = candidates[len(chunk):]
-		gone, err := s.index.DeleteUnreferencedAt(ctx, chunk, cutoff, now)
-		if err != nil {
+		res.RemovedBlobs++
+		res.FreedBytes += sizeOf(b)
+		res.Removed = append(res.Removed, b)
+	})
+	if err != nil {
+		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+	}
+	// Temp files and packs, in a last hold, when there are any.
+	if len(oldTemps) > 0 || m.packs {
+		if err := sw.lock(ctx); err != nil {
 			return res, fmt.Errorf("store: gc: %w", err)
 		}
-		for _, b := range gone {
-			if isPacked(onDisk[b]) {
-				// Its bytes go when its pack is rewritten, below.
-				res.UnusedPacked++
-				res.UnusedPackedBytes += onDisk[b].Size
+		for _, t := range oldTemps {
+			if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
+				res.InUseTemp++
 				continue
-			}
-			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			} else if err != nil {
 				errs = append(errs, err.Error())
 				continue
 			}
-			res.RemovedBlobs++
-			res.FreedBytes += onDisk[b].Size
-			res.Removed = append(res.Removed, b)
+			res.RemovedTemp++
 		}
-	}
-	if err := lock(); err != nil {
-		return res, fmt.Errorf("store: gc: %w", err)
-	}
-	for _, t := range oldTemps {
-		if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
-			res.InUseTemp++
-			continue
-		} else if err != nil {
-			errs = append(errs, err.Error())
-			continue
+		if m.packs {
+			var err error
+			if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
+				errs = append(errs, "packs: "+err.Error())
+			}
 		}
-		res.RemovedTemp++
+		sw.unlock()
 	}
-	var err2 error
-	if res.Packs, err2 = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err2 != nil {
-		errs = append(errs, "packs: "+err2.Error())
-	}
+	slices.SortFunc(res.Removed, byFileName)
 	if len(errs) > 0 {
 		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
 			len(errs), strings.Join(errs, "; "))
@@ -268,13 +247,14 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	return res, nil
 }
 
-// The sweep holds gc.lock exclusively for about sweepHold at a time,
-// deleting the rows of sweepChunk blobs per transaction and then their
-// files: writers wait for one such hold at most.
-const (
-	sweepHold  = 20 * time.Millisecond
-	sweepChunk = 100
-)
+// byFileName orders blobs by their file names: by digest, then extension
+// (the hex of a digest sorts as its bytes do).
+func byFileName(a, b cas.Blob) int {
+	if c := bytes.Compare(a.Digest[:], b.Digest[:]); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Ext, b.Ext)
+}
 
 // keysOf lists the keys of parts, for messages.
 func keysOf(ps []index.Part) []string {
@@ -290,8 +270,10 @@ func keysOf(ps []index.Part) []string {
 type gcMark struct {
 	// candidates are the blobs no row uses and whose file (or pack) is
 	// older than the grace period, with what the walk saw of them.
-	candidates map[cas.Blob]cas.Entry
-	keptYoung  int
+	candidates map[cas.Blob]gcCandidate
+	// packs says the store has pack files or rows naming packs.
+	packs     bool
+	keptYoung int
 	// stale are rows no part uses whose blob is on disk nowhere.
 	stale []cas.Blob
 	// missing are blobs rows use that are on disk nowhere.
@@ -299,6 +281,28 @@ type gcMark struct {
 	oldTemps []cas.Entry
 	// looseCopies are loose files of blobs whose rows name a pack.
 	looseCopies map[cas.Blob]cas.Entry
+}
+
+// gcCandidate is what the mark keeps of a candidate: no more, since a
+// tenth of a million blobs may be garbage.
+type gcCandidate struct {
+	size    int64
+	modTime time.Time
+	// pack is the path of the pack holding the blob, when it is not a
+	// file of its own.
+	pack string
+	// id is the blob's row id, 0 when no row names it.
+	id int64
+}
+
+// entry returns the walk's entry for candidate b, as the pack sweep
+// reads it.
+func (c gcCandidate) entry(b cas.Blob) cas.Entry {
+	rel := c.pack
+	if rel == "" {
+		rel = b.RelPath()
+	}
+	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: c.modTime}
 }
 
 // mark compares the index's blob rows with the files a shard at a time:
@@ -310,16 +314,17 @@ type gcMark struct {
 // A row found used whose blob the walk did not see is looked at again
 // before it counts as missing: a writer may have stored it since.
 func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{candidates: map[cas.Blob]cas.Entry{}, looseCopies: map[cas.Blob]cas.Entry{}}
+	m := gcMark{candidates: map[cas.Blob]gcCandidate{}, looseCopies: map[cas.Blob]cas.Entry{}}
 	listErr := func(what string, err error) error {
 		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
 	}
 	// Packed blobs by shard, each blob once, the first pack holding it.
 	var packed [256][]cas.Entry
-	packs, _, bad, err := s.blobs.Packs(ctx)
+	packs, packTemps, bad, err := s.blobs.Packs(ctx)
 	if err != nil {
 		return m, listErr("blob files", err)
 	}
+	m.packs = len(packs) > 0 || len(packTemps) > 0
 	for name, err := range bad {
 		return m, listErr("blob files", fmt.Errorf("pack %s does not load (run casctl verify): %w", name, err))
 	}
@@ -340,11 +345,12 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
+	ahead := newShardRows(s.index)
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		if err := s.fault("gc:referenced"); err != nil {
 			return listErr("referenced blobs", err)
 		}
-		rows, err := s.index.BlobsInShard(ctx, sh)
+		rows, err := ahead.get(ctx, sh)
 		if err != nil {
 			return listErr("referenced blobs", err)
 		}
@@ -357,12 +363,17 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		}
 		unused := func(b cas.Blob, e cas.Entry) {
 			if old(e.ModTime) {
-				m.candidates[b] = e
+				c := gcCandidate{size: e.Size, modTime: e.ModTime}
+				if isPacked(e) {
+					c.pack = e.RelPath
+				}
+				m.candidates[b] = c
 			} else {
 				m.keptYoung++
 			}
 		}
 		for _, r := range rows {
+			m.packs = m.packs || r.Packed
 			e, isLoose := loose[r.Blob]
 			p, isPacked := inPack[r.Blob]
 			delete(loose, r.Blob)
@@ -381,6 +392,10 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				m.stale = append(m.stale, r.Blob)
 			default:
 				unused(r.Blob, e)
+				if c, ok := m.candidates[r.Blob]; ok {
+					c.id = r.ID
+					m.candidates[r.Blob] = c
+				}
 			}
 		}
 		// Files no row names.
@@ -418,6 +433,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				return err
 			}
 			cur, loose = sh, map[cas.Blob]cas.Entry{}
+			ahead.start(ctx, sh)
 		}
 		switch e.Kind {
 		case cas.EntryBlob:

@@ -227,7 +227,7 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 	if o.DryRun {
 		for _, b := range candidates {
 			res.RemovedBlobs++
-			res.FreedBytes += m.candidates[b].Size
+			res.FreedBytes += m.candidates[b].size
 			res.Removed = append(res.Removed, b)
 		}
 		return res, nil
@@ -288,7 +288,7 @@ func (s *Store) gcRemote(ctx context.Context, o GCOptions) (GCResult, error) {
 // ends or the sweep lock turns out lost: the rows are gone then, and the
 // next gc removes the objects left. It returns the objects that could not
 // be removed as messages. The fence stays in force on any error.
-func (s *Store) sweepBatch(ctx context.Context, sl *index.SweepLock, chunk []cas.Blob, cutoff, now time.Time, cands map[cas.Blob]cas.Entry, res *GCResult) ([]string, error) {
+func (s *Store) sweepBatch(ctx context.Context, sl *index.SweepLock, chunk []cas.Blob, cutoff, now time.Time, cands map[cas.Blob]gcCandidate, res *GCResult) ([]string, error) {
 	window := s.remote.sweepWindow
 	if window == 0 {
 		window = remoteSweepWindow
@@ -329,7 +329,7 @@ func (s *Store) sweepBatch(ctx context.Context, sl *index.SweepLock, chunk []cas
 			continue
 		}
 		res.RemovedBlobs++
-		res.FreedBytes += cands[b].Size
+		res.FreedBytes += cands[b].size
 		res.Removed = append(res.Removed, b)
 	}
 	return errs, nil
@@ -340,7 +340,7 @@ func (s *Store) sweepBatch(ctx context.Context, sl *index.SweepLock, chunk []cas
 // index's rows of the shard. It fails closed: any error listing stops gc
 // before it deletes anything.
 func (s *Store) markRemote(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{candidates: map[cas.Blob]cas.Entry{}}
+	m := gcMark{candidates: map[cas.Blob]gcCandidate{}}
 	listErr := func(what string, err error) error {
 		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
 	}
@@ -360,14 +360,14 @@ func (s *Store) markRemote(ctx context.Context, old func(time.Time) bool, progre
 			case !there:
 				m.stale = append(m.stale, r.Blob)
 			case old(r.LastReferenced):
-				m.candidates[r.Blob] = e
+				m.candidates[r.Blob] = gcCandidate{size: e.Size, modTime: e.ModTime}
 			default:
 				m.keptYoung++
 			}
 		}
 		for b, e := range objects {
 			if old(e.ModTime) {
-				m.candidates[b] = e
+				m.candidates[b] = gcCandidate{size: e.Size, modTime: e.ModTime}
 			} else {
 				m.keptYoung++
 			}

@@ -37,9 +37,14 @@ const (
 // of the hook can test for it without importing this package.
 var ErrLocked = hook.ErrLocked
 
-// Poll intervals of the lock waits: flock has no wait with a deadline.
+// Poll intervals of the lock waits: flock has no wait with a deadline. A
+// writer waiting for gc polls often, so that it starts soon after each of
+// gc's short holds; gc holding gc.intent polls as often for the writes under
+// way to finish, which no new write can join: both wait for short things.
+// gc waiting for another gc's intent polls less often.
 const (
-	sharedPoll    = 5 * time.Millisecond
+	sharedPoll    = time.Millisecond
+	drainPoll     = time.Millisecond
 	exclusivePoll = 10 * time.Millisecond
 )
 
@@ -228,7 +233,7 @@ func (s *Store) exclusiveLock(ctx context.Context, timeout time.Duration) (func(
 		return nil, lockedError(s.intent, "another gc", err, time.Since(start))
 	}
 	l := flock.New(s.lock)
-	if _, err := l.TryLockContext(ctx, exclusivePoll); err != nil {
+	if _, err := l.TryLockContext(ctx, drainPoll); err != nil {
 		l.Close()
 		intent.Unlock()
 		intent.Close()

@@ -29,42 +29,8 @@ func (s *Store) verifyRemote(ctx context.Context, o VerifyOptions) (VerifyResult
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
 	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: map[cas.Blob]bool{}, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}}
-	var marked [256]bool
-	cur := -1
-	var entries []cas.Entry
-	flush := func() error {
-		if cur < 0 || marked[cur] {
-			return nil
-		}
-		marked[cur] = true
-		return v.shard(ctx, byte(cur), entries)
-	}
-	err = s.remote.be.Walk(ctx, func(e cas.Entry) error {
-		sh, ok := shardOf(e.RelPath)
-		if !ok {
-			return v.entry(ctx, e, v.hash(ctx, e))
-		}
-		if sh != cur {
-			if err := flush(); err != nil {
-				return err
-			}
-			cur, entries = sh, entries[:0]
-		}
-		entries = append(entries, e)
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	for sh := 0; sh < 256 && err == nil; sh++ {
-		if !marked[sh] {
-			err = v.shard(ctx, byte(sh), nil)
-		}
-	}
-	if err == nil {
-		err = v.markWhole(ctx, 0)
-	}
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+	err = v.run(ctx, s.remote.be.Walk)
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}

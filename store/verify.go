@@ -36,6 +36,11 @@ type VerifyOptions struct {
 	// Grace is gc's grace period, DefaultGrace when zero: orphans younger
 	// than it are counted in RecentOrphans.
 	Grace time.Duration
+	// FullIndexCheck runs SQLite's full integrity check, which also makes
+	// sure that every index holds exactly its table's rows, instead of its
+	// quick check, which checks every page but not that: a few times
+	// slower on a large index. Repair always runs the full check.
+	FullIndexCheck bool
 }
 
 // VerifyResult is what Verify found.
@@ -91,16 +96,29 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 // what it found wrong, never a list of every blob.
 func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
-	// SQLite's integrity check reads the whole database: it runs beside
-	// the re-hashing.
+	// SQLite's integrity check and the recount of the counters behind
+	// stats each read the whole database: they run beside the re-hashing.
 	type check struct {
 		problems []string
 		err      error
 	}
 	checked := make(chan check, 1)
+	recounted := make(chan check, 1)
 	go func() {
-		p, err := s.index.IntegrityCheck(ctx)
+		var p []string
+		var err error
+		if o.FullIndexCheck {
+			p, err = s.index.IntegrityCheck(ctx)
+		} else {
+			p, err = s.index.QuickCheck(ctx)
+		}
 		checked <- check{p, err}
+		var c check
+		if err == nil && len(p) == 0 {
+			// A damaged index has nothing worth recounting.
+			c.problems, c.err = s.index.CountDrift(ctx)
+		}
+		recounted <- c
 	}()
 	integrity := func() ([]string, error) {
 		c := <-checked
@@ -115,7 +133,9 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		return err == nil && len(p) > 0
 	}
 	var total int64
-	if st, err := s.index.Stats(ctx, ""); err == nil {
+	if o.Progress == nil {
+		// The total is only for progress.
+	} else if st, err := s.index.Stats(ctx, ""); err == nil {
 		total = st.StoredBytes + st.UnreferencedBytes
 	} else if damaged() {
 		return res, nil
@@ -135,43 +155,8 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		}
 	}
 	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}}
-	var marked [256]bool
-	cur := -1
-	var entries []cas.Entry
-	flush := func() error {
-		if cur < 0 || marked[cur] {
-			return nil
-		}
-		marked[cur] = true
-		return v.shard(ctx, byte(cur), entries)
-	}
-	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
-		sh, ok := shardOf(e.RelPath)
-		if !ok {
-			// Names outside the shards: no row can name them.
-			return v.entry(ctx, e, v.hash(ctx, e))
-		}
-		if sh != cur {
-			if err := flush(); err != nil {
-				return err
-			}
-			cur, entries = sh, entries[:0]
-		}
-		entries = append(entries, e)
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	for sh := 0; sh < 256 && err == nil; sh++ {
-		if !marked[sh] {
-			err = v.shard(ctx, byte(sh), nil)
-		}
-	}
-	if err == nil {
-		err = v.markWhole(ctx, 0)
-	}
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+	err = v.run(ctx, s.blobs.Walk)
 	if err != nil && damaged() {
 		return res, nil
 	}
@@ -191,9 +176,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	if err := s.verifyPacks(ctx, &res, isUsed, v.seen, &whole); err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	v.whole = append(v.whole, whole...)
-	if err := v.markWhole(ctx, 0); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+	if len(whole) > 0 && !s.readOnly {
+		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
 	}
 	missing := slices.DeleteFunc(v.missing, func(b cas.Blob) bool { return v.seen[b] })
 	if len(missing) > 0 || len(res.Orphans) > 0 {
@@ -248,9 +234,11 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			res.RecentOrphans++
 		}
 	}
-	if res.CountDrift, err = s.index.CountDrift(ctx); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+	c := <-recounted
+	if c.err != nil {
+		return res, fmt.Errorf("store: verify: %w", c.err)
 	}
+	res.CountDrift = c.problems
 	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0 && len(res.CountDrift) == 0
 	return res, nil
 }
@@ -269,14 +257,131 @@ type verifier struct {
 	used map[cas.Blob]index.ShardBlob
 	// missing lists blobs rows use that the walk did not find.
 	missing []cas.Blob
-	// whole lists blobs found whole, not yet marked verified.
-	whole  []cas.Blob
+	// whole lists the rows of blobs found whole, not yet marked verified.
+	whole  []index.BlobID
 	mtimes map[cas.Blob]time.Time
+	ahead  *shardRows
+	// start is when verify began: rows first stored since are not the
+	// rows it read.
+	start time.Time
 }
 
-// shard checks one shard's entries against its rows.
-func (v *verifier) shard(ctx context.Context, sh byte, entries []cas.Entry) error {
-	rows, err := v.s.index.BlobsInShard(ctx, sh)
+// verifyJob is what the walk found in one shard (or, with shard -1,
+// outside the shards), each entry with what re-hashing it said once done
+// is done.
+type verifyJob struct {
+	shard   int
+	entries []*verifyEntry
+	done    sync.WaitGroup
+}
+
+type verifyEntry struct {
+	job *verifyJob
+	e   cas.Entry
+	err error
+}
+
+// run walks the blob files and checks them in three stages that overlap:
+// the walk lists a shard's files and hands each to a worker per core that
+// re-hashes it, while a judge takes the shards in the walk's order, each
+// once all its files are re-hashed, against the shard's rows (read ahead
+// of it) and marks the blobs found whole. Only a few shards' entries are
+// in flight at once.
+func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.Entry) error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *verifyEntry, 256)
+	jobs := make(chan *verifyJob, 2)
+	var workers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for it := range work {
+				it.err = v.hash(ctx, it.e)
+				it.job.done.Done()
+			}
+		}()
+	}
+	judged := make(chan error, 1)
+	go func() {
+		var err error
+		var marked [256]bool
+		for job := range jobs {
+			job.done.Wait()
+			if err != nil {
+				continue // drain
+			}
+			if job.shard < 0 {
+				for _, it := range job.entries {
+					if err = v.entry(ctx, it.e, it.err); err != nil {
+						break
+					}
+				}
+			} else if !marked[job.shard] {
+				marked[job.shard] = true
+				err = v.shard(ctx, byte(job.shard), job.entries)
+			}
+			if err != nil {
+				cancel()
+			}
+		}
+		// The shards the walk did not find (empty ones packing removed).
+		for sh := 0; sh < 256 && err == nil; sh++ {
+			if !marked[sh] {
+				err = v.shard(ctx, byte(sh), nil)
+			}
+		}
+		if err == nil {
+			err = v.markWhole(ctx, 0)
+		}
+		judged <- err
+	}()
+	var job *verifyJob
+	send := func() {
+		if job != nil {
+			jobs <- job
+			job = nil
+		}
+	}
+	walkErr := walk(ctx, func(e cas.Entry) error {
+		sh, ok := shardOf(e.RelPath)
+		if !ok {
+			// Names outside the shards: no row can name them.
+			sh = -1
+		}
+		if job == nil || job.shard != sh {
+			send()
+			job = &verifyJob{shard: sh}
+			if sh >= 0 {
+				v.ahead.start(ctx, sh)
+			}
+		}
+		it := &verifyEntry{job: job, e: e}
+		job.entries = append(job.entries, it)
+		job.done.Add(1)
+		select {
+		case work <- it:
+			return nil
+		case <-ctx.Done():
+			job.done.Done()
+			return ctx.Err()
+		}
+	})
+	send()
+	close(work)
+	workers.Wait()
+	close(jobs)
+	err := <-judged
+	if err == nil || (walkErr != nil && errors.Is(err, context.Canceled)) {
+		err = walkErr
+	}
+	return err
+}
+
+// shard checks one shard's entries, re-hashed, against its rows.
+func (v *verifier) shard(ctx context.Context, sh byte, entries []*verifyEntry) error {
+	rows, err := v.ahead.get(ctx, sh)
 	if err != nil {
 		return err
 	}
@@ -286,27 +391,8 @@ func (v *verifier) shard(ctx context.Context, sh byte, entries []cas.Entry) erro
 			v.used[r.Blob] = r
 		}
 	}
-	// The shard's blobs are re-hashed by a worker per core, then judged
-	// in order.
-	errs := make([]error, len(entries))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = v.hash(ctx, entries[i])
-			}
-		}()
-	}
-	for i := range entries {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for i, e := range entries {
-		if err := v.entry(ctx, e, errs[i]); err != nil {
+	for _, it := range entries {
+		if err := v.entry(ctx, it.e, it.err); err != nil {
 			return err
 		}
 	}
@@ -329,7 +415,7 @@ func (v *verifier) markWhole(ctx context.Context, n int) error {
 		return nil
 	}
 	if !v.s.readOnly {
-		if err := v.s.index.MarkVerified(ctx, v.whole, v.s.now()); err != nil {
+		if err := v.s.index.MarkVerifiedRows(ctx, v.whole, v.start, v.s.now()); err != nil {
 			return err
 		}
 	}
@@ -401,7 +487,7 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 		res.Corrupt = append(res.Corrupt, Problem{Path: path, Blob: e.Blob, Keys: s.keys(ctx, e.Blob),
 			Reason: fmt.Sprintf("%d bytes, the index says %d", e.Size, r.Size)})
 	case err == nil && isUsed:
-		v.whole = append(v.whole, e.Blob)
+		v.whole = append(v.whole, index.BlobID{ID: r.ID, Blob: e.Blob})
 	case err == nil:
 		res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
 		v.mtimes[e.Blob] = e.ModTime

@@ -1,0 +1,174 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// BlobID names a blob row by its id, as a mark read it, and the blob it
+// was the row of.
+type BlobID struct {
+	ID   int64
+	Blob cas.Blob
+}
+
+// DeleteUnusedRows deletes, in one transaction, the rows among these that
+// no part uses and that were last referenced no later than cutoff (a time
+// after now counting as now), and returns the blobs whose rows it deleted:
+// only those rows are gone. A row is found by its id and must still be the
+// row of the blob named with it; a row whose id names another blob now is
+// left alone. It is gc's delete for rows a mark listed: one statement for
+// them all, the rows taken in the order of their ids, so that it touches
+// the table's pages in order.
+func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now time.Time) ([]cas.Blob, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	want := make(map[int64]cas.Blob, len(rows))
+	args := make([]any, 0, len(rows)+1)
+	for _, r := range rows {
+		want[r.ID] = r.Blob
+		args = append(args, r.ID)
+	}
+	q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(rows)-1) + `)
+		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
+	if now.After(cutoff) {
+		// Else every time counts as old: now is no later than cutoff.
+		q += ` AND last_referenced <= ?`
+		args = append(args, cutoff.UnixNano())
+	}
+	q += ` RETURNING id, digest, ext`
+	var gone []cas.Blob
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		gone = gone[:0]
+		res, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		var other []int64
+		for res.Next() {
+			var (
+				id     int64
+				digest []byte
+				ext    string
+			)
+			if err := res.Scan(&id, &digest, &ext); err != nil {
+				return err
+			}
+			b, ok := want[id]
+			if !ok || len(digest) != cas.DigestSize || cas.Digest(digest) != b.Digest || ext != b.Ext {
+				other = append(other, id)
+				continue
+			}
+			gone = append(gone, b)
+		}
+		if err := res.Err(); err != nil {
+			return err
+		}
+		if len(other) > 0 {
+			// The id names another blob's row now: the delete must not
+			// stand. Rolling back keeps every row.
+			return fmt.Errorf("%w: %d blob rows changed their blob since the mark, such as id %d; nothing deleted",
+				errRowsChanged, len(other), other[0])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: delete unused blob rows: %w", err)
+	}
+	return gone, nil
+}
+
+// errRowsChanged says a row id no longer names the blob a mark read.
+var errRowsChanged = errors.New("blob rows changed")
+
+// BlobsWithRows returns those of these blobs that have a row, used or not:
+// gc's last look, under gc.lock, before it unlinks the files of rows it
+// deleted, since a writer may have stored the same content again since.
+func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Blob]bool, error) {
+	out := map[cas.Blob]bool{}
+	for len(blobs) > 0 {
+		chunk := blobs[:min(len(blobs), rowsChunk)]
+		blobs = blobs[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, b := range chunk {
+			args[i] = b.Digest[:]
+		}
+		q := `SELECT digest, ext FROM blobs WHERE digest IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+		err := x.read(ctx, func() error {
+			rows, err := x.db.QueryContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var (
+					digest []byte
+					ext    string
+				)
+				if err := rows.Scan(&digest, &ext); err != nil {
+					return err
+				}
+				if len(digest) == cas.DigestSize {
+					out[cas.Blob{Digest: cas.Digest(digest), Ext: ext}] = true
+				}
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("index: blobs with rows: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// rowsChunk bounds the blobs of one statement: SQLite takes at most 32,766
+// parameters, PostgreSQL 65,535.
+const rowsChunk = 1000
+
+// MarkVerifiedRows records that verify found these blobs whole at time t,
+// a check that began at since, finding their rows by id: a statement per
+// rowsChunk rows, in the order of their ids, and a transaction per
+// markChunk rows, so that writers wait for one such transaction at most. A
+// row first stored after since is not marked: it is not the row verify
+// read (gc deleted that one and a writer's new row took its id). An error
+// leaves the chunks before it marked.
+func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t time.Time) error {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	slices.Sort(ids)
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), markChunk)]
+		ids = ids[len(chunk):]
+		err := x.write(ctx, func(tx *sql.Tx) error {
+			for part := chunk; len(part) > 0; {
+				stmt := part[:min(len(part), rowsChunk)]
+				part = part[len(stmt):]
+				args := make([]any, 0, len(stmt)+2)
+				args = append(args, t.UnixNano(), since.UnixNano())
+				for _, id := range stmt {
+					args = append(args, id)
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored <= ? AND id IN (?`+
+					strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("index: mark verified: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// shardRowsOf reads the rows of the blobs' shards, by blob.
+func shardRowsOf(t *testing.T, x *Index, blobs ...cas.Blob) map[cas.Blob]ShardBlob {
+	t.Helper()
+	out := map[cas.Blob]ShardBlob{}
+	for _, b := range blobs {
+		rows, err := x.BlobsInShard(context.Background(), b.Digest[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.ID == 0 {
+				t.Errorf("row of %s without an id", r.Blob)
+			}
+			out[r.Blob] = r
+		}
+	}
+	return out
+}
+
+func TestDeleteUnusedRows(t *testing.T) { forEachBackend(t, testDeleteUnusedRows) }
+
+func testDeleteUnusedRows(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Unix(1_000_000, 0)}
+	x := MustOpen(t, WithClock(c.now))
+	used, old, young := newPart("keep", 1, "t", "c", "used"), newPart("gone", 1, "t", "c", "old"), newPart("young", 1, "t", "c", "young")
+	mustRecord(t, x, used, old)
+	c.t = c.t.Add(time.Hour)
+	mustRecord(t, x, young)
+	for _, run := range []string{"gone", "young"} {
+		if _, err := x.Prune(ctx, PruneOptions{Run: run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := shardRowsOf(t, x, used.Blob, old.Blob, young.Blob)
+	ids := func(bs ...cas.Blob) []BlobID {
+		var out []BlobID
+		for _, b := range bs {
+			out = append(out, BlobID{ID: rows[b].ID, Blob: b})
+		}
+		return out
+	}
+	cutoff := c.t.Add(-30 * time.Minute)
+	// A row whose id names another blob now: nothing is deleted.
+	wrong := ids(old.Blob)
+	wrong[0].Blob = young.Blob
+	if gone, err := x.DeleteUnusedRows(ctx, wrong, cutoff, c.t); !errors.Is(err, errRowsChanged) || len(gone) != 0 {
+		t.Errorf("delete by an id of another blob = %v, %v; want errRowsChanged", gone, err)
+	}
+	if _, err := x.Blob(ctx, old.Blob); err != nil {
+		t.Errorf("the old row went with the failed delete: %v", err)
+	}
+	gone, err := x.DeleteUnusedRows(ctx, ids(used.Blob, old.Blob, young.Blob), cutoff, c.t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 1 || gone[0] != old.Blob {
+		t.Errorf("deleted %v; want only the old unused row", gone)
+	}
+	if _, err := x.Blob(ctx, old.Blob); !errors.Is(err, ErrNotFound) {
+		t.Errorf("old unused row: %v, want it gone", err)
+	}
+	for _, b := range []cas.Blob{used.Blob, young.Blob} {
+		if _, err := x.Blob(ctx, b); err != nil {
+			t.Errorf("row of %s: %v, want it kept", b, err)
+		}
+	}
+	// With the clock at or before the cutoff, every unused row is old.
+	gone, err = x.DeleteUnusedRows(ctx, ids(used.Blob, young.Blob), c.t, c.t)
+	if err != nil || len(gone) != 1 || gone[0] != young.Blob {
+		t.Errorf("delete with no grace = %v, %v; want the young unused row", gone, err)
+	}
+	if gone, err := x.DeleteUnusedRows(ctx, nil, c.t, c.t); err != nil || len(gone) != 0 {
+		t.Errorf("delete of nothing = %v, %v", gone, err)
+	}
+}
+
+func TestBlobsWithRows(t *testing.T) { forEachBackend(t, testBlobsWithRows) }
+
+func testBlobsWithRows(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var parts []NewPart
+	var want []cas.Blob
+	for i := range rowsChunk + 10 {
+		p := newPart("r", i, "t", "c", string(rune('a'+i%26))+time.Duration(i).String())
+		parts = append(parts, p)
+		want = append(want, p.Blob)
+	}
+	mustRecord(t, x, parts...)
+	other := cas.Blob{Digest: cas.Sum([]byte("no row")), Ext: ".txt"}
+	otherExt := cas.Blob{Digest: parts[0].Blob.Digest, Ext: ".bin"}
+	has, err := x.BlobsWithRows(ctx, append(slices.Clone(want), other, otherExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range want {
+		if !has[b] {
+			t.Errorf("%s has a row, not found", b)
+		}
+	}
+	if has[other] || has[otherExt] || len(has) != len(want) {
+		t.Errorf("found %d blobs with rows, want %d, not %s or %s", len(has), len(want), other, otherExt)
+	}
+}
+
+func TestMarkVerifiedRows(t *testing.T) { forEachBackend(t, testMarkVerifiedRows) }
+
+func testMarkVerifiedRows(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Unix(1_000_000, 0)}
+	x := MustOpen(t, WithClock(c.now))
+	a, b := newPart("r", 1, "t", "c", "a"), newPart("r", 2, "t", "c", "b")
+	mustRecord(t, x, a, b)
+	since := c.t
+	c.t = c.t.Add(time.Minute)
+	late := newPart("r", 3, "t", "c", "stored after the check began")
+	mustRecord(t, x, late)
+	rows := shardRowsOf(t, x, a.Blob, b.Blob, late.Blob)
+	var ids []BlobID
+	for _, p := range []NewPart{late, b, a} {
+		ids = append(ids, BlobID{ID: rows[p.Blob].ID, Blob: p.Blob})
+	}
+	at := c.t.Add(time.Minute)
+	if err := x.MarkVerifiedRows(ctx, ids, since, at); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []NewPart{a, b} {
+		if r, err := x.Blob(ctx, p.Blob); err != nil || !r.VerifiedAt.Equal(at) {
+			t.Errorf("%s: verified at %v, %v; want %v", p.Key, r.VerifiedAt, err, at)
+		}
+	}
+	if r, err := x.Blob(ctx, late.Blob); err != nil || !r.VerifiedAt.IsZero() {
+		t.Errorf("a row stored after the check began: verified at %v, %v; want never", r.VerifiedAt, err)
+	}
+}
+
+func TestQuickCheck(t *testing.T) { forEachBackend(t, testQuickCheck) }
+
+func testQuickCheck(t *testing.T) {
+	x := MustOpen(t)
+	mustRecord(t, x, newPart("r", 1, "t", "c", "a"))
+	if p, err := x.QuickCheck(context.Background()); err != nil || len(p) != 0 {
+		t.Errorf("QuickCheck of a sound index = %q, %v", p, err)
+	}
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+)
+
+// How gc sweeps: in holds of gc.lock of about sweepHold each, with writers
+// let in between. A hold deletes the rows of a batch of candidates in one
+// transaction and unlinks their files; the batch starts at sweepRows blobs
+// and grows or shrinks so that a hold lasts about sweepHold, between
+// sweepMinRows and sweepMaxRows.
+const (
+	sweepRows    = 250
+	sweepMinRows = 25
+	sweepMaxRows = 2000
+	sweepHold    = 15 * time.Millisecond
+)
+
+// sweeper holds gc.lock for gc's sweep, a hold at a time.
+type sweeper struct {
+	s       *Store
+	timeout time.Duration
+	// release ends the current hold; nil when gc holds no lock.
+	release  func()
+	held     time.Time
+	released time.Time
+}
+
+// lock takes gc.lock exclusively unless gc holds it already. Writers
+// waiting on gc.intent poll for it: after a hold, lock gives them time to
+// take their share before it asks for the lock again.
+func (w *sweeper) lock(ctx context.Context) error {
+	if w.release != nil {
+		return nil
+	}
+	if !w.released.IsZero() {
+		if d := 2*sharedPoll - time.Since(w.released); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	u, err := w.s.exclusiveLock(ctx, w.timeout)
+	if err != nil {
+		return err
+	}
+	w.release, w.held = u, time.Now()
+	return nil
+}
+
+// unlock ends the current hold, if any.
+func (w *sweeper) unlock() {
+	if w.release != nil {
+		w.release()
+		w.release, w.released = nil, time.Now()
+	}
+}
+
+// sweep removes the candidates, a batch per hold of gc.lock: the rows of
+// the batch deleted in one transaction, in the order of their ids (each
+// delete checks again that no part uses the row and that it is old
+// enough, so a blob referenced since the mark keeps its row), committed,
+// then the files of the blobs whose rows went. With gc.lock held no writer
+// is between its blob and its row, so none can store a blob again between
+// its row's delete and its unlink. Blobs that had no row at the mark
+// (files no row names) get a last look at the rows in the hold that
+// unlinks them: a writer may have stored the same content, and committed
+// its row, since the mark. heldIndex says the index's gc lock is still
+// held, before each delete. remove unlinks one blob.
+func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate, cutoff, now time.Time,
+	heldIndex func() error, remove func(cas.Blob)) error {
+	var rows []index.BlobID
+	var noRow []cas.Blob
+	for b, c := range candidates {
+		if c.id != 0 {
+			rows = append(rows, index.BlobID{ID: c.id, Blob: b})
+		} else {
+			noRow = append(noRow, b)
+		}
+	}
+	slices.SortFunc(noRow, byFileName)
+	slices.SortFunc(rows, func(a, b index.BlobID) int { return int(min(max(a.ID-b.ID, -1), 1)) })
+	n := sweepRows
+	// fit sizes the next batch from how long this hold took with n.
+	fit := func() {
+		took := time.Since(w.held)
+		switch {
+		case took > sweepHold && n > sweepMinRows:
+			n = max(sweepMinRows, n/2)
+		case took < sweepHold/3 && n < sweepMaxRows:
+			n = min(sweepMaxRows, n*2)
+		}
+	}
+	for len(noRow) > 0 {
+		if err := w.lock(ctx); err != nil {
+			return err
+		}
+		look := noRow[:min(len(noRow), n)]
+		noRow = noRow[len(look):]
+		has, err := w.s.index.BlobsWithRows(ctx, look)
+		if err != nil {
+			return err
+		}
+		for _, b := range look {
+			if !has[b] {
+				remove(b)
+			}
+		}
+		fit()
+		w.unlock()
+	}
+	for len(rows) > 0 {
+		if err := w.lock(ctx); err != nil {
+			return err
+		}
+		if err := heldIndex(); err != nil {
+			return err
+		}
+		chunk := rows[:min(len(rows), n)]
+		rows = rows[len(chunk):]
+		gone, err := w.s.index.DeleteUnusedRows(ctx, chunk, cutoff, now)
+		if err != nil {
+			return err
+		}
+		if err := w.s.fault("gc:rows-deleted"); err != nil {
+			return err
+		}
+		for _, b := range gone {
+			remove(b)
+		}
+		fit()
+		w.unlock()
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// TestGCSweepKeepsBlobStoredAgain: a file no row names when gc marks, and
+// a writer stores the same content, committing a row, after the mark and
+// before the sweep. The last look at the rows under gc.lock sees the new
+// row, so the file stays and the new key reads back; the other garbage
+// goes.
+func TestGCSweepKeepsBlobStoredAgain(t *testing.T) {
+	ctx := context.Background()
+	var s *Store
+	var again []hook.Stored
+	s = MustOpen(t, withFaults(func(p string) error {
+		if p != "gc:marked" || again != nil {
+			return nil
+		}
+		var err error
+		again, err = s.Write(ctx, []hook.Item{item("again", 1, "orphan 3")})
+		return err
+	}))
+	var items []hook.Item
+	for i := range 20 {
+		items = append(items, item("junk", i, fmt.Sprint("content ", i)))
+	}
+	junk := mustWrite(t, s, items...)
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+		t.Fatal(err)
+	}
+	var orphans []string
+	for i := range 5 {
+		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, s.blobs.Path(b.Blob))
+	}
+	res, err := s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again == nil {
+		t.Fatal("the writer never ran between the mark and the sweep")
+	}
+	if res.RemovedBlobs != 24 {
+		t.Errorf("gc removed %d blobs, want 24: all but the one stored again", res.RemovedBlobs)
+	}
+	if c, err := s.Read(ctx, "again", again[0].Key); err != nil || string(c.Data) != "orphan 3" {
+		t.Errorf("the key stored again before the sweep: %v", err)
+	}
+	for i, p := range orphans {
+		_, err := os.Stat(p)
+		if i == 3 && err != nil {
+			t.Errorf("blob stored again was unlinked: %v", err)
+		}
+		if i != 3 && !os.IsNotExist(err) {
+			t.Errorf("orphan %s kept: %v", p, err)
+		}
+	}
+	for _, st := range junk {
+		if _, err := os.Stat(st.Path); !os.IsNotExist(err) {
+			t.Errorf("garbage %s kept: %v", st.Key, err)
+		}
+	}
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK {
+		t.Errorf("verify after gc: %+v, %v", v, err)
+	}
+}
+
+// TestGCSweepsInBatches removes more garbage than one delete, one look and
+// one batch of unlinks take, blobs with rows and files no row names, and
+// leaves the blobs in use.
+func TestGCSweepsInBatches(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	n := 3*sweepRows + 7
+	var items []hook.Item
+	for i := range n {
+		items = append(items, item("junk", i, fmt.Sprint("garbage ", i)))
+	}
+	junk := mustWrite(t, s, items...)
+	keep := mustWrite(t, s, item("keep", 1, "kept"), item("keep", 2, "garbage 3"))
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+		t.Fatal(err)
+	}
+	// Files no row names.
+	var orphans []string
+	for i := range sweepRows + 3 {
+		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, s.blobs.Path(b.Blob))
+	}
+	res, err := s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := n - 1 + len(orphans); res.RemovedBlobs != want {
+		t.Errorf("gc removed %d blobs, want %d", res.RemovedBlobs, want)
+	}
+	for i := 1; i < len(res.Removed); i++ {
+		if res.Removed[i-1].FileName() >= res.Removed[i].FileName() {
+			t.Fatalf("removed blobs not in order of their names at %d", i)
+		}
+	}
+	for _, st := range junk {
+		_, err := os.Stat(st.Path)
+		if st.Path == keep[1].Path {
+			if err != nil {
+				t.Errorf("blob in use removed: %v", err)
+			}
+		} else if !os.IsNotExist(err) {
+			t.Errorf("garbage %s kept: %v", st.Key, err)
+		}
+	}
+	for _, p := range orphans {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("orphan %s kept: %v", p, err)
+		}
+	}
+	for _, st := range keep {
+		if _, err := s.Read(ctx, "keep", st.Key); err != nil {
+			t.Errorf("%s: %v", st.Key, err)
+		}
+	}
+	if st, err := s.Stats(ctx, ""); err != nil || st.Blobs != 2 {
+		t.Errorf("stats after gc: %+v, %v; want 2 blobs", st, err)
+	}
+}

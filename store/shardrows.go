@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/toolcas/toolcas/index"
+)
+
+// shardRows reads the index's blob rows a shard at a time for gc's and
+// verify's marks, ahead of their use: once the rows of shard n are taken,
+// the rows of shard n+1 are read in another goroutine while the walk lists
+// that shard's files (the walk goes through the shards in order), and the
+// walk may ask for the shard it enters to be read at once. At most two
+// reads are under way or waiting, so it holds the rows of three shards at
+// most. A shard not read ahead is read when asked for. Its methods may be
+// called from different goroutines.
+type shardRows struct {
+	x       *index.Index
+	mu      sync.Mutex
+	pending map[int]chan shardResult
+}
+
+type shardResult struct {
+	rows []index.ShardBlob
+	err  error
+}
+
+func newShardRows(x *index.Index) *shardRows {
+	return &shardRows{x: x, pending: map[int]chan shardResult{}}
+}
+
+// start reads shard sh's rows in another goroutine, unless they are being
+// read already or two reads are under way.
+func (r *shardRows) start(ctx context.Context, sh int) {
+	if sh < 0 || sh > 0xff {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[sh] != nil || len(r.pending) >= 2 {
+		return
+	}
+	c := make(chan shardResult, 1)
+	r.pending[sh] = c
+	go func() {
+		rows, err := r.x.BlobsInShard(ctx, byte(sh))
+		c <- shardResult{rows, err}
+	}()
+}
+
+// get returns shard sh's rows, and starts reading the next shard's.
+func (r *shardRows) get(ctx context.Context, sh byte) ([]index.ShardBlob, error) {
+	r.mu.Lock()
+	c := r.pending[int(sh)]
+	delete(r.pending, int(sh))
+	r.mu.Unlock()
+	var res shardResult
+	if c != nil {
+		res = <-c
+	} else {
+		res.rows, res.err = r.x.BlobsInShard(ctx, sh)
+	}
+	if res.err == nil {
+		r.start(ctx, int(sh)+1)
+	}
+	return res.rows, res.err
+}
