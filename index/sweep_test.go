@@ -2,8 +2,12 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +158,56 @@ func testQuickCheck(t *testing.T) {
 	mustRecord(t, x, newPart("r", 1, "t", "c", "a"))
 	if p, err := x.QuickCheck(context.Background()); err != nil || len(p) != 0 {
 		t.Errorf("QuickCheck of a sound index = %q, %v", p, err)
+	}
+}
+
+// TestQuickCheckMissesWhatIntegrityCheckFinds damages an index so that one
+// of its secondary indexes no longer matches its table (its definition
+// changed under it, as a bad write to the schema would): the quick check,
+// which reads every page but not every index against its table, passes;
+// the full integrity check names the index. verify's --full-index-check
+// is worth its time for that.
+func TestQuickCheckMissesWhatIntegrityCheckFinds(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "index.db")
+	x, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		mustRecord(t, x, newPart("r", i, "t", fmt.Sprint("c", i), fmt.Sprint("content ", i)))
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_schema SET sql = 'CREATE INDEX parts_blob ON parts (blob_id, step)' WHERE name = 'parts_blob'`,
+		`PRAGMA writable_schema = OFF`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	x, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if p, err := x.QuickCheck(ctx); err != nil || len(p) != 0 {
+		t.Errorf("QuickCheck = %q, %v; want nothing found (it does not compare indexes with tables)", p, err)
+	}
+	p, err := x.IntegrityCheck(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) == 0 || !strings.Contains(strings.Join(p, "\n"), "parts_blob") {
+		t.Errorf("IntegrityCheck = %q, want the damaged index parts_blob named", p)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -158,5 +159,48 @@ func TestVerifyBadShard(t *testing.T) {
 				t.Errorf("verify checked %d blobs, want the %d outside the damaged shard", res.Checked, len(st)-hidden)
 			}
 		})
+	}
+}
+
+// TestVerifyFullIndexCheck damages one of the index's secondary indexes so
+// that it no longer matches its table: verify's default quick check does
+// not see it, FullIndexCheck reports it and fails the verify.
+func TestVerifyFullIndexCheck(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate())
+	for i := range 10 {
+		mustWrite(t, s, item("r", i, fmt.Sprint("text ", i)))
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`PRAGMA writable_schema = ON`,
+		`UPDATE sqlite_schema SET sql = 'CREATE INDEX parts_blob ON parts (blob_id, step)' WHERE name = 'parts_blob'`,
+		`PRAGMA writable_schema = OFF`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s = MustOpenDir(t, dir)
+	quick, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !quick.OK || len(quick.IndexProblems) != 0 {
+		t.Errorf("Verify() = OK %v, index problems %q; want OK, none (the quick check does not compare indexes with tables)", quick.OK, quick.IndexProblems)
+	}
+	full, err := s.Verify(ctx, VerifyOptions{FullIndexCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.OK || !strings.Contains(strings.Join(full.IndexProblems, "\n"), "parts_blob") {
+		t.Errorf("Verify(FullIndexCheck) = OK %v, index problems %q; want not OK, parts_blob named", full.OK, full.IndexProblems)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/toolcas/toolcas/store"
 )
 
-type verifyOptions struct{ json, verbose bool }
+type verifyOptions struct{ json, verbose, fullIndexCheck bool }
 
 func newVerifyCommand(g *globals) *cobra.Command {
 	var o verifyOptions
@@ -23,7 +23,11 @@ func newVerifyCommand(g *globals) *cobra.Command {
 blobs, blobs the index uses that are missing, orphan blobs and stray temp
 files, and checks the index database itself. It exits 1 when anything is
 corrupt or missing, and says the command that repairs it; orphans and temp
-files are counted (gc removes them), and listed with --verbose.`,
+files are counted (gc removes them), and listed with --verbose.
+
+The index is checked page by page (SQLite's quick check); --full-index-check
+also makes sure that every index of the database holds exactly its table's
+rows, which takes a few times longer on a large index.`,
 		Example: `  casctl verify
   casctl verify --json | jq .ok`,
 		Args: noArgs,
@@ -33,6 +37,7 @@ files are counted (gc removes them), and listed with --verbose.`,
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON, every problem and key")
 	cmd.Flags().BoolVarP(&o.verbose, "verbose", "v", false, "list orphans, temp files and every key")
+	cmd.Flags().BoolVar(&o.fullIndexCheck, "full-index-check", false, "also check every index of the database against its table")
 	return cmd
 }
 
@@ -91,7 +96,7 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 		return fail("verify", err)
 	}
 	defer s.Close()
-	opts := store.VerifyOptions{}
+	opts := store.VerifyOptions{FullIndexCheck: o.fullIndexCheck}
 	if st, err := s.Stats(ctx, ""); err == nil {
 		if bar := progress(g.stderr, o.json, st.StoredBytes+st.UnreferencedBytes, "verify", true); bar != nil {
 			opts.Progress = func(done, _ int64) { bar.Set64(done) }
