@@ -172,7 +172,7 @@ func TestStatsPlans(t *testing.T) {
 	}
 	// A prune by age sets the dates it changes first, each a walk of
 	// parts_run from the prune's time.
-	plan := explain(t, x, pruneBeforeDatesSQL, 100, 100, 100)
+	plan := explain(t, x, pruneBeforeDatesSQL, 100, 100, 100, 100)
 	t.Logf("%s:\n%s", pruneBeforeDatesSQL, plan)
 	if !strings.Contains(plan, "USING INDEX parts_run (run_id=? AND created_at>?)") || strings.Contains(plan, "SCAN parts") ||
 		strings.Contains(plan, "TEMP B-TREE") {

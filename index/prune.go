@@ -31,9 +31,10 @@ type PruneResult struct {
 // pruneBeforeDatesSQL sets the dates of the groups that a prune of the
 // parts older than its argument changes: a group that keeps parts starts at
 // its oldest part not removed (a walk of parts_run from that time), and one
-// that keeps none has no dates.
-const pruneBeforeDatesSQL = `UPDATE counts SET first_at = (SELECT created_at FROM parts
-		WHERE run_id = counts.run_id AND tool = counts.tool AND created_at >= ? ORDER BY created_at LIMIT 1),
+// that keeps none has no dates, without a walk: its walk would find none
+// of its parts, and read every later part of the run to learn so.
+const pruneBeforeDatesSQL = `UPDATE counts SET first_at = CASE WHEN last_at >= ? THEN (SELECT created_at FROM parts
+		WHERE run_id = counts.run_id AND tool = counts.tool AND created_at >= ? ORDER BY created_at LIMIT 1) ELSE NULL END,
 	last_at = CASE WHEN last_at >= ? THEN last_at ELSE NULL END
 	WHERE first_at < ?`
 
@@ -65,7 +66,7 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		what = "created_at"
 		cond, args = "created_at < ?", []any{o.Before.UnixNano()}
 		dates = pruneBeforeDatesSQL
-		datesArgs = []any{o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano()}
+		datesArgs = []any{o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano()}
 	default:
 		what = "run"
 		cond = `run_id IN (SELECT id FROM runs WHERE name NOT IN (SELECT r.name FROM parts p JOIN runs r ON r.id = p.run_id
