@@ -495,6 +495,16 @@ func (x *Index) List(ctx context.Context, o ListOptions) ([]Part, error) {
 		return nil, nil // Record refuses such a run
 	}
 	o.Tool = storable(o.Tool)
+	if o.Run == "" && o.Limit > 0 {
+		return x.listNewest(ctx, o)
+	}
+	return x.listAll(ctx, o)
+}
+
+// listAll returns the parts matching o, newest first, in one query: the
+// run's index serves a run's parts in order; without a run every part is
+// read and sorted.
+func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 	var (
 		where []string
 		args  []any
