@@ -165,8 +165,8 @@ func testQuickCheck(t *testing.T) {
 // of its secondary indexes no longer matches its table (its definition
 // changed under it, as a bad write to the schema would): the quick check,
 // which reads every page but not every index against its table, passes;
-// the full integrity check names the index. verify's --full-index-check
-// is worth its time for that.
+// the full integrity check names the index. That is why verify runs the
+// full check unless told --quick-index-check.
 func TestQuickCheckMissesWhatIntegrityCheckFinds(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "index.db")
