@@ -286,6 +286,22 @@ type verifyEntry struct {
 	err error
 }
 
+// submit hands the entry to a worker, or, once ctx is done, sets its error
+// to ctx's, since no worker will hash it, and marks it done.
+func (it *verifyEntry) submit(ctx context.Context, work chan<- *verifyEntry) error {
+	select {
+	case work <- it:
+		return nil
+	case <-ctx.Done():
+		it.err = ctx.Err()
+		it.job.done.Done()
+		return it.err
+	}
+}
+
+// errWalkOrder says a walk did not give each shard's files in one run.
+var errWalkOrder = errors.New("blob walk out of order")
+
 // run walks the blob files and checks them in three stages that overlap:
 // the walk lists a shard's files and hands each to a worker per core that
 // re-hashes it, while a judge takes the shards in the walk's order, each
@@ -323,7 +339,12 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 						break
 					}
 				}
-			} else if !marked[job.shard] {
+			} else if marked[job.shard] {
+				// Its rows were judged with the first run's files only:
+				// the files of this run would be called orphans, or their
+				// blobs missing.
+				err = fmt.Errorf("%w: the walk gave shard %02x's files in two separate runs", errWalkOrder, job.shard)
+			} else {
 				marked[job.shard] = true
 				err = v.shard(ctx, byte(job.shard), job.entries)
 			}
@@ -365,13 +386,7 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 		it := &verifyEntry{job: job, e: e}
 		job.entries = append(job.entries, it)
 		job.done.Add(1)
-		select {
-		case work <- it:
-			return nil
-		case <-ctx.Done():
-			job.done.Done()
-			return ctx.Err()
-		}
+		return it.submit(ctx, work)
 	})
 	send()
 	close(work)
