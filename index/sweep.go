@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,31 +24,40 @@ type BlobID struct {
 // no part uses and that were last referenced no later than cutoff (a time
 // after now counting as now), and returns the blobs whose rows it deleted:
 // only those rows are gone. A row is found by its id and must still be the
-// row of the blob named with it; a row whose id names another blob now is
-// left alone. It is gc's delete for rows a mark listed: one statement for
-// them all, the rows taken in the order of their ids, so that it touches
-// the table's pages in order.
+// row of the blob named with it; a row whose id names another blob now (a
+// writer's new row took the id of a row deleted since the mark) is left
+// alone, and the others are deleted. It is gc's delete for rows a mark
+// listed: one statement for them all, the rows taken in the order of their
+// ids, so that it touches the table's pages in order.
 func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now time.Time) ([]cas.Blob, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
 	want := make(map[int64]cas.Blob, len(rows))
-	args := make([]any, 0, len(rows)+1)
 	for _, r := range rows {
 		want[r.ID] = r.Blob
-		args = append(args, r.ID)
 	}
-	q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(rows)-1) + `)
-		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
-	if now.After(cutoff) {
-		// Else every time counts as old: now is no later than cutoff.
-		q += ` AND last_referenced <= ?`
-		args = append(args, cutoff.UnixNano())
-	}
-	q += ` RETURNING id, digest, ext`
 	var gone []cas.Blob
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		gone = gone[:0]
+		// The write transaction keeps the rows as they are read here
+		// until the delete.
+		ids, err := rowsOfTheirBlobs(ctx, tx, rows)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		args := make([]any, 0, len(ids)+1)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(ids)-1) + `)
+		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
+		if now.After(cutoff) {
+			// Else every time counts as old: now is no later than cutoff.
+			q += ` AND last_referenced <= ?`
+			args = append(args, cutoff.UnixNano())
+		}
+		q += ` RETURNING id, digest, ext`
 		res, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -74,9 +84,9 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 			return err
 		}
 		if len(other) > 0 {
-			// The id names another blob's row now: the delete must not
-			// stand. Rolling back keeps every row.
-			return fmt.Errorf("%w: %d blob rows changed their blob since the mark, such as id %d; nothing deleted",
+			// Cannot be, the rows having been read in this transaction:
+			// the delete must not stand. Rolling back keeps every row.
+			return fmt.Errorf("%w: %d blob rows changed their blob during the delete, such as id %d; nothing deleted",
 				errRowsChanged, len(other), other[0])
 		}
 		return nil
@@ -89,6 +99,57 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 
 // errRowsChanged says a row id no longer names the blob a mark read.
 var errRowsChanged = errors.New("blob rows changed")
+
+// rowsOfTheirBlobs returns, in the order of their ids, the ids among rows
+// that still name the row of the blob given with them: SQLite gives a new
+// row the id of the highest row deleted, so an id alone may name another
+// blob's row since it was read.
+func rowsOfTheirBlobs(ctx context.Context, tx *sql.Tx, rows []BlobID) ([]int64, error) {
+	want := make(map[int64]cas.Blob, len(rows))
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		want[r.ID] = r.Blob
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var out []int64
+	for part := ids; len(part) > 0; {
+		stmt := part[:min(len(part), rowsChunk)]
+		part = part[len(stmt):]
+		args := make([]any, len(stmt))
+		for i, id := range stmt {
+			args[i] = id
+		}
+		err := func() error {
+			res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
+				strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
+			if err != nil {
+				return err
+			}
+			defer res.Close()
+			for res.Next() {
+				var (
+					id     int64
+					digest []byte
+					ext    string
+				)
+				if err := res.Scan(&id, &digest, &ext); err != nil {
+					return err
+				}
+				if b, ok := want[id]; ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext {
+					out = append(out, id)
+				}
+			}
+			return res.Err()
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
 
 // BlobsWithRows returns those of these blobs that have a row, used or not:
 // gc's last look, under gc.lock, before it unlinks the files of rows it
@@ -137,20 +198,24 @@ const rowsChunk = 1000
 // MarkVerifiedRows records that verify found these blobs whole at time t,
 // a check that began at since, finding their rows by id: a statement per
 // rowsChunk rows, in the order of their ids, and a transaction per
-// markChunk rows, so that writers wait for one such transaction at most. A
-// row first stored after since is not marked: it is not the row verify
-// read (gc deleted that one and a writer's new row took its id). An error
-// leaves the chunks before it marked.
+// markChunk rows, so that writers wait for one such transaction at most.
+// Only a row that is still the row of the blob given with its id, and was
+// first stored before since, is marked: gc may have deleted the row verify
+// read and a writer's new row taken its id, for another blob or for the
+// same one stored anew, whose file verify did not hash. A row stored at
+// since itself is left for the next verify: with equal times it may be
+// such a new row. An error leaves the chunks before it marked.
 func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t time.Time) error {
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	slices.Sort(ids)
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), markChunk)]
-		ids = ids[len(chunk):]
+	rows = slices.Clone(rows)
+	slices.SortFunc(rows, func(a, b BlobID) int { return cmp.Compare(a.ID, b.ID) })
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), markChunk)]
+		rows = rows[len(batch):]
 		err := x.write(ctx, func(tx *sql.Tx) error {
+			chunk, err := rowsOfTheirBlobs(ctx, tx, batch)
+			if err != nil {
+				return err
+			}
 			for part := chunk; len(part) > 0; {
 				stmt := part[:min(len(part), rowsChunk)]
 				part = part[len(stmt):]
@@ -159,7 +224,7 @@ func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t ti
 				for _, id := range stmt {
 					args = append(args, id)
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored <= ? AND id IN (?`+
+				if _, err := tx.ExecContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored < ? AND id IN (?`+
 					strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...); err != nil {
 					return err
 				}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -20,12 +22,28 @@ import (
 // files: nothing may be deleted, and the error says so.
 func TestGCFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	for _, point := range []string{"gc:referenced", "gc:walk", "gc:unreferenced", "gc:sweep"} {
-		t.Run(point, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, point string
+		// ahead fails the read of one shard's rows only, the shard after a
+		// garbage blob's, which gc may read ahead, in another goroutine,
+		// while it sorts the garbage blob's shard.
+		ahead bool
+	}{
+		{"gc:referenced", "gc:referenced/", false},
+		{"gc:referenced one later shard", "gc:referenced/", true},
+		{"gc:walk", "gc:walk", false},
+		{"gc:unreferenced", "gc:unreferenced", false},
+		{"gc:sweep", "gc:sweep", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			broken := errors.New("injected listing failure")
 			fail := false
+			var mu sync.Mutex
+			point := tc.point
 			s := MustOpen(t, withFaults(func(p string) error {
-				if fail && p == point {
+				mu.Lock()
+				defer mu.Unlock()
+				if fail && strings.HasPrefix(p, point) {
 					return broken
 				}
 				return nil
@@ -36,7 +54,16 @@ func TestGCFailsClosed(t *testing.T) {
 			if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
 				t.Fatal(err)
 			}
+			mu.Lock()
 			fail = true
+			if tc.ahead {
+				sh := blobOf(t, s, garbage[0]).Digest[0]
+				if sh == 0xff {
+					sh = blobOf(t, s, garbage[1]).Digest[0]
+				}
+				point = fmt.Sprintf("%s%02x", point, sh+1)
+			}
+			mu.Unlock()
 			res, err := s.GC(ctx, GCOptions{Grace: 0})
 			if !errors.Is(err, broken) || !strings.Contains(err.Error(), "nothing deleted") {
 				t.Fatalf("GC = %+v, %v; want the injected error, saying nothing was deleted", res, err)
@@ -55,12 +82,84 @@ func TestGCFailsClosed(t *testing.T) {
 				}
 			}
 			// Once the failure is gone, gc does its work.
+			mu.Lock()
 			fail = false
+			mu.Unlock()
 			res, err = s.GC(ctx, GCOptions{Grace: 0})
 			if err != nil || res.RemovedBlobs != 2 || res.RemovedTemp != 1 {
 				t.Errorf("GC after the failure = %+v, %v; want 2 blobs and a temp file removed", res, err)
 			}
 		})
+	}
+}
+
+// TestGCFailsAfterRowsDeleted: gc fails once its rows' delete has
+// committed and before it unlinks their files. The rows are gone, the files
+// stay: verify calls them orphans and nothing missing, and the next gc
+// removes them.
+func TestGCFailsAfterRowsDeleted(t *testing.T) {
+	ctx := context.Background()
+	broken := errors.New("injected failure after the delete")
+	var mu sync.Mutex
+	fail := false
+	s := MustOpen(t, withFaults(func(p string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail && p == "gc:rows-deleted" {
+			fail = false
+			return broken
+		}
+		return nil
+	}))
+	keep := mustWrite(t, s, item("keep", 1, "kept"))
+	garbage := mustWrite(t, s, item("junk", 1, "garbage one"), item("junk", 2, "garbage two"))
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+		t.Fatal(err)
+	}
+	blobs := map[cas.Blob]bool{}
+	for _, st := range garbage {
+		blobs[blobOf(t, s, st)] = true
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	if res, err := s.GC(ctx, GCOptions{Grace: 0}); !errors.Is(err, broken) {
+		t.Fatalf("GC = %+v, %v; want the injected error", res, err)
+	}
+	for b := range blobs {
+		if _, err := s.index.Blob(ctx, b); !errors.Is(err, index.ErrNotFound) {
+			t.Errorf("row of %s: %v; want it deleted before the failure", b, err)
+		}
+	}
+	for _, st := range append(keep, garbage...) {
+		if _, err := os.Stat(st.Path); err != nil {
+			t.Errorf("%s: %v; want the file kept by the failed gc", st.Key, err)
+		}
+	}
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans := 0
+	for _, o := range v.Orphans {
+		if blobs[o.Blob] {
+			orphans++
+		}
+	}
+	if !v.OK || len(v.Missing) != 0 || orphans != len(blobs) {
+		t.Errorf("verify = OK %v, missing %v, orphans %v; want OK, nothing missing, the %d garbage blobs orphans", v.OK, v.Missing, v.Orphans, len(blobs))
+	}
+	res, err := s.GC(ctx, GCOptions{Grace: 0})
+	if err != nil || res.RemovedBlobs != len(blobs) {
+		t.Errorf("the next GC = %+v, %v; want the %d orphans removed", res, err, len(blobs))
+	}
+	for _, st := range garbage {
+		if _, err := os.Stat(st.Path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v; want its file gone after the next gc", st.Key, err)
+		}
+	}
+	if _, err := os.Stat(keep[0].Path); err != nil {
+		t.Errorf("kept blob: %v", err)
 	}
 }
 

@@ -346,10 +346,8 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	}
 	done := 0
 	ahead := newShardRows(s.index)
+	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
-		if err := s.fault("gc:referenced"); err != nil {
-			return listErr("referenced blobs", err)
-		}
 		rows, err := ahead.get(ctx, sh)
 		if err != nil {
 			return listErr("referenced blobs", err)

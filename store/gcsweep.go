@@ -21,6 +21,19 @@ const (
 	sweepHold    = 15 * time.Millisecond
 )
 
+// sweepGap is how long gc lets writers in between two holds of gc.lock,
+// after a hold that lasted hold: a quarter of it, so that writers get a
+// fifth of the time at least however slow the disk's syncs make a hold,
+// and at least two polls of a writer waiting on gc.intent, so that one
+// scheduled a little late still finds the lock free. It stops growing at
+// sweepMaxGap: a hold that long is already more than writers should wait.
+func sweepGap(hold time.Duration) time.Duration {
+	return max(2*sharedPoll, min(hold/4, sweepMaxGap))
+}
+
+// sweepMaxGap bounds sweepGap.
+const sweepMaxGap = 50 * time.Millisecond
+
 // sweeper holds gc.lock for gc's sweep, a hold at a time.
 type sweeper struct {
 	s       *Store
@@ -29,24 +42,33 @@ type sweeper struct {
 	release  func()
 	held     time.Time
 	released time.Time
+	// hold is how long the last hold lasted.
+	hold time.Duration
+}
+
+// gapLeft returns how much longer, at now, gc lets writers in before it
+// takes gc.lock again: sweepGap of the last hold, from its end.
+func (w *sweeper) gapLeft(now time.Time) time.Duration {
+	if w.released.IsZero() {
+		return 0
+	}
+	return max(0, sweepGap(w.hold)-now.Sub(w.released))
 }
 
 // lock takes gc.lock exclusively unless gc holds it already. Writers
-// waiting on gc.intent poll for it: after a hold, lock gives them time to
-// take their share before it asks for the lock again.
+// waiting on gc.intent poll for it: after a hold, lock gives them
+// sweepGap of it to take their share before it asks for the lock again.
 func (w *sweeper) lock(ctx context.Context) error {
 	if w.release != nil {
 		return nil
 	}
-	if !w.released.IsZero() {
-		if d := 2*sharedPoll - time.Since(w.released); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
+	if d := w.gapLeft(time.Now()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
 	u, err := w.s.exclusiveLock(ctx, w.timeout)
@@ -62,6 +84,7 @@ func (w *sweeper) unlock() {
 	if w.release != nil {
 		w.release()
 		w.release, w.released = nil, time.Now()
+		w.hold = w.released.Sub(w.held)
 	}
 }
 

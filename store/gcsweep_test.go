@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
@@ -135,5 +136,42 @@ func TestGCSweepsInBatches(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx, ""); err != nil || st.Blobs != 2 {
 		t.Errorf("stats after gc: %+v, %v; want 2 blobs", st, err)
+	}
+}
+
+// TestSweepGap: between two holds of gc.lock gc lets writers in for a
+// quarter of the last hold, two polls at least, and at most sweepMaxGap, so
+// that slow syncs that stretch a hold do not leave writers a sliver.
+func TestSweepGap(t *testing.T) {
+	for _, tc := range []struct {
+		hold, want time.Duration
+	}{
+		{0, 2 * sharedPoll},
+		{time.Millisecond, 2 * sharedPoll},
+		{sweepHold, max(2*sharedPoll, sweepHold/4)},
+		{40 * time.Millisecond, 10 * time.Millisecond},
+		{time.Second, sweepMaxGap},
+	} {
+		if got := sweepGap(tc.hold); got != tc.want {
+			t.Errorf("sweepGap(%v) = %v, want %v", tc.hold, got, tc.want)
+		}
+	}
+	// The gap left is counted from the end of the last hold.
+	end := time.Unix(1_000_000, 0)
+	w := &sweeper{held: end.Add(-40 * time.Millisecond), released: end, hold: 40 * time.Millisecond}
+	for _, tc := range []struct {
+		since, want time.Duration
+	}{
+		{0, 10 * time.Millisecond},
+		{4 * time.Millisecond, 6 * time.Millisecond},
+		{10 * time.Millisecond, 0},
+		{time.Second, 0},
+	} {
+		if got := w.gapLeft(end.Add(tc.since)); got != tc.want {
+			t.Errorf("gap left %v after a 40ms hold = %v, want %v", tc.since, got, tc.want)
+		}
+	}
+	if got := (&sweeper{}).gapLeft(end); got != 0 {
+		t.Errorf("gap before the first hold = %v, want none", got)
 	}
 }

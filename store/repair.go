@@ -82,7 +82,7 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 		return res, err
 	}
 	defer unlock()
-	v, err := s.verify(ctx, VerifyOptions{FullIndexCheck: true}, true)
+	v, err := s.verify(ctx, VerifyOptions{}, true)
 	if err != nil {
 		return res, fmt.Errorf("store: repair: %w", err)
 	}

@@ -16,7 +16,10 @@ import (
 // most. A shard not read ahead is read when asked for. Its methods may be
 // called from different goroutines.
 type shardRows struct {
-	x       *index.Index
+	x *index.Index
+	// fault, when set, is called before each read of a shard's rows, where
+	// the read runs: a test's injected failure of the read.
+	fault   func(sh byte) error
 	mu      sync.Mutex
 	pending map[int]chan shardResult
 }
@@ -44,9 +47,19 @@ func (r *shardRows) start(ctx context.Context, sh int) {
 	c := make(chan shardResult, 1)
 	r.pending[sh] = c
 	go func() {
-		rows, err := r.x.BlobsInShard(ctx, byte(sh))
+		rows, err := r.read(ctx, byte(sh))
 		c <- shardResult{rows, err}
 	}()
+}
+
+// read reads shard sh's rows.
+func (r *shardRows) read(ctx context.Context, sh byte) ([]index.ShardBlob, error) {
+	if r.fault != nil {
+		if err := r.fault(sh); err != nil {
+			return nil, err
+		}
+	}
+	return r.x.BlobsInShard(ctx, sh)
 }
 
 // get returns shard sh's rows, and starts reading the next shard's.
@@ -59,7 +72,7 @@ func (r *shardRows) get(ctx context.Context, sh byte) ([]index.ShardBlob, error)
 	if c != nil {
 		res = <-c
 	} else {
-		res.rows, res.err = r.x.BlobsInShard(ctx, sh)
+		res.rows, res.err = r.read(ctx, sh)
 	}
 	if res.err == nil {
 		r.start(ctx, int(sh)+1)

@@ -36,11 +36,16 @@ type VerifyOptions struct {
 	// Grace is gc's grace period, DefaultGrace when zero: orphans younger
 	// than it are counted in RecentOrphans.
 	Grace time.Duration
-	// FullIndexCheck runs SQLite's full integrity check, which also makes
-	// sure that every index holds exactly its table's rows, instead of its
-	// quick check, which checks every page but not that: a few times
-	// slower on a large index. Repair always runs the full check.
-	FullIndexCheck bool
+	// QuickIndexCheck runs SQLite's quick check of the index instead of its
+	// full integrity check. The quick check reads every page and checks its
+	// structure, the order of its keys and the tables' constraints, but not
+	// that every index holds exactly its table's rows, and gc trusts those
+	// indexes (that no part uses a blob, the rows of a shard, the last look
+	// for a blob's row): a damaged index that only the full check finds
+	// could let gc delete a blob still referenced. It is a few times faster
+	// on a large index, for a frequent check between full ones. Repair
+	// always runs the full check.
+	QuickIndexCheck bool
 }
 
 // VerifyResult is what Verify found.
@@ -107,10 +112,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	go func() {
 		var p []string
 		var err error
-		if o.FullIndexCheck {
-			p, err = s.index.IntegrityCheck(ctx)
-		} else {
+		if o.QuickIndexCheck {
 			p, err = s.index.QuickCheck(ctx)
+		} else {
+			p, err = s.index.IntegrityCheck(ctx)
 		}
 		checked <- check{p, err}
 		var c check
@@ -281,6 +286,22 @@ type verifyEntry struct {
 	err error
 }
 
+// submit hands the entry to a worker, or, once ctx is done, sets its error
+// to ctx's, since no worker will hash it, and marks it done.
+func (it *verifyEntry) submit(ctx context.Context, work chan<- *verifyEntry) error {
+	select {
+	case work <- it:
+		return nil
+	case <-ctx.Done():
+		it.err = ctx.Err()
+		it.job.done.Done()
+		return it.err
+	}
+}
+
+// errWalkOrder says a walk did not give each shard's files in one run.
+var errWalkOrder = errors.New("blob walk out of order")
+
 // run walks the blob files and checks them in three stages that overlap:
 // the walk lists a shard's files and hands each to a worker per core that
 // re-hashes it, while a judge takes the shards in the walk's order, each
@@ -318,7 +339,12 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 						break
 					}
 				}
-			} else if !marked[job.shard] {
+			} else if marked[job.shard] {
+				// Its rows were judged with the first run's files only:
+				// the files of this run would be called orphans, or their
+				// blobs missing.
+				err = fmt.Errorf("%w: the walk gave shard %02x's files in two separate runs", errWalkOrder, job.shard)
+			} else {
 				marked[job.shard] = true
 				err = v.shard(ctx, byte(job.shard), job.entries)
 			}
@@ -360,13 +386,7 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 		it := &verifyEntry{job: job, e: e}
 		job.entries = append(job.entries, it)
 		job.done.Add(1)
-		select {
-		case work <- it:
-			return nil
-		case <-ctx.Done():
-			job.done.Done()
-			return ctx.Err()
-		}
+		return it.submit(ctx, work)
 	})
 	send()
 	close(work)

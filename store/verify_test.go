@@ -3,14 +3,17 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
 )
 
 func damage(t *testing.T, path string, f func([]byte) []byte) {
@@ -163,8 +166,9 @@ func TestVerifyBadShard(t *testing.T) {
 }
 
 // TestVerifyFullIndexCheck damages one of the index's secondary indexes so
-// that it no longer matches its table: verify's default quick check does
-// not see it, FullIndexCheck reports it and fails the verify.
+// that it no longer matches its table, as gc relies on it: verify's default
+// full check reports it and fails the verify; QuickIndexCheck does not see
+// it.
 func TestVerifyFullIndexCheck(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -189,18 +193,73 @@ func TestVerifyFullIndexCheck(t *testing.T) {
 	}
 	db.Close()
 	s = MustOpenDir(t, dir)
-	quick, err := s.Verify(ctx, VerifyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !quick.OK || len(quick.IndexProblems) != 0 {
-		t.Errorf("Verify() = OK %v, index problems %q; want OK, none (the quick check does not compare indexes with tables)", quick.OK, quick.IndexProblems)
-	}
-	full, err := s.Verify(ctx, VerifyOptions{FullIndexCheck: true})
+	full, err := s.Verify(ctx, VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if full.OK || !strings.Contains(strings.Join(full.IndexProblems, "\n"), "parts_blob") {
-		t.Errorf("Verify(FullIndexCheck) = OK %v, index problems %q; want not OK, parts_blob named", full.OK, full.IndexProblems)
+		t.Errorf("Verify() = OK %v, index problems %q; want not OK, parts_blob named", full.OK, full.IndexProblems)
+	}
+	quick, err := s.Verify(ctx, VerifyOptions{QuickIndexCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !quick.OK || len(quick.IndexProblems) != 0 {
+		t.Errorf("Verify(QuickIndexCheck) = OK %v, index problems %q; want OK, none (the quick check does not compare indexes with tables)", quick.OK, quick.IndexProblems)
+	}
+}
+
+// TestVerifyEntryCancelled: an entry the walk found after verify's context
+// was done is never hashed, so it carries the context's error, never a
+// clean result.
+func TestVerifyEntryCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	job := &verifyJob{shard: 0}
+	it := &verifyEntry{job: job, e: cas.Entry{Kind: cas.EntryBlob}}
+	job.done.Add(1)
+	if err := it.submit(ctx, make(chan *verifyEntry)); !errors.Is(err, context.Canceled) {
+		t.Errorf("submit with the context done = %v, want context.Canceled", err)
+	}
+	if !errors.Is(it.err, context.Canceled) {
+		t.Errorf("the entry's error = %v, want context.Canceled", it.err)
+	}
+	job.done.Wait() // done, or the test hangs
+}
+
+// TestVerifyShardInTwoRuns: a walk that gives a shard's files in two runs
+// fails verify rather than judging the shard's rows without the second
+// run's files.
+func TestVerifyShardInTwoRuns(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpenDir(t, t.TempDir(), WithCreate())
+	var a, b cas.Entry
+	for i := 0; a.Blob == (cas.Blob{}) || b.Blob == (cas.Blob{}); i++ {
+		bl := cas.Blob{Digest: cas.Sum(fmt.Append(nil, "content ", i)), Ext: ".txt"}
+		e := cas.Entry{Kind: cas.EntryBlob, Blob: bl, RelPath: bl.RelPath()}
+		switch bl.Digest[0] {
+		case 0x00:
+			if a.Blob == (cas.Blob{}) {
+				a = e
+			}
+		case 0x01:
+			if b.Blob == (cas.Blob{}) {
+				b = e
+			}
+		}
+	}
+	var res VerifyResult
+	v := &verifier{s: s, res: &res, inPacks: map[cas.Blob]bool{}, seen: map[cas.Blob]bool{},
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+	walk := func(ctx context.Context, fn func(cas.Entry) error) error {
+		for _, e := range []cas.Entry{a, b, a} {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := v.run(ctx, walk); !errors.Is(err, errWalkOrder) {
+		t.Errorf("verify of a walk giving shard 00 twice = %v, want errWalkOrder", err)
 	}
 }
