@@ -87,35 +87,8 @@ func TestListNewestPlans(t *testing.T) {
 func TestListNewestPlansPostgres(t *testing.T) { t.Run("postgres", testListNewestPlansPostgres) }
 
 func testListNewestPlansPostgres(t *testing.T) {
-	ctx := context.Background()
 	x := listPlanIndex(t)
-	conn, err := x.db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, q := range []string{`ANALYZE`, `SET enable_seqscan = off`} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	explainPG := func(q string, args ...any) string {
-		t.Helper()
-		rows, err := conn.QueryContext(ctx, "EXPLAIN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, line)
-		}
-		return strings.Join(lines, "\n")
-	}
+	explainPG := pgExplainer(t, x)
 	// PostgreSQL may read a small run's rows through the index as a bitmap
 	// and sort them rather than walk it in order: either is a search of
 	// parts_run by the run and the time, never a scan of parts.
