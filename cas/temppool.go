@@ -1,0 +1,172 @@
+package cas
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// WithTempPool makes the store keep n temp files made ahead, locked, in
+// the blobs directory, for puts of bytes (PutBytes and its kin) to take
+// (0, the default, keeps none). Making a file, that is allocating an
+// inode, is one of the slowest calls of a put on some file systems (on
+// ext4 that many deletions have passed through, it can cost more than
+// the file's fsync); with a pool it happens between puts, off the path
+// that a writer waits on. The pool is filled after the first put, never
+// before, and emptied by Close; a process killed with files in its pool
+// leaves empty temp files, which gc removes as it removes any other.
+func WithTempPool(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > maxTempPool {
+			return fmt.Errorf("cas: a temp pool of %d files: want 0 to %d", n, maxTempPool)
+		}
+		c.tempPool = n
+		return nil
+	}
+}
+
+// maxTempPool bounds WithTempPool: a pool is for a few concurrent writers.
+const maxTempPool = 64
+
+// maxPooledAge is how long a pooled temp file may wait to be taken. A blob
+// keeps its temp file's birth time, and a put that finds a blob already
+// stored takes one born more than settleTime ago as on disk without a sync
+// (see syncPresent): a file born long before its rename would pass for
+// settled too early. Half of settleTime leaves the other half for the file
+// system's own commit of the name, as for a blob written without a pool.
+const maxPooledAge = settleTime / 2
+
+// tempPool holds the temp files made ahead; the zero value keeps none.
+type tempPool struct {
+	mu      sync.Mutex
+	want    int
+	files   []pooledTemp
+	filling bool
+	closed  bool
+	// failed is when making a file last failed (a full disk, say): the
+	// pool is not filled again for a while, and puts make their own.
+	failed time.Time
+	wg     sync.WaitGroup
+	// settled is signalled when filling ends (SettleTempPool).
+	settled *sync.Cond
+}
+
+type pooledTemp struct {
+	name string
+	f    file
+	made time.Time // by the store's clock, as syncPresent judges births
+}
+
+// poolRetry is how long the pool waits after failing to make a file.
+const poolRetry = time.Second
+
+// takeTemp returns a pooled temp file in BlobsDir, locked and empty, or
+// false when the pool has none fit to take; either way it has the pool
+// filled again behind the caller.
+func (s *Store) takeTemp() (string, file, bool) {
+	p := &s.pool
+	p.mu.Lock()
+	if p.want == 0 || p.closed {
+		p.mu.Unlock()
+		return "", nil, false
+	}
+	var stale []pooledTemp
+	var t pooledTemp
+	found := false
+	for len(p.files) > 0 {
+		t = p.files[0]
+		p.files = p.files[1:]
+		if s.now().Sub(t.made) < maxPooledAge {
+			found = true
+			break
+		}
+		stale = append(stale, t)
+	}
+	start := !p.filling && (p.failed.IsZero() || s.now().Sub(p.failed) >= poolRetry)
+	if start {
+		p.filling = true
+		p.wg.Add(1)
+	}
+	p.mu.Unlock()
+	if start {
+		go s.fillPool()
+	}
+	for _, st := range stale {
+		s.discard(st.name, st.f)
+	}
+	if !found {
+		return "", nil, false
+	}
+	if unlinked(t.f) {
+		// Someone removed it (it was locked: not gc); the put makes its own.
+		t.f.Close()
+		return "", nil, false
+	}
+	return t.name, t.f, true
+}
+
+// fillPool makes temp files until the pool holds what it wants.
+func (s *Store) fillPool() {
+	p := &s.pool
+	defer p.wg.Done()
+	for {
+		p.mu.Lock()
+		if p.closed || len(p.files) >= p.want {
+			p.filling = false
+			p.idle().Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		name, f, err := s.createTempIn(BlobsDir)
+		p.mu.Lock()
+		if err != nil || p.closed {
+			if err != nil {
+				p.failed = s.now()
+			}
+			p.filling = false
+			p.idle().Broadcast()
+			p.mu.Unlock()
+			if err == nil {
+				s.discard(name, f)
+			}
+			return
+		}
+		p.files = append(p.files, pooledTemp{name: name, f: f, made: s.now()})
+		p.mu.Unlock()
+	}
+}
+
+// closePool removes the pool's files and stops its filling.
+func (s *Store) closePool() {
+	p := &s.pool
+	p.mu.Lock()
+	p.closed = true
+	files := p.files
+	p.files = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+	for _, t := range files {
+		s.discard(t.name, t.f)
+	}
+}
+
+// SettleTempPool waits until the pool's filling, if one runs, is done:
+// for benchmarks that time puts one by one, so that the filling behind
+// one put does not run during whatever is timed next.
+func (s *Store) SettleTempPool() {
+	p := &s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.filling {
+		p.idle().Wait()
+	}
+}
+
+// idle returns the condition that filling ends; p.mu is held.
+func (p *tempPool) idle() *sync.Cond {
+	if p.settled == nil {
+		p.settled = sync.NewCond(&p.mu)
+	}
+	return p.settled
+}
