@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// writeOverlapped writes one part durably with the time of about two
+// barriers, not three, and with the index's work done while the blob's
+// bytes go to disk:
+//
+//  1. the blob is written, synced and renamed into place by one goroutine
+//     while this one runs the index transaction's statements;
+//  2. the transaction commits only once the blob's bytes are durable and
+//     its name is in place, so that no row is ever visible before its
+//     blob; the blob's shard directory is synced while the row commits;
+//  3. the write returns once both are done.
+//
+// A power cut between the commit and the directory's sync may keep the row
+// and lose the blob's name. The store's marker, made durable before the
+// first such write, lets the next Open drop such rows (see
+// recoverUnsynced); no caller was told of them, since a write returns only
+// after both syncs.
+//
+// The caller holds the shared lock, so gc cannot sweep meanwhile.
+func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.Item) ([]hook.Stored, error) {
+	np.Blob = cas.Blob{Digest: cas.Sum(ci.Data), Ext: ci.Ext}
+	var (
+		put      cas.PutResult
+		syncName func() error
+		putErr   error
+		putDone  = make(chan struct{})
+	)
+	go func() {
+		defer close(putDone)
+		// A test's stand-in for a blob write that failed.
+		if putErr = s.fault("write:blob"); putErr == nil {
+			put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
+		}
+	}()
+
+	// ready is called by the index before its commit, perhaps more than
+	// once: it waits for the blob, then starts its directory's sync.
+	var (
+		readyOnce sync.Once
+		readyErr  error
+		nameErr   error
+		named     = make(chan struct{})
+		naming    bool
+	)
+	ready := func() error {
+		readyOnce.Do(func() {
+			<-putDone
+			if putErr != nil {
+				readyErr = putErr
+				return
+			}
+			if syncName == nil {
+				return
+			}
+			naming = true
+			go func() {
+				defer close(named)
+				if nameErr = s.fault("write:name"); nameErr == nil {
+					nameErr = syncName()
+				}
+			}()
+		})
+		return readyErr
+	}
+
+	// A test's stand-in for a row commit that failed (on a full disk, say):
+	// the transaction is rolled back, nothing of it committed.
+	err := s.fault("write:record")
+	var recs []index.Recorded
+	if err == nil {
+		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready)
+	}
+	if err == nil {
+		// A test's way to stop a writer with its row committed.
+		s.fault("write:committed")
+	}
+	<-putDone
+	readyOnce.Do(func() {}) // no directory sync starts after this
+	if naming {
+		<-named
+	}
+	if putErr != nil {
+		return nil, fmt.Errorf("store: %w", putErr)
+	}
+	puts := []cas.PutResult{put}
+	if err != nil {
+		s.expire(puts)
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if nameErr != nil {
+		// The row is committed, but the blob's name may not be durable:
+		// the row goes again, and the blob is gc's.
+		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), []int64{recs[0].ID}); derr != nil {
+			nameErr = errors.Join(nameErr, derr)
+			s.marker.mu.Lock()
+			s.marker.keep = true
+			s.marker.mu.Unlock()
+		}
+		s.expire(puts)
+		return nil, fmt.Errorf("store: %w", nameErr)
+	}
+	return []hook.Stored{{
+		Key: recs[0].Key, Path: s.blobs.Path(put.Blob), Digest: put.Blob.Digest,
+		Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: put.Existed,
+	}}, nil
+}

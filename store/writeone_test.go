@@ -1,0 +1,238 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// A one-part durable write whose blob fails (a full disk, say) commits no
+// row, though its statements ran beside the blob's write, and says why;
+// the store writes again after.
+func TestWriteOverlappedBlobFails(t *testing.T) {
+	ctx := context.Background()
+	failed := fmt.Errorf("injected: %w", cas.ErrDiskFull)
+	var fail atomic.Bool
+	fail.Store(true)
+	s := MustOpen(t, withFaults(func(point string) error {
+		if point == "write:blob" && fail.Load() {
+			return failed
+		}
+		return nil
+	}))
+	_, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
+	if !errors.Is(err, cas.ErrDiskFull) {
+		t.Fatalf("Write with its blob failing = %v, want ErrDiskFull", err)
+	}
+	if ps, err := s.List(ctx, index.ListOptions{AllVersions: true}); err != nil || len(ps) != 0 {
+		t.Fatalf("parts after the failed write: %d, %v; want none", len(ps), err)
+	}
+	fail.Store(false)
+	st, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Version != 1 {
+		t.Errorf("the write after the failed one is version %d, want 1", st[0].Version)
+	}
+	if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(1) {
+		t.Errorf("Read(%s) = %v", st[0].Key, err)
+	}
+}
+
+// One-part writes queued behind a commit are committed together, their
+// statements run before every blob is in place; the one whose blob fails
+// fails alone, and the others' rows are committed.
+func TestGroupCommitOneBlobFails(t *testing.T) {
+	ctx := context.Background()
+	const writers = 6
+	failed := errors.New("injected failure of one blob")
+	var blobs atomic.Int32
+	var s *Store
+	first := true
+	var firstMu sync.Mutex
+	s = MustOpen(t, withFaults(func(point string) error {
+		switch point {
+		case "write:blob":
+			if blobs.Add(1) == 3 {
+				return failed
+			}
+		case "write:commit":
+			firstMu.Lock()
+			isFirst := first
+			first = false
+			firstMu.Unlock()
+			if !isFirst {
+				return nil
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				s.commits.mu.Lock()
+				n := len(s.commits.pending)
+				s.commits.mu.Unlock()
+				if n == writers {
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	}))
+	var wg sync.WaitGroup
+	got := make([][]hook.Stored, writers)
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			got[i], errs[i] = s.Write(ctx, []hook.Item{item(fmt.Sprint("run", i), 1, fmt.Sprint("content ", i))})
+		})
+	}
+	wg.Wait()
+	var nFailed int
+	for i := range writers {
+		if errors.Is(errs[i], failed) {
+			nFailed++
+			continue
+		}
+		if errs[i] != nil {
+			t.Errorf("writer %d: %v", i, errs[i])
+			continue
+		}
+		c, err := s.Read(ctx, "", got[i][0].Key)
+		if err != nil || string(c.Data) != fmt.Sprint("content ", i) {
+			t.Errorf("writer %d: Read(%s) = %v", i, got[i][0].Key, err)
+		}
+	}
+	if nFailed != 1 {
+		t.Errorf("%d writes failed, want 1", nFailed)
+	}
+	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	if err != nil || len(ps) != writers-1 {
+		t.Errorf("%d parts recorded (%v), want %d", len(ps), err, writers-1)
+	}
+	s.commits.mu.Lock()
+	batches := append([]int(nil), s.commits.batches...)
+	s.commits.mu.Unlock()
+	if len(batches) == 0 || batches[0] != writers {
+		t.Errorf("transactions of %v writes, want the first of all %d", batches, writers)
+	}
+}
+
+func init() {
+	// poolwriter DIR: write one step, wait until the store's temp pool is
+	// full, print READY, and wait to be killed.
+	lockRoles["poolwriter"] = func(a []string) error {
+		ctx := context.Background()
+		s, err := Open(ctx, a[0])
+		if err != nil {
+			return err
+		}
+		if _, err := s.Write(ctx, []hook.Item{item("w", 1, text16K(1))}); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for len(blobsTemps(a[0])) < tempPoolSize {
+			if time.Now().After(deadline) {
+				return errors.New("the pool never filled")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println("READY")
+		select {}
+	}
+}
+
+// blobsTemps lists the temp files in blobs/ itself.
+func blobsTemps(dir string) []string {
+	des, _ := os.ReadDir(filepath.Join(dir, cas.BlobsDir))
+	var out []string
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), ".tmp-") {
+			out = append(out, de.Name())
+		}
+	}
+	return out
+}
+
+// A store's temp pool while it is open is no problem to verify; a writer
+// killed with a full pool leaves its empty temp files, which verify then
+// reports and gc removes once past the grace period, as any other.
+func TestTempPoolOfKilledWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cmd := childCmd("poolwriter", dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "READY" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the writer said %q, want READY", sc.Text())
+	}
+	verify := func() VerifyResult {
+		t.Helper()
+		v, err := Open(ctx, dir, ReadOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		res, err := v.Verify(ctx, VerifyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := verify(); !res.OK || len(res.Temp) != 0 {
+		t.Errorf("verify beside a live writer's pool: ok %v, temp %v; want ok and none", res.OK, res.Temp)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	left := blobsTemps(dir)
+	if len(left) != tempPoolSize {
+		t.Fatalf("%d temp files left by the killed writer, want its pool of %d", len(left), tempPoolSize)
+	}
+	if res := verify(); len(res.Temp) != tempPoolSize {
+		t.Errorf("verify after the kill reports %d temp files, want %d", len(res.Temp), tempPoolSize)
+	}
+	g, err := Open(ctx, dir, Maintenance(), WithClock(func() time.Time { return time.Now().Add(2 * DefaultGrace) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.GC(ctx, GCOptions{Grace: DefaultGrace})
+	g.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedTemp != tempPoolSize || res.RemovedBlobs != 0 {
+		t.Errorf("gc removed %d temp files and %d blobs, want %d and 0", res.RemovedTemp, res.RemovedBlobs, tempPoolSize)
+	}
+	if left := blobsTemps(dir); len(left) != 0 {
+		t.Errorf("temp files after gc: %q", left)
+	}
+	if res := verify(); !res.OK || len(res.Temp) != 0 {
+		t.Errorf("verify after gc: ok %v, temp %v", res.OK, res.Temp)
+	}
+}
