@@ -77,6 +77,8 @@ type Store struct {
 	// sequential turns off the one barrier for blob and row, for tests
 	// and benchmarks to compare.
 	sequential bool
+	// writersSeen caches what unsynced/ says of other writers (alone).
+	writersSeen writersSeen
 
 	// remote is set, and blobs nil, on a store in an object store (see
 	// OpenAt and remote.go).

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
@@ -16,7 +21,8 @@ import (
 // bytes go to disk:
 //
 //  1. the blob is written, synced and renamed into place by one goroutine
-//     while this one runs the index transaction's statements;
+//     while this one runs the index transaction's statements (when this
+//     store writes alone: see statementsEarly);
 //  2. the transaction commits only once the blob's bytes are durable and
 //     its name is in place, so that no row is ever visible before its
 //     blob; the blob's shard directory is synced while the row commits;
@@ -79,6 +85,11 @@ func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.It
 	// the transaction is rolled back, nothing of it committed.
 	err := s.fault("write:record")
 	var recs []index.Recorded
+	if s.statementsEarly() {
+		s.writersSeen.early.Add(1)
+	} else {
+		<-putDone
+	}
 	if err == nil {
 		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready)
 	}
@@ -116,3 +127,46 @@ func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.It
 		Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: put.Existed,
 	}}, nil
 }
+
+// statementsEarly reports whether a write may run its statements while its
+// blob is written. They hold the index's write lock from the first one to
+// the commit, so while the blob syncs, every other writer of the index
+// waits: worth it only when there is none. On PostgreSQL there may be
+// writers on other machines; on SQLite, every other store writing durably
+// has its marker in unsynced/ (see ensureMarker), so this store writes
+// alone when its own marker is the only one there.
+func (s *Store) statementsEarly() bool {
+	if s.index.IsPostgres() {
+		return false
+	}
+	w := &s.writersSeen
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.at.IsZero() && time.Since(w.at) < writersSeenFor {
+		return w.alone
+	}
+	des, err := os.ReadDir(filepath.Join(s.dir, UnsyncedDir))
+	markers := 0
+	for _, de := range des {
+		if !strings.HasPrefix(de.Name(), ".tmp-") {
+			markers++
+		}
+	}
+	w.alone = err == nil && markers <= 1
+	w.at = time.Now()
+	return w.alone
+}
+
+// writersSeen is what statementsEarly last saw, and when (by the wall
+// clock: a test's clock may stand still).
+type writersSeen struct {
+	mu    sync.Mutex
+	at    time.Time
+	alone bool
+	// early counts the writes that ran their statements early, for tests.
+	early atomic.Int64
+}
+
+// writersSeenFor is how long statementsEarly trusts what it saw: for that
+// long, a writer that has just started may wait on this store's blob syncs.
+var writersSeenFor = 100 * time.Millisecond

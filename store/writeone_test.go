@@ -236,3 +236,47 @@ func TestTempPoolOfKilledWriter(t *testing.T) {
 		t.Errorf("verify after gc: ok %v, temp %v", res.OK, res.Temp)
 	}
 }
+
+// A store writing alone runs a write's statements beside its blob's write;
+// once another store writes to the same index, it waits for the blob
+// first, so that the other is not kept waiting on its syncs; and runs them
+// early again once the other is closed.
+func TestStatementsEarlyOnlyAlone(t *testing.T) {
+	old := writersSeenFor
+	writersSeenFor = 0
+	t.Cleanup(func() { writersSeenFor = old })
+	ctx := context.Background()
+	a := MustOpen(t)
+	write := func(s *Store, step int) {
+		t.Helper()
+		if _, err := s.Write(ctx, []hook.Item{item(fmt.Sprint("run", step), step, text16K(step))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, 1)
+	if n := a.writersSeen.early.Load(); n != 1 {
+		t.Fatalf("alone: %d early writes, want 1", n)
+	}
+	b, err := Open(ctx, a.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(b, 2)
+	write(a, 3)
+	if n := a.writersSeen.early.Load(); n != 1 {
+		t.Errorf("beside another writer: %d early writes, want still 1", n)
+	}
+	if n := b.writersSeen.early.Load(); n != 0 {
+		t.Errorf("the other writer: %d early writes, want 0", n)
+	}
+	b.Close()
+	write(a, 4)
+	if n := a.writersSeen.early.Load(); n != 2 {
+		t.Errorf("alone again: %d early writes, want 2", n)
+	}
+	for step := 1; step <= 4; step++ {
+		if _, err := a.Read(ctx, "", fmt.Sprintf("run%d/%d_t_c.txt", step, step)); err != nil {
+			t.Errorf("step %d: %v", step, err)
+		}
+	}
+}
