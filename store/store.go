@@ -377,9 +377,10 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		}
 		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
 	}
-	// One part, durable: see writeOverlapped.
-	overlap := len(casItems) == 1 && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost && !s.sequential
-	if overlap {
+	// One part: see writeOne.
+	one := len(casItems) == 1 && !s.sequential
+	nameLater := one && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost
+	if nameLater {
 		if err := s.ensureMarker(ctx); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
@@ -389,8 +390,8 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		return nil, err
 	}
 	defer unlock()
-	if overlap {
-		return s.writeOverlapped(ctx, nps[0], casItems[0])
+	if one {
+		return s.writeOne(ctx, nps[0], casItems[0], nameLater)
 	}
 	var puts []cas.PutResult
 	if len(casItems) == 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,26 +17,27 @@ import (
 	"github.com/toolcas/toolcas/index"
 )
 
-// writeOverlapped writes one part durably with the time of about two
-// barriers, not three, and with the index's work done while the blob's
-// bytes go to disk:
+// writeOne writes one part (the usual step) with the index's work done
+// while the blob's bytes go to disk, and, durable, with the time of about
+// two barriers, not three:
 //
-//  1. the blob is written, synced and renamed into place by one goroutine
-//     while this one runs the index transaction's statements (when this
-//     store writes alone: see statementsEarly);
-//  2. the transaction commits only once the blob's bytes are durable and
-//     its name is in place, so that no row is ever visible before its
-//     blob; the blob's shard directory is synced while the row commits;
-//  3. the write returns once both are done.
+//  1. the blob is written (synced and renamed into place, when durable) by
+//     one goroutine while this one runs the index transaction's statements
+//     (unless another store writes: see statementsEarly);
+//  2. the transaction commits only once the blob is in place, so that no
+//     row is ever visible before its blob;
+//  3. with nameLater (durable, the row's commit synced too), the blob's
+//     shard directory is synced while the row commits, and the write
+//     returns once both are done.
 //
-// A power cut between the commit and the directory's sync may keep the row
-// and lose the blob's name. The store's marker, made durable before the
-// first such write, lets the next Open drop such rows (see
-// recoverUnsynced); no caller was told of them, since a write returns only
-// after both syncs.
+// With nameLater, a power cut between the commit and the directory's sync
+// may keep the row and lose the blob's name. The store's marker, made
+// durable before the first such write, lets the next Open drop such rows
+// (see recoverUnsynced); no caller was told of them, since a write returns
+// only after both syncs.
 //
 // The caller holds the shared lock, so gc cannot sweep meanwhile.
-func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.Item) ([]hook.Stored, error) {
+func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
 	np.Blob = cas.Blob{Digest: cas.Sum(ci.Data), Ext: ci.Ext}
 	var (
 		put      cas.PutResult
@@ -46,8 +48,13 @@ func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.It
 	go func() {
 		defer close(putDone)
 		// A test's stand-in for a blob write that failed.
-		if putErr = s.fault("write:blob"); putErr == nil {
+		if putErr = s.fault("write:blob"); putErr != nil {
+			return
+		}
+		if nameLater {
 			put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
+		} else {
+			put, putErr = s.blobs.PutBytes(ctx, ci.Data, ci.Ext)
 		}
 	}()
 
@@ -85,7 +92,9 @@ func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.It
 	// the transaction is rolled back, nothing of it committed.
 	err := s.fault("write:record")
 	var recs []index.Recorded
-	if s.statementsEarly() {
+	// Without a sync, a blob's write holds the lock no longer than the
+	// statements take.
+	if s.blobs.Durability() == cas.SyncNone || s.statementsEarly() {
 		s.writersSeen.early.Add(1)
 	} else {
 		<-putDone
@@ -128,13 +137,15 @@ func (s *Store) writeOverlapped(ctx context.Context, np index.NewPart, ci cas.It
 	}}, nil
 }
 
-// statementsEarly reports whether a write may run its statements while its
-// blob is written. They hold the index's write lock from the first one to
-// the commit, so while the blob syncs, every other writer of the index
-// waits: worth it only when there is none. On PostgreSQL there may be
-// writers on other machines; on SQLite, every other store writing durably
-// has its marker in unsynced/ (see ensureMarker), so this store writes
-// alone when its own marker is the only one there.
+// statementsEarly reports whether a durable write may run its statements
+// while its blob is written. They hold the index's write lock from the
+// first one to the commit, so while the blob syncs, every other writer of
+// the index waits: worth it only when there is none. On PostgreSQL there
+// may be writers on other machines; on SQLite, every other store writing
+// durably has its marker in unsynced/ (see ensureMarker), so this store
+// writes alone when no marker but its own is there. (A store in another
+// process writing with recent keys that may be lost, or without syncs,
+// makes no marker, and may wait on this one's syncs.)
 func (s *Store) statementsEarly() bool {
 	if s.index.IsPostgres() {
 		return false
@@ -145,14 +156,23 @@ func (s *Store) statementsEarly() bool {
 	if !w.at.IsZero() && time.Since(w.at) < writersSeenFor {
 		return w.alone
 	}
+	s.marker.mu.Lock()
+	own := ""
+	if s.marker.f != nil {
+		own = filepath.Base(s.marker.path)
+	}
+	s.marker.mu.Unlock()
 	des, err := os.ReadDir(filepath.Join(s.dir, UnsyncedDir))
-	markers := 0
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	others := 0
 	for _, de := range des {
-		if !strings.HasPrefix(de.Name(), ".tmp-") {
-			markers++
+		if !strings.HasPrefix(de.Name(), ".tmp-") && de.Name() != own {
+			others++
 		}
 	}
-	w.alone = err == nil && markers <= 1
+	w.alone = err == nil && others == 0
 	w.at = time.Now()
 	return w.alone
 }

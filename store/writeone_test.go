@@ -19,37 +19,48 @@ import (
 	"github.com/toolcas/toolcas/index"
 )
 
-// A one-part durable write whose blob fails (a full disk, say) commits no
-// row, though its statements ran beside the blob's write, and says why;
-// the store writes again after.
-func TestWriteOverlappedBlobFails(t *testing.T) {
-	ctx := context.Background()
-	failed := fmt.Errorf("injected: %w", cas.ErrDiskFull)
-	var fail atomic.Bool
-	fail.Store(true)
-	s := MustOpen(t, withFaults(func(point string) error {
-		if point == "write:blob" && fail.Load() {
-			return failed
-		}
-		return nil
-	}))
-	_, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
-	if !errors.Is(err, cas.ErrDiskFull) {
-		t.Fatalf("Write with its blob failing = %v, want ErrDiskFull", err)
-	}
-	if ps, err := s.List(ctx, index.ListOptions{AllVersions: true}); err != nil || len(ps) != 0 {
-		t.Fatalf("parts after the failed write: %d, %v; want none", len(ps), err)
-	}
-	fail.Store(false)
-	st, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st[0].Version != 1 {
-		t.Errorf("the write after the failed one is version %d, want 1", st[0].Version)
-	}
-	if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(1) {
-		t.Errorf("Read(%s) = %v", st[0].Key, err)
+// A one-part write whose blob fails (a full disk, say) commits no row,
+// though its statements ran beside the blob's write, and says why; the
+// store writes again after. In every durability.
+func TestWriteOneBlobFails(t *testing.T) {
+	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost, "none"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			failed := fmt.Errorf("injected: %w", cas.ErrDiskFull)
+			var fail atomic.Bool
+			fail.Store(true)
+			opts, err := DurabilityOptions(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := MustOpen(t, append(opts, withFaults(func(point string) error {
+				if point == "write:blob" && fail.Load() {
+					return failed
+				}
+				return nil
+			}))...)
+			_, err = s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
+			if !errors.Is(err, cas.ErrDiskFull) {
+				t.Fatalf("Write with its blob failing = %v, want ErrDiskFull", err)
+			}
+			if ps, err := s.List(ctx, index.ListOptions{AllVersions: true}); err != nil || len(ps) != 0 {
+				t.Fatalf("parts after the failed write: %d, %v; want none", len(ps), err)
+			}
+			fail.Store(false)
+			st, err := s.Write(ctx, []hook.Item{item("r", 1, text16K(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st[0].Version != 1 {
+				t.Errorf("the write after the failed one is version %d, want 1", st[0].Version)
+			}
+			if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(1) {
+				t.Errorf("Read(%s) = %v", st[0].Key, err)
+			}
+			if n := s.writersSeen.early.Load(); n != 2 {
+				t.Errorf("%d writes ran their statements early, want 2", n)
+			}
+		})
 	}
 }
 
