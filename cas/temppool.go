@@ -12,9 +12,11 @@ import (
 // inode, is one of the slowest calls of a put on some file systems (on
 // ext4 that many deletions have passed through, it can cost more than
 // the file's fsync); with a pool it happens between puts, off the path
-// that a writer waits on. The pool is filled after the first put, never
-// before, and emptied by Close; a process killed with files in its pool
-// leaves empty temp files, which gc removes as it removes any other.
+// that a writer waits on. Nothing is made before the first put; the pool
+// grows by one file each time a put finds it empty, up to n, and is
+// filled again behind each put that takes one; Close empties it. A
+// process killed with files in its pool leaves empty temp files, which gc
+// removes as it removes any other.
 func WithTempPool(n int) Option {
 	return func(c *config) error {
 		if n < 0 || n > maxTempPool {
@@ -38,8 +40,11 @@ const maxPooledAge = settleTime / 2
 
 // tempPool holds the temp files made ahead; the zero value keeps none.
 type tempPool struct {
-	mu      sync.Mutex
-	want    int
+	mu   sync.Mutex
+	want int
+	// target is how many files the pool is filled to: one more each time
+	// a put found it empty, up to want.
+	target  int
 	files   []pooledTemp
 	filling bool
 	closed  bool
@@ -82,6 +87,11 @@ func (s *Store) takeTemp() (string, file, bool) {
 		}
 		stale = append(stale, t)
 	}
+	if !found {
+		// A put that found the pool empty grows it by one, up to want: a
+		// process that writes once makes one file for nothing, not want.
+		p.target = min(p.want, p.target+1)
+	}
 	start := !p.filling && (p.failed.IsZero() || s.now().Sub(p.failed) >= poolRetry)
 	if start {
 		p.filling = true
@@ -105,13 +115,13 @@ func (s *Store) takeTemp() (string, file, bool) {
 	return t.name, t.f, true
 }
 
-// fillPool makes temp files until the pool holds what it wants.
+// fillPool makes temp files until the pool holds its target.
 func (s *Store) fillPool() {
 	p := &s.pool
 	defer p.wg.Done()
 	for {
 		p.mu.Lock()
-		if p.closed || len(p.files) >= p.want {
+		if p.closed || len(p.files) >= p.target {
 			p.filling = false
 			p.idle().Broadcast()
 			p.mu.Unlock()

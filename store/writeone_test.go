@@ -143,7 +143,8 @@ func TestGroupCommitOneBlobFails(t *testing.T) {
 
 func init() {
 	// poolwriter DIR: write one step, wait until the store's temp pool is
-	// full, print READY, and wait to be killed.
+	// filled, print READY and the temp files in blobs/, and wait to be
+	// killed.
 	lockRoles["poolwriter"] = func(a []string) error {
 		ctx := context.Background()
 		s, err := Open(ctx, a[0])
@@ -153,14 +154,8 @@ func init() {
 		if _, err := s.Write(ctx, []hook.Item{item("w", 1, text16K(1))}); err != nil {
 			return err
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for len(blobsTemps(a[0])) < tempPoolSize {
-			if time.Now().After(deadline) {
-				return errors.New("the pool never filled")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		fmt.Println("READY")
+		s.Blobs().SettleTempPool()
+		fmt.Println("READY", len(blobsTemps(a[0])))
 		select {}
 	}
 }
@@ -198,10 +193,16 @@ func TestTempPoolOfKilledWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "READY" {
+	pooled := 0
+	if !sc.Scan() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("the writer said %q, want READY", sc.Text())
+		t.Fatal("the writer said nothing")
+	}
+	if _, err := fmt.Sscanf(sc.Text(), "READY %d", &pooled); err != nil || pooled < 1 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the writer said %q, want READY and at least one pooled file", sc.Text())
 	}
 	verify := func() VerifyResult {
 		t.Helper()
@@ -222,11 +223,11 @@ func TestTempPoolOfKilledWriter(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	left := blobsTemps(dir)
-	if len(left) != tempPoolSize {
-		t.Fatalf("%d temp files left by the killed writer, want its pool of %d", len(left), tempPoolSize)
+	if len(left) != pooled {
+		t.Fatalf("%d temp files left by the killed writer, want its pool of %d", len(left), pooled)
 	}
-	if res := verify(); len(res.Temp) != tempPoolSize {
-		t.Errorf("verify after the kill reports %d temp files, want %d", len(res.Temp), tempPoolSize)
+	if res := verify(); len(res.Temp) != pooled {
+		t.Errorf("verify after the kill reports %d temp files, want %d", len(res.Temp), pooled)
 	}
 	g, err := Open(ctx, dir, Maintenance(), WithClock(func() time.Time { return time.Now().Add(2 * DefaultGrace) }))
 	if err != nil {
@@ -237,8 +238,8 @@ func TestTempPoolOfKilledWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RemovedTemp != tempPoolSize || res.RemovedBlobs != 0 {
-		t.Errorf("gc removed %d temp files and %d blobs, want %d and 0", res.RemovedTemp, res.RemovedBlobs, tempPoolSize)
+	if res.RemovedTemp != pooled || res.RemovedBlobs != 0 {
+		t.Errorf("gc removed %d temp files and %d blobs, want %d and 0", res.RemovedTemp, res.RemovedBlobs, pooled)
 	}
 	if left := blobsTemps(dir); len(left) != 0 {
 		t.Errorf("temp files after gc: %q", left)
