@@ -70,6 +70,9 @@ const poolRetry = time.Second
 // filled again behind the caller.
 func (s *Store) takeTemp() (string, file, bool) {
 	p := &s.pool
+	// The store's clock is read here, by the writer, never by the filling
+	// goroutine: a test's clock need not be safe for concurrent use.
+	now := s.now()
 	p.mu.Lock()
 	if p.want == 0 || p.closed {
 		p.mu.Unlock()
@@ -81,7 +84,7 @@ func (s *Store) takeTemp() (string, file, bool) {
 	for len(p.files) > 0 {
 		t = p.files[0]
 		p.files = p.files[1:]
-		if s.now().Sub(t.made) < maxPooledAge {
+		if now.Sub(t.made) < maxPooledAge {
 			found = true
 			break
 		}
@@ -92,14 +95,14 @@ func (s *Store) takeTemp() (string, file, bool) {
 		// process that writes once makes one file for nothing, not want.
 		p.target = min(p.want, p.target+1)
 	}
-	start := !p.filling && (p.failed.IsZero() || s.now().Sub(p.failed) >= poolRetry)
+	start := !p.filling && (p.failed.IsZero() || now.Sub(p.failed) >= poolRetry)
 	if start {
 		p.filling = true
 		p.wg.Add(1)
 	}
 	p.mu.Unlock()
 	if start {
-		go s.fillPool()
+		go s.fillPool(now)
 	}
 	for _, st := range stale {
 		s.discard(st.name, st.f)
@@ -115,8 +118,9 @@ func (s *Store) takeTemp() (string, file, bool) {
 	return t.name, t.f, true
 }
 
-// fillPool makes temp files until the pool holds its target.
-func (s *Store) fillPool() {
+// fillPool makes temp files until the pool holds its target; now, when
+// the filling started, stands for when each was made.
+func (s *Store) fillPool(now time.Time) {
 	p := &s.pool
 	defer p.wg.Done()
 	for {
@@ -132,7 +136,7 @@ func (s *Store) fillPool() {
 		p.mu.Lock()
 		if err != nil || p.closed {
 			if err != nil {
-				p.failed = s.now()
+				p.failed = now
 			}
 			p.filling = false
 			p.idle().Broadcast()
@@ -142,7 +146,7 @@ func (s *Store) fillPool() {
 			}
 			return
 		}
-		p.files = append(p.files, pooledTemp{name: name, f: f, made: s.now()})
+		p.files = append(p.files, pooledTemp{name: name, f: f, made: now})
 		p.mu.Unlock()
 	}
 }
