@@ -74,6 +74,12 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 				readyErr = putErr
 				return
 			}
+			if put.Blob != np.Blob {
+				// The statements name the blob hashed here; never commit
+				// them for another.
+				readyErr = fmt.Errorf("blob %s stored as %s", np.Blob, put.Blob)
+				return
+			}
 			if syncName == nil {
 				return
 			}
