@@ -31,14 +31,20 @@ const MinReserve = 64 << 10
 const autoReserve = -1
 
 // reserveFor returns the reserve of a store whose index takes indexBytes:
-// an eighth of it, between MinReserve and DefaultReserve. A prune logs
-// every page it changes before it commits, so the reserve grows with the
-// index to let a full disk's prune remove a share of it: at the cap, an
-// index of 8 MiB, a sixteenth of its parts at once. A larger prune on a
-// full disk fails, losing nothing; a narrower one (a run, an earlier date)
-// gets through.
+// an eighth of it rounded up to a power of two, between MinReserve and
+// DefaultReserve. A prune logs every page it changes before it commits, so
+// the reserve grows with the index to let a full disk's prune remove a
+// share of it: at the cap, an index of 8 MiB, a sixteenth of its parts at
+// once. A larger prune on a full disk fails, losing nothing; a narrower
+// one (a run, an earlier date) gets through. The powers of two keep the
+// file from being made again at every open while the index grows: it is
+// made again each time the index doubles, four times in a store's life.
 func reserveFor(indexBytes int64) int64 {
-	return min(max(indexBytes/8, MinReserve), DefaultReserve)
+	r := int64(MinReserve)
+	for r < indexBytes/8 && r < DefaultReserve {
+		r *= 2
+	}
+	return r
 }
 
 // WithReserve sets the size of the reserve file, which otherwise grows

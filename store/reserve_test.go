@@ -19,8 +19,10 @@ func TestReserveFor(t *testing.T) {
 		{0, MinReserve},
 		{100 << 10, MinReserve},
 		{8 * MinReserve, MinReserve},
-		{8*MinReserve + 8, MinReserve + 1},
+		{8*MinReserve + 8, 2 * MinReserve},
 		{2 << 20, 256 << 10},
+		{2<<20 + 8, 512 << 10},
+		{5 << 20, DefaultReserve},
 		{8 << 20, DefaultReserve},
 		{1 << 40, DefaultReserve},
 	} {
@@ -42,9 +44,10 @@ func reserveSize(t *testing.T, dir string) int64 {
 }
 
 // TestReserveGrowsWithIndex: a new store keeps the smallest reserve; as its
-// index grows, open, gc and prune make the reserve again at an eighth of the
-// index; a reserve larger than that (an older store's) is cut down, and
-// WithReserve sets the size whatever the index.
+// index grows past 512 KiB, 1 MiB and 2 MiB, open, gc and prune make the
+// reserve again at the next power of two over an eighth of the index; a
+// reserve larger than that (an older store's) is cut down, and WithReserve
+// sets the size whatever the index.
 func TestReserveGrowsWithIndex(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -71,22 +74,23 @@ func TestReserveGrowsWithIndex(t *testing.T) {
 	last := int64(MinReserve)
 	for round, remake := range []struct {
 		name string
+		runs int // of 250 parts, to write first
 		do   func() error
 	}{
-		{"open", func() error {
+		{"open", 8, func() error {
 			o, err := Open(ctx, dir)
 			if err == nil {
 				err = o.Close()
 			}
 			return err
 		}},
-		{"gc", func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
-		{"prune", func() error {
+		{"gc", 8, func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
+		{"prune", 12, func() error {
 			_, err := s.Prune(ctx, index.PruneOptions{Run: "none such"})
 			return err
 		}},
 	} {
-		for i := range 8 {
+		for i := range remake.runs {
 			write(fmt.Sprintf("r%d-%d", round, i), 250)
 		}
 		if err := s.Checkpoint(ctx); err != nil {
@@ -105,6 +109,18 @@ func TestReserveGrowsWithIndex(t *testing.T) {
 		}
 		t.Logf("after %s: index of %d bytes, reserve of %d", remake.name, ix, got)
 		last = got
+	}
+	// A few more parts and an open leave the reserve file as it is: it is
+	// made again only when the index doubles.
+	before, err := os.Stat(filepath.Join(dir, ReserveFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("more", 50)
+	MustOpenDir(t, dir)
+	after, err := os.Stat(filepath.Join(dir, ReserveFile))
+	if err != nil || !os.SameFile(before, after) || after.Size() != last {
+		t.Errorf("the reserve after a few more parts and an open: %v, %v; want the same file of %d bytes", after, err, last)
 	}
 	// A reserve set by hand keeps its size.
 	MustOpenDir(t, dir, WithReserve(300<<10))
