@@ -111,26 +111,17 @@ func (r *realReport) worst(store string, f func(replayResult) float64) float64 {
 
 // targets are the goals measured on the real trace.
 func (r *realReport) targets() []target {
-	// The reserve file is a constant 1 MiB of emergency space whatever the
-	// store holds, not data: the goal compares what the data and the index
-	// take; the table shows the reserve apart.
+	// Every block in the store's directory counts: blobs, packs, the index
+	// with its log and shared memory, the reserve file, the directories.
 	blocks := func(x replayResult) float64 { return float64(x.BlockBytes) }
 	perSec := func(x replayResult) float64 { return x.PerSecond }
-	// Smaller on disk: directory blocks / CAS blocks after pack, with and
-	// without the reserve file.
-	ratio := func(withReserve bool) (float64, float64) {
-		return r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
-			if x.Store != storeCASFull {
-				return blocks(x)
-			}
-			if withReserve {
-				return float64(x.PackedBlocks)
-			}
-			return float64(x.PackedBlocks - x.PackedReserve)
-		})
-	}
-	dmin, dmed := ratio(false)
-	amin, amed := ratio(true)
+	// Smaller on disk: directory blocks / CAS blocks after pack.
+	dmin, dmed := r.ratios(storeDirFull, storeCASFull, func(x replayResult) float64 {
+		if x.Store != storeCASFull {
+			return blocks(x)
+		}
+		return float64(x.PackedBlocks)
+	})
 	tmin, tmed := r.ratios(storeCASFull, storeDirFull, perSec)
 	rmin, rmed := r.ratios(storeCASRecent, storeDirFull, perSec)
 	p99 := r.worst(storeCASFull, func(x replayResult) float64 { return x.PackedReadP99 })
@@ -147,9 +138,8 @@ func (r *realReport) targets() []target {
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", cmin, r.Rounds, cmed), cmin, cmin >= 1})
 	}
 	return append([]target{
-		{fmt.Sprintf("real trace %s: on disk after pack, without the 1 MiB reserve file", name), "≥ 5 × smaller than the durable directory store",
-			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×); with the reserve file %.2f × (median %.2f ×)",
-				dmin, r.Rounds, dmed, amin, amed), dmin, dmin >= 5},
+		{fmt.Sprintf("real trace %s: on disk after pack, every file of the store counted (index, its log, the reserve)", name), "≥ 5 × smaller than the durable directory store",
+			fmt.Sprintf("%.2f × smaller (min over %d rounds; median %.2f ×)", dmin, r.Rounds, dmed), dmin, dmin >= 5},
 		{fmt.Sprintf("real trace %s: durable replay throughput", name), "≥ 1.0 × the durable directory store",
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", tmin, r.Rounds, tmed), tmin, tmin >= 1},
 		{fmt.Sprintf("real trace %s: replay throughput, durability %s", name, store.DurabilityRecentKeysMayBeLost), "≥ 1.0 × the durable directory store",
@@ -165,7 +155,9 @@ func (r *realReport) section(b *strings.Builder) {
 	first := r.Results[0]
 	fmt.Fprintf(b, "%d steps, %d tool results; results over %d characters offloaded: %d (%s, %s unique, dedup %.2f ×). "+
 		"Every store replays the trace in its own process, %d rounds, the stores taking turns; the CAS stores are then packed "+
-		"(`casctl pack --older-than 0s`) and measured again.\n\n",
+		"(`casctl pack --older-than 0s`) and measured again as pack leaves them, still open: every block of every file and directory "+
+		"in the store counts, the index with its log and shared memory and the reserve file included (its size follows the index's, "+
+		"64 KiB to 1 MiB).\n\n",
 		first.Steps, first.Results, r.Threshold, first.Offloaded, mib(first.LogicalBytes), mib(first.UniqueBytes),
 		float64(first.LogicalBytes)/float64(max(first.UniqueBytes, 1)), r.Rounds)
 	if r.Agents > 1 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/internal/trace"
+	"github.com/toolcas/toolcas/store"
 )
 
 func steps(t *testing.T, path string) []trace.Step {
@@ -111,9 +112,27 @@ func TestQuickRealTrace(t *testing.T) {
 		if cas != (r.PackedBlocks > 0) || cas != (r.PackedReads == 6) || cas != r.PackedReadsOK {
 			t.Errorf("%s: packed %d blocks, %d reads, ok %v", r.Store, r.PackedBlocks, r.PackedReads, r.PackedReadsOK)
 		}
+		// A tiny index keeps the smallest reserve, counted in the blocks.
+		if cas && (r.PackedReserve != store.MinReserve || r.PackedBlocks < r.PackedReserve+r.PackedData) {
+			t.Errorf("%s: packed %d blocks, of which reserve %d, data %d; want a reserve of %d counted in", r.Store,
+				r.PackedBlocks, r.PackedReserve, r.PackedData, store.MinReserve)
+		}
 	}
 	if len(rep.Targets) != 4 {
 		t.Errorf("%d targets for the real trace, want 4", len(rep.Targets))
+	}
+	// The size on disk compares every block of each store's directory.
+	var dir, cas float64
+	for _, r := range rep.Real.Results {
+		switch r.Store {
+		case storeDirFull:
+			dir = float64(r.BlockBytes)
+		case storeCASFull:
+			cas = float64(r.PackedBlocks)
+		}
+	}
+	if got := rep.Targets[0]; !strings.Contains(got.What, "on disk") || got.Value != dir/cas {
+		t.Errorf("the first target = %+v, want the size on disk: %.0f / %.0f blocks = %.4f", got, dir, cas, dir/cas)
 	}
 }
 

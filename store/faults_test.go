@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
@@ -362,65 +363,131 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// TestDiskFullGCAndPrune fills a small tmpfs to its last byte: opened for
+// TestDiskFullGCAndPrune fills a tmpfs to its last byte: opened for
 // maintenance (as casctl gc and prune do), the store releases its reserve
-// file, prune and gc run and free the space, the reserve comes back, and
-// writes work again. It needs root to mount the tmpfs.
+// file, prune and gc run and free the space, the reserve comes back at its
+// size, and writes work again. It does so for a store whose reserve is at
+// its floor (a small index; a prune of a run of 32 parts) and for one at
+// its cap (an index of over 8 MiB; a prune of a sixteenth of its runs,
+// 1,300 parts, in one transaction). It needs root to mount the tmpfs.
 func TestDiskFullGCAndPrune(t *testing.T) {
-	mnt := mountTmpfs(t, "8m")
-	ctx := context.Background()
-	dir := filepath.Join(mnt, "store")
-	s, err := Open(ctx, dir, WithCreate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != DefaultReserve {
-		t.Fatalf("no reserve file of %d bytes in a new store: %v", DefaultReserve, err)
-	}
-	keep := mustWrite(t, s, item("keep", 1, "kept through it all"))
-	// Junk until the disk is full, then a filler file for the last bytes.
-	for i := 0; ; i++ {
-		if _, err := s.Write(ctx, []hook.Item{item("junk", i, string(content(uint64(i), 256<<10)))}); err != nil {
-			break
-		}
-	}
-	s.Close()
-	fillDisk(t, filepath.Join(mnt, "filler"))
-	if free, _ := freeBytes(dir); free != 0 {
-		t.Fatalf("%d bytes still free", free)
-	}
-	if s, err := Open(ctx, dir); err == nil {
-		t.Log("a plain open works on the full disk too")
-		s.Close()
-	} else {
-		t.Logf("a plain open on the full disk: %v", err)
-	}
-	m, err := Open(ctx, dir, Maintenance())
-	if err != nil {
-		t.Fatalf("open for maintenance at 0 bytes free: %v", err)
-	}
-	defer m.Close()
-	pr, err := m.Prune(ctx, index.PruneOptions{Run: "junk"})
-	if err != nil || pr.RemovedParts == 0 {
-		t.Fatalf("prune at 0 bytes free: %+v, %v", pr, err)
-	}
-	res, err := m.GC(ctx, GCOptions{Grace: 0})
-	if err != nil || res.RemovedBlobs == 0 {
-		t.Fatalf("gc on the full disk: %+v, %v", res, err)
-	}
-	t.Logf("prune removed %d parts, gc %d blobs (%d bytes) on a full disk", pr.RemovedParts, res.RemovedBlobs, res.FreedBytes)
-	if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != DefaultReserve {
-		t.Errorf("the reserve did not come back after gc: %v", err)
-	}
-	if _, err := m.Write(ctx, []hook.Item{item("after", 1, "written once gc freed space")}); err != nil {
-		t.Errorf("write after gc: %v", err)
-	}
-	if c, err := m.Read(ctx, "keep", keep[0].Key); err != nil || string(c.Data) != "kept through it all" {
-		t.Errorf("the part kept: %v", err)
-	}
-	v, err := m.Verify(ctx, VerifyOptions{})
-	if err != nil || !v.OK || len(v.Orphans) > 0 {
-		t.Errorf("verify: %+v, %v", v, err)
+	for _, tc := range []struct {
+		name, tmpfs      string
+		runs, parts, len int // runs of parts of len bytes each
+		prune            int // the oldest runs pruned at once
+		reserve          int64
+		// tooSmall, when set, is a reserve with which the same prune fails
+		// on the full disk, losing nothing.
+		tooSmall int64
+	}{
+		{"floor", "8m", 8, 32, 16 << 10, 1, MinReserve, 0},
+		{"cap", "160m", 220, 100, 1000, 220 / 16, DefaultReserve, MinReserve},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := mountTmpfs(t, tc.tmpfs)
+			ctx := context.Background()
+			dir := filepath.Join(mnt, "store")
+			c := &clock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			s, err := Open(ctx, dir, WithCreate(), WithClock(c.now), WithDurability(cas.SyncNone))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != MinReserve {
+				t.Fatalf("a new store's reserve: %v, %v; want %d bytes", fi, err, MinReserve)
+			}
+			var before time.Time
+			for r := range tc.runs {
+				if r == tc.prune {
+					before = c.t
+				}
+				items := make([]hook.Item, tc.parts)
+				for i := range items {
+					items[i] = hook.Item{Key: hook.Key{Run: fmt.Sprintf("astropy__astropy-%05d", r), Step: i, Tool: "bash",
+						CallID: fmt.Sprintf("call_00_%05d_%05d_abcdefghijklmnopqrstu", r, i), Part: -1, Ext: ".txt"},
+						Part: hook.Text(string(content(uint64(r<<20|i), tc.len)))}
+				}
+				mustWrite(t, s, items...)
+				c.t = c.t.Add(time.Minute)
+			}
+			keep := mustWrite(t, s, item("keep", 1, "kept through it all"))
+			s.Close()
+			// The next open makes the reserve at the index's size.
+			if s, err = Open(ctx, dir, WithClock(c.now)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			ixBytes := indexFileBytes(dir)
+			if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != tc.reserve {
+				t.Fatalf("the reserve of an index of %d bytes: %v, %v; want %d bytes", ixBytes, fi, err, tc.reserve)
+			}
+			if tc.tooSmall > 0 {
+				if err := os.Truncate(reservePath(dir), tc.tooSmall); err != nil {
+					t.Fatal(err)
+				}
+				fillDisk(t, filepath.Join(mnt, "filler"))
+				m, err := Open(ctx, dir, Maintenance(), WithClock(c.now), WithReserve(tc.tooSmall))
+				if err != nil {
+					t.Fatalf("open for maintenance at 0 bytes free: %v", err)
+				}
+				pr, err := m.Prune(ctx, index.PruneOptions{Before: before})
+				if err == nil || !strings.Contains(err.Error(), "disk is full") {
+					t.Errorf("prune at 0 bytes free with a reserve of %d: %+v, %v; want it to fail for want of space", tc.tooSmall, pr, err)
+				}
+				if st, err := m.Stats(ctx, ""); err != nil || st.Parts != int64(tc.runs*tc.parts+1) {
+					t.Errorf("after the failed prune: %d parts, %v; want %d", st.Parts, err, tc.runs*tc.parts+1)
+				}
+				m.Close()
+				if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+					t.Fatal(err)
+				}
+				if s, err = Open(ctx, dir, WithClock(c.now)); err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+				if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != tc.reserve {
+					t.Fatalf("the reserve made again: %v, %v; want %d bytes", fi, err, tc.reserve)
+				}
+			}
+			fillDisk(t, filepath.Join(mnt, "filler"))
+			if free, _ := freeBytes(dir); free != 0 {
+				t.Fatalf("%d bytes still free", free)
+			}
+			if s, err := Open(ctx, dir, WithClock(c.now)); err == nil {
+				t.Log("a plain open works on the full disk too")
+				s.Close()
+			} else {
+				t.Logf("a plain open on the full disk: %v", err)
+			}
+			m, err := Open(ctx, dir, Maintenance(), WithClock(c.now))
+			if err != nil {
+				t.Fatalf("open for maintenance at 0 bytes free: %v", err)
+			}
+			defer m.Close()
+			pr, err := m.Prune(ctx, index.PruneOptions{Before: before})
+			if want := int64(tc.prune * tc.parts); err != nil || pr.RemovedParts != want {
+				t.Fatalf("prune at 0 bytes free, index of %d bytes, reserve of %d: %+v, %v; want %d parts removed",
+					ixBytes, tc.reserve, pr, err, want)
+			}
+			res, err := m.GC(ctx, GCOptions{Grace: 0})
+			if err != nil || int64(res.RemovedBlobs) != pr.RemovedParts {
+				t.Fatalf("gc on the full disk: %+v, %v; want %d blobs removed", res, err, pr.RemovedParts)
+			}
+			t.Logf("index of %d bytes, reserve of %d: prune removed %d parts, gc %d blobs (%d bytes) on a full disk",
+				ixBytes, tc.reserve, pr.RemovedParts, res.RemovedBlobs, res.FreedBytes)
+			if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != reserveFor(indexFileBytes(dir)) || fi.Size() != tc.reserve {
+				t.Errorf("the reserve after gc: %v, %v; want %d bytes", fi, err, tc.reserve)
+			}
+			if _, err := m.Write(ctx, []hook.Item{item("after", 1, "written once gc freed space")}); err != nil {
+				t.Errorf("write after gc: %v", err)
+			}
+			if c, err := m.Read(ctx, "keep", keep[0].Key); err != nil || string(c.Data) != "kept through it all" {
+				t.Errorf("the part kept: %v", err)
+			}
+			v, err := m.Verify(ctx, VerifyOptions{})
+			if err != nil || !v.OK || len(v.Orphans) > 0 {
+				t.Errorf("verify: %+v, %v", v, err)
+			}
+		})
 	}
 }
 

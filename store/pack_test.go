@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -420,5 +421,82 @@ func TestPackWaitsForPackerWithDeadline(t *testing.T) {
 	_, err = s.Pack(ctx, PackOptions{})
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "another pack") {
 		t.Errorf("Pack while another packs = %v, want ErrLocked naming the other pack", err)
+	}
+}
+
+// walBytes returns the size of the index's write-ahead log under dir.
+func walBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, IndexFile+"-wal"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestPackTruncatesLog: while writers in other processes write, read back
+// and prune, this process packs again and again; every pack and every
+// writer succeeds, and once the writers are gone, a pack leaves the
+// index's write-ahead log empty, though the store (and another on the
+// same directory) still has the index open, where it held the pages of
+// the writes and of the pack before.
+func TestPackTruncatesLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate())
+	other := MustOpenDir(t, dir)
+	var writers []*exec.Cmd
+	for w := range 3 {
+		writers = append(writers, startChild(t, "racer", dir, fmt.Sprint(w), "1500", "lock"))
+	}
+	done := make(chan error, len(writers))
+	for _, cmd := range writers {
+		go func() { done <- cmd.Wait() }()
+	}
+	packs, packed := 0, 0
+	for left := len(writers); left > 0; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("a writer: %v", err)
+			}
+			left--
+			continue
+		default:
+		}
+		res, err := s.Pack(ctx, PackOptions{OlderThan: 0})
+		if err != nil {
+			t.Fatalf("pack with writers at work: %v", err)
+		}
+		packs++
+		packed += res.Blobs
+	}
+	for i, cmd := range writers {
+		out := cmd.Stdout.(*bytes.Buffer).String()
+		if !strings.Contains(out, "PARTS ") {
+			t.Errorf("writer %d wrote nothing: %s", i, out)
+		}
+	}
+	if packed == 0 {
+		t.Fatalf("%d packs with writers at work packed nothing", packs)
+	}
+	t.Logf("%d packs packed %d blobs while 3 writers wrote", packs, packed)
+	mustWrite(t, other, item("last", 1, textOf("last", 1)), item("last", 2, textOf("last", 2)))
+	if n := walBytes(t, dir); n == 0 {
+		t.Fatal("no write-ahead log after a write: the test shows nothing")
+	}
+	res, err := s.Pack(ctx, PackOptions{OlderThan: 0})
+	if err != nil || res.Blobs < 2 {
+		t.Fatalf("pack of the last writes = %+v, %v; want the 2 blobs at least", res, err)
+	}
+	if n := walBytes(t, dir); n != 0 {
+		t.Errorf("the write-ahead log after pack: %d bytes, want 0", n)
+	}
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK {
+		t.Errorf("verify after packs among writers: %+v, %v", v, err)
 	}
 }

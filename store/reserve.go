@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,11 +16,39 @@ import (
 // freed; they make it again once there is room.
 const ReserveFile = "reserve"
 
-// DefaultReserve is the reserve file's size.
+// DefaultReserve is the largest reserve file a store keeps unless
+// WithReserve sets its size: the reserve of an index of 8 MiB or more.
 const DefaultReserve = 1 << 20
 
-// WithReserve sets the size of the reserve file (DefaultReserve); zero
-// keeps none.
+// MinReserve is the smallest reserve file a store keeps unless WithReserve
+// sets its size. It covers what maintenance on a full disk needs whatever
+// the index's size: the index's shared-memory file (32 KiB) when it opens,
+// then the log of a prune of one run of up to 32 parts and of gc's first
+// batch, which frees space (measured: TestDiskFullGCAndPrune).
+const MinReserve = 64 << 10
+
+// autoReserve sizes the reserve from the index (reserveFor).
+const autoReserve = -1
+
+// reserveFor returns the reserve of a store whose index takes indexBytes:
+// an eighth of it rounded up to a power of two, between MinReserve and
+// DefaultReserve. A prune logs every page it changes before it commits, so
+// the reserve grows with the index to let a full disk's prune remove a
+// share of it: at the cap, an index of 8 MiB, a sixteenth of its parts at
+// once. A larger prune on a full disk fails, losing nothing; a narrower
+// one (a run, an earlier date) gets through. The powers of two keep the
+// file from being made again at every open while the index grows: it is
+// made again each time the index doubles, four times in a store's life.
+func reserveFor(indexBytes int64) int64 {
+	r := int64(MinReserve)
+	for r < indexBytes/8 && r < DefaultReserve {
+		r *= 2
+	}
+	return r
+}
+
+// WithReserve sets the size of the reserve file, which otherwise grows
+// with the index from MinReserve to DefaultReserve; zero keeps none.
 func WithReserve(bytes int64) Option {
 	return func(c *config) error {
 		if bytes < 0 {
@@ -49,15 +78,24 @@ func releaseReserve(dir string) bool {
 	return err == nil
 }
 
-// makeReserve makes the reserve file unless it exists, and only when the
-// file system has room for it and as much again: a writer never takes the
-// last bytes for it. It is best effort: a store without its reserve works.
+// makeReserve makes the reserve file of size bytes (autoReserve: as
+// reserveFor the index beside it), or brings the one there to that size:
+// a larger one is cut down, giving the rest back; a smaller one is made
+// again at the new size, and only when the file system has room for it
+// and as much again: a writer never takes the last bytes for it. It is
+// best effort: a store without its reserve works.
 func makeReserve(dir string, size int64) {
+	if size == autoReserve {
+		size = reserveFor(indexFileBytes(dir))
+	}
 	if size <= 0 {
 		return
 	}
 	path := reservePath(dir)
-	if fi, err := os.Lstat(path); err == nil && fi.Size() >= size {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() >= size {
+		if fi.Size() > size {
+			os.Truncate(path, size)
+		}
 		return
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return
@@ -80,6 +118,16 @@ func makeReserve(dir string, size int64) {
 	if err != nil {
 		os.Remove(tmp)
 	}
+}
+
+// indexFileBytes returns the size of the index database under dir, 0 when
+// there is none there (an index on PostgreSQL).
+func indexFileBytes(dir string) int64 {
+	fi, err := os.Stat(filepath.Join(dir, IndexFile))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // allocate gives f size bytes of real blocks: fallocate where the file
@@ -110,4 +158,14 @@ func freeBytes(dir string) (int64, bool) {
 		return 0, false
 	}
 	return int64(st.Bavail) * int64(st.Bsize), true
+}
+
+// checkpointShort folds the index's log into the database and truncates
+// it, when the disk is short of space: the log's blocks go back to the
+// file system, and the next transaction logs from its start, so that a
+// prune and the gc after it each need room for their own pages only, not
+// for all of them together. It is best effort: with a reader in the
+// log, SQLite checkpoints what it can.
+func checkpointShort(s *Store) {
+	s.index.Checkpoint(context.Background())
 }

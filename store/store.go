@@ -213,7 +213,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if IsRemoteLocation(dir) {
 		return openRemote(ctx, dir, opts)
 	}
-	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: DefaultReserve}
+	c := config{durability: cas.SyncFull, now: time.Now, lockWait: DefaultLockTimeout, reserve: autoReserve}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -741,6 +741,7 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 func (s *Store) release() {
 	if free, ok := freeBytes(s.dir); !ok || free < 2*max(s.reserve, DefaultReserve) {
 		releaseReserve(s.dir)
+		checkpointShort(s)
 	}
 }
 

@@ -225,7 +225,8 @@ func TestReadOnlyCommands(t *testing.T) {
 }
 
 // TestFullDiskPruneGC fills a small tmpfs to its last byte: casctl prune
-// and gc still work (releasing the store's reserve), and free the space.
+// and gc still work (releasing the store's reserve, at its floor for this
+// small index), free the space, and make the reserve again.
 // It needs root to mount the tmpfs.
 func TestFullDiskPruneGC(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -263,6 +264,10 @@ func TestFullDiskPruneGC(t *testing.T) {
 			t.Fatalf("%v on a full disk: exit %d: %s", args, code, stderr.String())
 		}
 		t.Logf("%v on a full disk: %s", args, strings.TrimSpace(stdout.String()))
+	}
+	// The reserve gc released came back at its size for this small index.
+	if fi, err := os.Stat(dir + "/" + store.ReserveFile); err != nil || fi.Size() != store.MinReserve {
+		t.Errorf("the reserve after gc on a full disk: %v, %v; want %d bytes", fi, err, store.MinReserve)
 	}
 }
 
