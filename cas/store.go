@@ -176,7 +176,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, errors.New("cas: ReadOnly and WithCreate both given")
 	}
 	s.readOnly = c.readOnly
-	if !c.readOnly {
+	if !c.readOnly && tempLocking {
 		s.pool.want = c.tempPool
 	}
 	if err := s.init(c.create); err != nil {

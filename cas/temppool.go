@@ -16,7 +16,9 @@ import (
 // grows by one file each time a put finds it empty, up to n, and is
 // filled again behind each put that takes one; Close empties it. A
 // process killed with files in its pool leaves empty temp files, which gc
-// removes as it removes any other.
+// removes as it removes any other. Where temp files cannot be locked
+// (TempLocking), it keeps none: gc could not tell a pooled file from a
+// stray one.
 func WithTempPool(n int) Option {
 	return func(c *config) error {
 		if n < 0 || n > maxTempPool {
@@ -34,17 +36,22 @@ const maxTempPool = 64
 // keeps its temp file's birth time, and a put that finds a blob already
 // stored takes one born more than settleTime ago as on disk without a sync
 // (see syncPresent): a file born long before its rename would pass for
-// settled too early. Half of settleTime leaves the other half for the file
-// system's own commit of the name, as for a blob written without a pool.
-const maxPooledAge = settleTime / 2
+// settled too early. A sixth of settleTime leaves the rest, 50 s, for the
+// file system's own commit of the name (every 5 s on ext4, up to 30 s on
+// XFS and btrfs).
+const maxPooledAge = settleTime / 6
 
 // tempPool holds the temp files made ahead; the zero value keeps none.
 type tempPool struct {
 	mu   sync.Mutex
 	want int
 	// target is how many files the pool is filled to: one more each time
-	// a put found it empty, up to want.
-	target  int
+	// a put found it empty (but the first), up to want. misses counts
+	// those puts.
+	target int
+	misses int
+	// stale holds files too old to use, for the filling to remove.
+	stale []pooledTemp
 	files   []pooledTemp
 	filling bool
 	closed  bool
@@ -78,9 +85,8 @@ func (s *Store) takeTemp() (string, file, bool) {
 		p.mu.Unlock()
 		return "", nil, false
 	}
-	var stale []pooledTemp
 	var t pooledTemp
-	found := false
+	found, stale := false, false
 	for len(p.files) > 0 {
 		t = p.files[0]
 		p.files = p.files[1:]
@@ -88,14 +94,26 @@ func (s *Store) takeTemp() (string, file, bool) {
 			found = true
 			break
 		}
-		stale = append(stale, t)
+		// The filling removes it, off the writer's path.
+		p.stale = append(p.stale, t)
+		stale = true
 	}
-	if !found {
-		// A put that found the pool empty grows it by one, up to want: a
-		// process that writes once makes one file for nothing, not want.
-		p.target = min(p.want, p.target+1)
+	switch {
+	case stale:
+		// Writes further apart than maxPooledAge: one file ahead is all
+		// that can help, and each one made may go stale again.
+		p.target = min(p.target, 1)
+	case !found:
+		// A put that found the pool empty grows it by one, up to want,
+		// from the second such put on: a process that writes once makes
+		// nothing for nothing.
+		p.misses++
+		if p.misses > 1 {
+			p.target = min(p.want, p.target+1)
+		}
 	}
-	start := !p.filling && (p.failed.IsZero() || now.Sub(p.failed) >= poolRetry)
+	start := !p.filling && (len(p.stale) > 0 || len(p.files) < p.target) &&
+		(p.failed.IsZero() || now.Sub(p.failed) >= poolRetry)
 	if start {
 		p.filling = true
 		p.wg.Add(1)
@@ -103,9 +121,6 @@ func (s *Store) takeTemp() (string, file, bool) {
 	p.mu.Unlock()
 	if start {
 		go s.fillPool(now)
-	}
-	for _, st := range stale {
-		s.discard(st.name, st.f)
 	}
 	if !found {
 		return "", nil, false
@@ -118,12 +133,20 @@ func (s *Store) takeTemp() (string, file, bool) {
 	return t.name, t.f, true
 }
 
-// fillPool makes temp files until the pool holds its target; now, when
-// the filling started, stands for when each was made.
+// fillPool removes the pool's stale files, then makes temp files until the
+// pool holds its target; now, when the filling started, stands for when
+// each was made.
 func (s *Store) fillPool(now time.Time) {
 	p := &s.pool
 	defer p.wg.Done()
 	for {
+		p.mu.Lock()
+		stale := p.stale
+		p.stale = nil
+		p.mu.Unlock()
+		for _, t := range stale {
+			s.discard(t.name, t.f)
+		}
 		p.mu.Lock()
 		if p.closed || len(p.files) >= p.target {
 			p.filling = false
@@ -156,8 +179,8 @@ func (s *Store) closePool() {
 	p := &s.pool
 	p.mu.Lock()
 	p.closed = true
-	files := p.files
-	p.files = nil
+	files := append(p.files, p.stale...)
+	p.files, p.stale = nil, nil
 	p.mu.Unlock()
 	p.wg.Wait()
 	for _, t := range files {

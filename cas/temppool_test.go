@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,10 +41,10 @@ func waitPool(t *testing.T, s *Store, n int) []string {
 	return names
 }
 
-// The pool is made after the first put, never before; a put takes a file
-// from it (the blob is that very file) and the pool is filled again; its
-// files are held (TempInUse) and are not blobs to a walk; Close removes
-// them.
+// Nothing is made before the second put (a process that writes once makes
+// nothing for nothing); a put takes a file from the pool (the blob is that
+// very file) and the pool is filled again; its files are held (TempInUse)
+// and are not blobs to a walk; Close removes them.
 func TestTempPool(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range []Durability{SyncFull, SyncNone} {
@@ -53,6 +54,10 @@ func TestTempPool(t *testing.T) {
 				t.Fatalf("temp files before the first put: %q", names)
 			}
 			if _, err := s.PutBytes(ctx, []byte("first"), ".txt"); err != nil {
+				t.Fatal(err)
+			}
+			waitPool(t, s, 0)
+			if _, err := s.PutBytes(ctx, []byte("zeroth"), ".txt"); err != nil {
 				t.Fatal(err)
 			}
 			names := waitPool(t, s, 1)
@@ -101,8 +106,8 @@ func TestTempPool(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if blobs != 2 {
-				t.Errorf("walk found %d blobs, want 2 (pooled files are no blobs)", blobs)
+			if blobs != 3 {
+				t.Errorf("walk found %d blobs, want 3 (pooled files are no blobs)", blobs)
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -116,7 +121,8 @@ func TestTempPool(t *testing.T) {
 
 // A pooled file older than maxPooledAge is not used: the blob would keep
 // its early birth time, and pass for settled (see syncPresent) too soon.
-// It is removed, and the put makes its own file.
+// The put makes its own file, the filling removes the stale one, and the
+// pool does not grow for writes that far apart.
 func TestTempPoolStale(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -126,40 +132,42 @@ func TestTempPoolStale(t *testing.T) {
 		defer mu.Unlock()
 		return now
 	}
-	s := MustOpen(t, WithTempPool(2), WithClock(clock))
-	if _, err := s.PutBytes(ctx, []byte("first"), ".txt"); err != nil {
-		t.Fatal(err)
-	}
-	stale := waitPool(t, s, 1)
-	mu.Lock()
-	now = now.Add(maxPooledAge + time.Second)
-	mu.Unlock()
-	res, err := s.PutBytes(ctx, []byte("second"), ".txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob, err := os.Stat(s.Path(res.Blob))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The stale file went, and the put found the pool empty: it grew.
-	after := waitPool(t, s, 2)
-	for _, n := range stale {
-		if slices.Contains(after, n) {
-			t.Errorf("stale pooled file %s still there", n)
+	s := MustOpen(t, WithTempPool(4), WithClock(clock))
+	for i := range 2 {
+		if _, err := s.PutBytes(ctx, []byte(fmt.Sprint("warm ", i)), ".txt"); err != nil {
+			t.Fatal(err)
 		}
 	}
-	// The blob's file was made in its own shard by the put.
-	des, _ := os.ReadDir(filepath.Join(s.Dir(), BlobsDir, res.Blob.Shard()))
-	found := false
-	for _, de := range des {
-		fi, err := de.Info()
-		if err == nil && os.SameFile(fi, blob) {
-			found = true
+	for i := range 4 {
+		stale := waitPool(t, s, 1)
+		// Held open, its inode cannot be reused once the pool removes it.
+		held, err := os.Open(filepath.Join(s.Dir(), BlobsDir, stale[0]))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Errorf("blob %s not found in its shard", res.Blob)
+		staleInfo, err := held.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		now = now.Add(maxPooledAge + time.Second)
+		mu.Unlock()
+		res, err := s.PutBytes(ctx, []byte(fmt.Sprint("late ", i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, err := os.Stat(s.Path(res.Blob))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if os.SameFile(staleInfo, blob) {
+			t.Fatalf("put %d took the stale pooled file %s", i, stale[0])
+		}
+		held.Close()
+		after := waitPool(t, s, 1)
+		if slices.Contains(after, stale[0]) {
+			t.Errorf("stale pooled file %s still there", stale[0])
+		}
 	}
 }
 
@@ -172,8 +180,10 @@ func TestTempPoolWriteOrder(t *testing.T) {
 		rec = newRecordingFS(inner)
 		return rec
 	}))
-	if _, err := s.PutBytes(ctx, pattern(16<<10, 1), ".txt"); err != nil {
-		t.Fatal(err)
+	for seed := range byte(2) {
+		if _, err := s.PutBytes(ctx, pattern(16<<10, 10+seed), ".txt"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitPool(t, s, 1)
 	rec.mu.Lock()
@@ -218,10 +228,11 @@ func TestTempPoolWriteOrder(t *testing.T) {
 	}
 }
 
-// The pool grows by one each time a put finds it empty, up to its size.
+// The pool grows by one each time a put finds it empty (but the first), up
+// to its size.
 func TestTempPoolGrows(t *testing.T) {
 	s := MustOpen(t, WithTempPool(3))
-	for round := 1; round <= 5; round++ {
+	for round := 0; round <= 5; round++ {
 		for {
 			name, f, ok := s.takeTemp()
 			if !ok {

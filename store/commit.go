@@ -11,9 +11,11 @@ import (
 
 // committer gathers the rows of concurrent writes in one process into one
 // index transaction: one log append and one sync for all of them, where
-// each write paid for its own. A write hands its rows over only once its
-// blobs are durable, and returns only once they are committed, so the
-// order a crash can see is a lone write's: blob, then row.
+// each write paid for its own. A write hands its rows over once its blobs
+// are durable, or with a ready that the transaction calls before its
+// commit and that says when they are (see writeOne); it returns only once
+// they are committed, so the order a crash can see is a lone write's:
+// blob, then row.
 //
 // The first write to arrive commits; writes arriving meanwhile queue, and
 // it commits the queue too before it returns, so that one is always

@@ -40,10 +40,12 @@ import (
 func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
 	np.Blob = cas.Blob{Digest: cas.Sum(ci.Data), Ext: ci.Ext}
 	var (
-		put      cas.PutResult
-		syncName func() error
-		putErr   error
-		putDone  = make(chan struct{})
+		put     cas.PutResult
+		putErr  error
+		putDone = make(chan struct{})
+		naming  bool // set before putDone closes
+		nameErr error
+		named   = make(chan struct{})
 	)
 	go func() {
 		defer close(putDone)
@@ -51,59 +53,55 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		if putErr = s.fault("write:blob"); putErr != nil {
 			return
 		}
-		if nameLater {
-			put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
-		} else {
+		if !nameLater {
 			put, putErr = s.blobs.PutBytes(ctx, ci.Data, ci.Ext)
+			return
 		}
+		var syncName func() error
+		put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
+		if putErr != nil || syncName == nil {
+			return
+		}
+		// The directory's sync starts at once, beside the statements and
+		// the commit: the marker covers a row committed before it ends.
+		naming = true
+		go func() {
+			defer close(named)
+			if nameErr = s.fault("write:name"); nameErr == nil {
+				nameErr = syncName()
+			}
+		}()
 	}()
 
 	// ready is called by the index before its commit, perhaps more than
-	// once: it waits for the blob, then starts its directory's sync.
-	var (
-		readyOnce sync.Once
-		readyErr  error
-		nameErr   error
-		named     = make(chan struct{})
-		naming    bool
-	)
+	// once: it waits for the blob to be in place.
 	ready := func() error {
-		readyOnce.Do(func() {
-			<-putDone
-			if putErr != nil {
-				readyErr = putErr
-				return
-			}
-			if put.Blob != np.Blob {
-				// The statements name the blob hashed here; never commit
-				// them for another.
-				readyErr = fmt.Errorf("blob %s stored as %s", np.Blob, put.Blob)
-				return
-			}
-			if syncName == nil {
-				return
-			}
-			naming = true
-			go func() {
-				defer close(named)
-				if nameErr = s.fault("write:name"); nameErr == nil {
-					nameErr = syncName()
-				}
-			}()
-		})
-		return readyErr
+		// A test's way to stop a writer whose statements have run.
+		s.fault("write:ready")
+		<-putDone
+		if putErr != nil {
+			return putErr
+		}
+		if put.Blob != np.Blob {
+			// The statements name the blob hashed here; never commit them
+			// for another.
+			return fmt.Errorf("blob %s stored as %s", np.Blob, put.Blob)
+		}
+		return nil
 	}
 
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
 	err := s.fault("write:record")
 	var recs []index.Recorded
-	// Without a sync, a blob's write holds the lock no longer than the
-	// statements take.
-	if s.blobs.Durability() == cas.SyncNone || s.statementsEarly() {
+	if s.statementsEarly(len(ci.Data)) {
 		s.writersSeen.early.Add(1)
 	} else {
 		<-putDone
+		if putErr != nil {
+			// Nothing to roll back: no statement ran.
+			return nil, fmt.Errorf("store: %w", putErr)
+		}
 	}
 	if err == nil {
 		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready)
@@ -113,7 +111,6 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		s.fault("write:committed")
 	}
 	<-putDone
-	readyOnce.Do(func() {}) // no directory sync starts after this
 	if naming {
 		<-named
 	}
@@ -143,8 +140,12 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	}}, nil
 }
 
-// statementsEarly reports whether a durable write may run its statements
-// while its blob is written. They hold the index's write lock from the
+// earlyWithoutSyncMax bounds the blobs whose write, without a sync, runs
+// beside the statements.
+const earlyWithoutSyncMax = 1 << 20
+
+// statementsEarly reports whether a write of size bytes may run its
+// statements while its blob is written. They hold the index's write lock from the
 // first one to the commit, so while the blob syncs, every other writer of
 // the index waits: worth it only when there is none. On PostgreSQL there
 // may be writers on other machines; on SQLite, every other store writing
@@ -152,9 +153,15 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 // writes alone when no marker but its own is there. (A store in another
 // process writing with recent keys that may be lost, or without syncs,
 // makes no marker, and may wait on this one's syncs.)
-func (s *Store) statementsEarly() bool {
+func (s *Store) statementsEarly(size int) bool {
 	if s.index.IsPostgres() {
 		return false
+	}
+	if s.blobs.Durability() == cas.SyncNone {
+		// Without a sync, a small blob's write holds the lock about as
+		// long as the statements take (a store writing without syncs
+		// makes no marker, so writers in other processes cannot be seen).
+		return size <= earlyWithoutSyncMax
 	}
 	w := &s.writersSeen
 	w.mu.Lock()

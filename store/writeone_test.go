@@ -142,7 +142,7 @@ func TestGroupCommitOneBlobFails(t *testing.T) {
 }
 
 func init() {
-	// poolwriter DIR: write one step, wait until the store's temp pool is
+	// poolwriter DIR: write two steps, wait until the store's temp pool is
 	// filled, print READY and the temp files in blobs/, and wait to be
 	// killed.
 	lockRoles["poolwriter"] = func(a []string) error {
@@ -151,8 +151,10 @@ func init() {
 		if err != nil {
 			return err
 		}
-		if _, err := s.Write(ctx, []hook.Item{item("w", 1, text16K(1))}); err != nil {
-			return err
+		for step := range 2 {
+			if _, err := s.Write(ctx, []hook.Item{item("w", step, text16K(step))}); err != nil {
+				return err
+			}
 		}
 		s.Blobs().SettleTempPool()
 		fmt.Println("READY", len(blobsTemps(a[0])))
@@ -192,6 +194,7 @@ func TestTempPoolOfKilledWriter(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(out)
 	pooled := 0
 	if !sc.Scan() {
@@ -290,5 +293,90 @@ func TestStatementsEarlyOnlyAlone(t *testing.T) {
 		if _, err := a.Read(ctx, "", fmt.Sprintf("run%d/%d_t_c.txt", step, step)); err != nil {
 			t.Errorf("step %d: %v", step, err)
 		}
+	}
+}
+
+func init() {
+	// readywriter DIR: write one step, then stop for good in a second
+	// write once its statements have run in its open transaction, its
+	// blob not yet written, printing INTX.
+	lockRoles["readywriter"] = func(a []string) error {
+		ctx := context.Background()
+		var stop atomic.Bool
+		s, err := Open(ctx, a[0], withFaults(func(point string) error {
+			if point == "write:ready" && stop.Load() {
+				fmt.Println("INTX")
+				select {} // until killed
+			}
+			return nil
+		}))
+		if err != nil {
+			return err
+		}
+		if _, err := s.Write(ctx, []hook.Item{item("w", 1, text16K(1))}); err != nil {
+			return err
+		}
+		stop.Store(true)
+		_, err = s.Write(ctx, []hook.Item{item("w", 2, text16K(2))})
+		return err
+	}
+}
+
+// A writer killed with its statements run and its commit waiting for the
+// blob leaves no row of that write; the index is whole, verify passes, and
+// the store writes the step again.
+func TestKilledBeforeTheCommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	cmd := childCmd("readywriter", dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "INTX" {
+		t.Fatalf("the writer said %q, want INTX", sc.Text())
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].Key != "w/1_t_c.txt" {
+		t.Fatalf("parts after the kill: %v, want only the first write's", partKeys(ps))
+	}
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK || len(res.IndexProblems) > 0 {
+		t.Errorf("verify after the kill: ok %v, index problems %v", res.OK, res.IndexProblems)
+	}
+	st, err := s.Write(ctx, []hook.Item{item("w", 2, text16K(2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Version != 1 {
+		t.Errorf("the step written again is version %d, want 1", st[0].Version)
+	}
+	if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(2) {
+		t.Errorf("Read(%s) = %v", st[0].Key, err)
 	}
 }
