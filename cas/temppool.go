@@ -51,7 +51,7 @@ type tempPool struct {
 	target int
 	misses int
 	// stale holds files too old to use, for the filling to remove.
-	stale []pooledTemp
+	stale   []pooledTemp
 	files   []pooledTemp
 	filling bool
 	closed  bool
