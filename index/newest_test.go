@@ -16,7 +16,9 @@ import (
 // whatever the runs' order in time, parts stamped at the same time in
 // several runs, the same digest under two extensions, pruned runs, a
 // deleted newest part, and an old run given the newest part.
-func TestResolveSharedFindsTheNewest(t *testing.T) { forEachBackend(t, testResolveSharedFindsTheNewest) }
+func TestResolveSharedFindsTheNewest(t *testing.T) {
+	forEachBackend(t, testResolveSharedFindsTheNewest)
+}
 
 func testResolveSharedFindsTheNewest(t *testing.T) {
 	ctx := context.Background()
