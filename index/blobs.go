@@ -85,11 +85,16 @@ func (x *Index) UnreferencedBlobs(ctx context.Context) ([]BlobRow, error) {
 	return rows, nil
 }
 
+// blobSQL reads a blob's row by its digest and extension. Its parts are
+// the count its row keeps (part_count, kept by the triggers on parts):
+// counting them in parts_blob would read an entry for each of the parts
+// sharing it, tens of thousands for a blob many steps return.
+const blobSQL = `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at, b.part_count AS parts
+	FROM blobs b WHERE b.digest = ? AND b.ext = ?`
+
 // Blob returns a blob's row, with ErrNotFound when there is none.
 func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
-	rows, err := x.blobRows(ctx, `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at,
-		(SELECT count(*) FROM parts p WHERE p.blob_id = b.id) AS parts
-		FROM blobs b WHERE b.digest = ? AND b.ext = ?`, b.Digest[:], b.Ext)
+	rows, err := x.blobRows(ctx, blobSQL, b.Digest[:], b.Ext)
 	if err != nil {
 		return BlobRow{}, fmt.Errorf("index: blob %s: %w", b, err)
 	}

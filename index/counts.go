@@ -11,7 +11,9 @@ import (
 // The counters behind Stats live in the counts and unused_blobs tables and
 // in each blob row's counted_in, and triggers on parts and blobs keep them
 // in the transaction that changes the rows (see the migration that makes
-// them). Nothing in Go updates them, so no write path can forget to.
+// them). Nothing in Go updates them, so no write path can forget to. Each
+// blob row's part_count, which show reads, is kept the same way and checked
+// and fixed with them.
 
 // countedStats is Stats of the whole index, read from the counters: a row
 // per (run, tool), which holds the group's dates too, a row of the unused
@@ -120,7 +122,7 @@ type driftCheck struct {
 	line func(cols []any) string
 }
 
-// driftChecks recount every counter behind Stats.
+// driftChecks recount every counter behind Stats, and each blob's parts.
 var driftChecks = []driftCheck{
 	{ // Parts and logical bytes of each (run, tool).
 		`SELECT coalesce(g.run_id, c.run_id), coalesce(g.tool, c.tool), coalesce(c.parts, 0), coalesce(c.logical, 0),
@@ -163,6 +165,14 @@ var driftChecks = []driftCheck{
 		func(c []any) string {
 			return fmt.Sprintf("counts row %v: counted %v blobs of %v bytes (%v of %v packed), recounted %v of %v (%v of %v)",
 				c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
+		},
+	},
+	{ // The parts each blob row counts, for show.
+		`SELECT b.digest, b.ext, b.part_count, coalesce(g.n, 0)
+		FROM blobs b LEFT JOIN (SELECT blob_id, count(*) AS n FROM parts GROUP BY blob_id) g ON g.blob_id = b.id
+		WHERE b.part_count <> coalesce(g.n, 0)`,
+		func(c []any) string {
+			return fmt.Sprintf("blob %x%v: counted %v parts using it, recounted %v", c[0], c[1], c[2], c[3])
 		},
 	},
 	{ // The blobs no group is charged with.
@@ -280,6 +290,9 @@ func (x *Index) FixCounts(ctx context.Context) (int, error) {
 				FROM (` + countedBlobsSQL + `) AS a WHERE a.counted_in = counts.id`,
 			`INSERT INTO unused_blobs (id, blobs, bytes) SELECT 1, count(*), coalesce(sum(size), 0) FROM blobs
 				WHERE counted_in IS NULL ON CONFLICT (id) DO UPDATE SET blobs = excluded.blobs, bytes = excluded.bytes`,
+			`UPDATE blobs SET part_count = 0 WHERE part_count <> 0`,
+			`UPDATE blobs SET part_count = g.n FROM (SELECT blob_id, count(*) AS n FROM parts GROUP BY blob_id) AS g
+				WHERE g.blob_id = blobs.id`,
 		} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err

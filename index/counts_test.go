@@ -232,6 +232,8 @@ func testFixCounts(t *testing.T) {
 		{"unused", `DELETE FROM unused_blobs`, "unused blobs: no counter"},
 		{"first date", `UPDATE counts SET first_at = first_at - 5 WHERE tool = 'grep'`, `tool "grep": counted first and last`},
 		{"last date", `UPDATE counts SET last_at = NULL WHERE tool = 'read_file'`, `tool "read_file": counted first and last`},
+		{"a blob's parts", `UPDATE blobs SET part_count = part_count + 3 WHERE size = 3`, "counted 5 parts using it, recounted 2"},
+		{"an unused blob's parts", `UPDATE blobs SET part_count = 1 WHERE size = 5`, "counted 1 parts using it, recounted 0"},
 		{"dates of no parts", `UPDATE counts SET first_at = 1, last_at = 2 WHERE tool = 'bash'`, `tool "bash": counted first and last part at 1 and 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -605,17 +605,34 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 // SharingFirst returns limit of the parts, in any run and any version,
 // whose bytes are in blob b, by run and oldest first within a run (0: all,
 // as Sharing): for a blob that very many parts share, a page of them read
-// without reading the rest. Blob's Parts counts them all.
+// without reading the rest. Blob's Parts counts them all. On SQLite the
+// page is each run's oldest; on PostgreSQL, whose index of a blob's parts
+// keeps them by run only, those first in the table, almost always the
+// oldest too.
 func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part, error) {
 	if limit <= 0 {
 		return x.Sharing(ctx, b)
 	}
 	var rows []partRow
 	err := x.read(ctx, func() error {
-		// The ids are the first entries of the blob's index, in its order
-		// (by run, oldest first within a run): no sharing row beyond the
-		// page is read or sorted.
-		return x.db.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
+		// The ids are the first entries of the blob's index, in its order:
+		// no sharing row beyond the page is read or sorted.
+		rows = rows[:0]
+		if !x.pg {
+			return x.db.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
+		}
+		// PostgreSQL plans the page for the few parts an average blob has:
+		// every entry of the blob's, read by bitmap and sorted, however
+		// many parts share it. Without bitmap scans it walks parts_blob.
+		tx, err := x.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, walkIndexSQL); err != nil {
+			return err
+		}
+		return tx.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
@@ -623,9 +640,20 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 	return parts(rows)
 }
 
+// sharingPageSQL is the ids of SharingFirst's page, a walk of parts_blob
+// in its order that stops at the limit: by run, and within a run by id on
+// SQLite, whose index entries end with the row's id, and by place in the
+// table on PostgreSQL, whose index has no id to order by.
+const sharingPageSQL = `SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE digest = ? AND ext = ?)
+		ORDER BY q.blob_id, q.run_id LIMIT ?`
+
+// walkIndexSQL keeps PostgreSQL, for the rest of a transaction, from
+// reading an index by bitmap, which reads all of its entries that match
+// and sorts them.
+const walkIndexSQL = `SET LOCAL enable_bitmapscan = off`
+
 const sharingFirstSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
-	WHERE p.id IN (SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE digest = ? AND ext = ?)
-		ORDER BY q.blob_id, q.run_id, q.id LIMIT ?)
+	WHERE p.id IN (` + sharingPageSQL + `)
 	ORDER BY p.run_id, p.id`
 
 // Versions returns every version of a key, newest first.

@@ -161,7 +161,14 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 		args = append(args, run)
 	}
 	var rows []partRow
-	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
+	var err error
+	if r.Kind != RefKey && run == "" {
+		// A blob very many parts share: see resolveShared.
+		rows, err = x.resolveShared(ctx, r.Kind, q, args)
+	} else {
+		err = x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) })
+	}
+	if err != nil {
 		return Part{}, fmt.Errorf("index: resolve %s: %w", clip(r.text), err)
 	}
 	if len(rows) == 0 {

@@ -21,7 +21,13 @@ var scaleSizes = flag.String("index.scale", "10000,100000", "with -bench Scale: 
 // and recording one more part. The parts use 5,000 distinct blobs.
 //
 //	go test ./index -run '^$' -bench Scale -benchtime 5x -index.scale 10000,100000,1000000
-func BenchmarkScale(b *testing.B) {
+func BenchmarkScale(b *testing.B) { benchmarkScale(b) }
+
+// BenchmarkScalePostgres is BenchmarkScale in a database of the tests'
+// private PostgreSQL cluster on loopback.
+func BenchmarkScalePostgres(b *testing.B) { b.Run("postgres", benchmarkScale) }
+
+func benchmarkScale(b *testing.B) {
 	ctx := context.Background()
 	for _, f := range strings.Split(*scaleSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
