@@ -26,8 +26,10 @@ func uniqueText(size, i int) string {
 
 // turnRatios runs a and b n times a round, taking turns, for rounds
 // rounds, and returns each round's ratio of a's time to b's and the mean
-// time of each call of a and of b over all rounds.
-func turnRatios(rounds, n int, a, b func(i int) error) (ratios []float64, meanA, meanB time.Duration, err error) {
+// time of each call of a and of b over all rounds. settle, when set, runs
+// untimed after each call, so that work one call leaves behind it (a
+// store's temp pool filling again) does not run while the other is timed.
+func turnRatios(rounds, n int, a, b func(i int) error, settle func()) (ratios []float64, meanA, meanB time.Duration, err error) {
 	var allA, allB time.Duration
 	for r := range rounds {
 		var ta, tb time.Duration
@@ -38,6 +40,9 @@ func turnRatios(rounds, n int, a, b func(i int) error) (ratios []float64, meanA,
 					t0 := time.Now()
 					err := f(i)
 					*into += time.Since(t0)
+					if settle != nil {
+						settle()
+					}
 					return err
 				}
 			}
@@ -120,11 +125,19 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			shard := filepath.Join(blobs, fmt.Sprintf("%02x", i%256))
 			return bareWrite(shard, filepath.Join(shard, fmt.Sprint("bare-", i, ".txt")), []byte(uniqueText(16<<10, -1-i)), true)
 		}
+		// The store's temp pool fills again behind each step: that work is
+		// timed with the step, so that none of it runs while the bare write
+		// is timed, and the step pays for the file the bare write makes.
+		paid := func(i int) error {
+			err := step(h, "r", i, 16<<10)
+			s.Blobs().SettleTempPool()
+			return err
+		}
 		b0 := s.Barriers()
-		ratios, stepT, bareT, err := turnRatios(rounds, n, func(i int) error { return step(h, "r", i, 16<<10) }, bare)
+		ratios, stepT, bareT, err := turnRatios(rounds, n, paid, bare, nil)
 		barriers := float64(s.Barriers()-b0) / float64(rounds*n)
-		s.Close()
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
 		worst, med := maxMedian(ratios)
@@ -132,10 +145,24 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if mode != "full" {
 			what += ", durability " + mode
 		}
-		out = append(out, target{what, "≤ 1.15 × the bare two-barrier write in the same directories",
-			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v against %v; %.2f barriers a step)",
-				worst, med, ratioList(ratios), stepT.Round(time.Microsecond), bareT.Round(time.Microsecond), barriers),
-			med, med <= 1.15})
+		measured := fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v against %v; %.2f barriers a step; the store's temp pool filled again within the step's time)",
+			worst, med, ratioList(ratios), stepT.Round(time.Microsecond), bareT.Round(time.Microsecond), barriers)
+		if mode == "full" {
+			// What a writer waits: the pool's filling runs after the step
+			// returns (between an agent's steps), untimed.
+			off := rounds * n
+			lat, latT, latBare, err := turnRatios(rounds, n, func(i int) error { return step(h, "r", off+i, 16<<10) },
+				func(i int) error { return bare(off + i) }, s.Blobs().SettleTempPool)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			latWorst, latMed := maxMedian(lat)
+			measured += fmt.Sprintf("; the step's own wait, the filling untimed after it: %.2f × worst round, %.2f × median (%v against %v)",
+				latWorst, latMed, latT.Round(time.Microsecond), latBare.Round(time.Microsecond))
+		}
+		out = append(out, target{what, "≤ 1.15 × the bare two-barrier write in the same directories", measured, med, med <= 1.15})
+		s.Close()
 	}
 
 	// sync=none: a hook step of unique 4 KiB text into the CAS store
@@ -158,8 +185,13 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if err != nil {
 			return nil, err
 		}
+		// The CAS store's temp pool fills again within its step's time.
 		ratios, casT, dirT, err := turnRatios(rounds, 5*n,
-			func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error { return step(hc, "r", i, 4<<10) })
+			func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error {
+				err := step(hc, "r", i, 4<<10)
+				s.Blobs().SettleTempPool()
+				return err
+			}, nil)
 		s.Close()
 		if err != nil {
 			return nil, err
@@ -168,7 +200,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// as a share of the directory store's.
 		worst, med := minMedian(ratios)
 		out = append(out, target{"hook step with sync=none, unique 4 KiB text", "≥ 0.8 × a plain WriteFile directory store's speed",
-			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v)",
+			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v; the CAS store's temp pool filled again within its step's time)",
 				worst, med, ratioList(ratios), dirT.Round(time.Microsecond), casT.Round(time.Microsecond)),
 			med, med >= 0.8})
 	}
@@ -211,7 +243,15 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			fourB += s.Barriers() - b0
 			return errorsJoin(errs)
 		}
-		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, four, alone)
+		// The temp pool fills again within each side's time.
+		settled := func(f func(int) error) func(int) error {
+			return func(i int) error {
+				err := f(i)
+				s.Blobs().SettleTempPool()
+				return err
+			}
+		}
+		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, settled(four), settled(alone), nil)
 		s.Close()
 		if err != nil {
 			return nil, err

@@ -217,9 +217,12 @@ func (s *Store) putBytesSync(data []byte, ext string, syncName bool) (PutResult,
 		res.Existed = true
 		return res, nil
 	}
-	tmp, f, err := s.createTemp(b.Shard())
-	if err != nil {
-		return res, err
+	tmp, f, ok := s.takeTemp()
+	if !ok {
+		var err error
+		if tmp, f, err = s.createTemp(b.Shard()); err != nil {
+			return res, err
+		}
 	}
 	if _, err := f.Write(data); err != nil {
 		s.discard(tmp, f)

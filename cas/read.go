@@ -264,6 +264,23 @@ func (s *Store) Remove(ctx context.Context, b Blob) error {
 	return nil
 }
 
+// TempInUse reports whether a temp file that a walk reported, by its path
+// relative to the root, is held by a live writer: one being written, or
+// one waiting in a store's pool (WithTempPool). Such a file is no stray.
+// It reports false for a file gone, a name that is no temp file, and
+// where temp files are not locked.
+func (s *Store) TempInUse(rel string) bool {
+	if !isTempPath(rel) {
+		return false
+	}
+	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(tryLockTemp(f), ErrTempInUse)
+}
+
 // RemoveTemp deletes a temp file that a walk reported, by its path relative
 // to the root. It refuses any other name.
 func (s *Store) RemoveTemp(ctx context.Context, rel string) error {

@@ -69,6 +69,7 @@ type config struct {
 	now        func() time.Time
 	wrapFS     func(fileSystem) fileSystem
 	readOnly   bool
+	tempPool   int
 }
 
 // WithDurability sets whether puts wait for stable storage (default SyncFull).
@@ -125,6 +126,8 @@ type Store struct {
 	readOnly   bool
 	// syncs counts the barriers the write path issued.
 	syncs atomic.Int64
+	// pool holds temp files made ahead (WithTempPool).
+	pool tempPool
 }
 
 // Syncs returns how many barriers (fsync of a blob file or a shard
@@ -173,6 +176,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		return nil, errors.New("cas: ReadOnly and WithCreate both given")
 	}
 	s.readOnly = c.readOnly
+	if !c.readOnly && tempLocking {
+		s.pool.want = c.tempPool
+	}
 	if err := s.init(c.create); err != nil {
 		root.Close()
 		return nil, err
@@ -341,6 +347,7 @@ func (s *Store) Now() time.Time { return s.now() }
 
 // Close releases the store's handle on its root directory.
 func (s *Store) Close() error {
+	s.closePool()
 	s.rootFS.close()
 	return s.root.Close()
 }

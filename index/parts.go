@@ -246,6 +246,18 @@ const (
 // time is refreshed. On PostgreSQL, an error that is ErrCommitUnknown means
 // the commit's answer was lost: the parts may or may not have been recorded.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
+	return x.RecordWhenReady(ctx, ps, nil)
+}
+
+// RecordWhenReady is Record for a writer whose blobs are still being made
+// durable: it runs the transaction's statements, then calls ready, and
+// commits only once ready returns nil; an error from ready rolls the
+// transaction back and is returned, wrapped. The statements' work so
+// overlaps the blobs' writes and syncs, and no row is visible before
+// ready says its blob is in place. ready may be called more than once
+// (a transaction retried while other processes held the lock), and must
+// return the same answer each time. A nil ready commits at once.
+func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() error) ([]Recorded, error) {
 	ps = storableParts(ps)
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
@@ -330,6 +342,9 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 				}
 			}
 			out[i] = Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
+		}
+		if ready != nil {
+			return ready()
 		}
 		return nil
 	})

@@ -162,7 +162,14 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			res.FreedBytes += sizeOf(b)
 			res.Removed = append(res.Removed, b)
 		}
-		res.RemovedTemp = len(oldTemps)
+		// As the sweep would: one a live writer holds stays.
+		for _, t := range oldTemps {
+			if s.blobs.TempInUse(t.RelPath) {
+				res.InUseTemp++
+			} else {
+				res.RemovedTemp++
+			}
+		}
 		if m.packs {
 			dying := make(map[cas.Blob]bool, len(candidates))
 			for _, b := range candidates {

@@ -77,6 +77,8 @@ type Store struct {
 	// sequential turns off the one barrier for blob and row, for tests
 	// and benchmarks to compare.
 	sequential bool
+	// writersSeen caches what unsynced/ says of other writers (alone).
+	writersSeen writersSeen
 
 	// remote is set, and blobs nil, on a store in an object store (see
 	// OpenAt and remote.go).
@@ -198,6 +200,10 @@ func ReadOnly() Option {
 	}
 }
 
+// tempPoolSize is how many temp files a store opened for writing keeps
+// made ahead (see cas.WithTempPool).
+const tempPoolSize = 4
+
 // ErrReadOnly is returned by every method that writes, on a store opened
 // with ReadOnly.
 var ErrReadOnly = errors.New("store opened read-only")
@@ -213,7 +219,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now)}
+	// A few temp files made ahead take the making of a file off the
+	// writes' path: enough for the runs of one process writing at once.
+	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now), cas.WithTempPool(tempPoolSize)}
 	if c.create {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
@@ -369,14 +377,10 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		}
 		casItems[i] = cas.Item{Data: data, Ext: it.Key.Ext}
 	}
-	// One part, durable: one barrier for blob and row. The blob's bytes
-	// are synced and it is renamed into place first, so that the row is
-	// never visible before its blob; then its directory is synced while
-	// the row commits, and the write returns once both are done. The
-	// store's marker, made durable before, lets Open drop rows whose blob
-	// name a power cut lost meanwhile.
-	overlap := len(casItems) == 1 && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost && !s.sequential
-	if overlap {
+	// One part: see writeOne.
+	one := len(casItems) == 1 && !s.sequential
+	nameLater := one && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost
+	if nameLater {
 		if err := s.ensureMarker(ctx); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
@@ -386,17 +390,12 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		return nil, err
 	}
 	defer unlock()
-	var (
-		puts     []cas.PutResult
-		syncName func() error
-	)
+	if one {
+		return s.writeOne(ctx, nps[0], casItems[0], nameLater)
+	}
+	var puts []cas.PutResult
 	if len(casItems) == 1 {
-		var r cas.PutResult
-		if overlap {
-			r, syncName, err = s.blobs.PutBytesNameUnsynced(ctx, casItems[0].Data, casItems[0].Ext)
-		} else {
-			r, err = s.blobs.PutBytes(ctx, casItems[0].Data, casItems[0].Ext)
-		}
+		r, err := s.blobs.PutBytes(ctx, casItems[0].Data, casItems[0].Ext)
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
@@ -406,18 +405,6 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	}
 	for i := range nps {
 		nps[i].Blob = puts[i].Blob
-	}
-	var nameErr error
-	named := make(chan struct{})
-	if syncName != nil {
-		go func() {
-			defer close(named)
-			if nameErr = s.fault("write:name"); nameErr == nil {
-				nameErr = syncName()
-			}
-		}()
-	} else {
-		close(named)
 	}
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
@@ -430,26 +417,9 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		// A test's way to stop a writer with its row committed.
 		s.fault("write:committed")
 	}
-	<-named
 	if err != nil {
 		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", err)
-	}
-	if nameErr != nil {
-		// The row is committed, but the blob's name may not be durable:
-		// the row goes again, and the blob is gc's.
-		ids := make([]int64, len(recs))
-		for i, r := range recs {
-			ids[i] = r.ID
-		}
-		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), ids); derr != nil {
-			nameErr = errors.Join(nameErr, derr)
-			s.marker.mu.Lock()
-			s.marker.keep = true
-			s.marker.mu.Unlock()
-		}
-		s.expire(puts)
-		return nil, fmt.Errorf("store: %w", nameErr)
 	}
 	out := make([]hook.Stored, len(items))
 	for i := range items {

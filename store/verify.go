@@ -464,7 +464,10 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 	path := s.abs(e.RelPath)
 	switch e.Kind {
 	case cas.EntryTemp:
-		res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
+		// One a live writer holds is being written or waits in its pool.
+		if s.blobs == nil || !s.blobs.TempInUse(e.RelPath) {
+			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
+		}
 		return nil
 	case cas.EntryStray:
 		if e.Vanished {

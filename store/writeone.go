@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+)
+
+// writeOne writes one part (the usual step) with the index's work done
+// while the blob's bytes go to disk, and, durable, with the time of about
+// two barriers, not three:
+//
+//  1. the blob is written (synced and renamed into place, when durable) by
+//     one goroutine while this one runs the index transaction's statements
+//     (unless another store writes: see statementsEarly);
+//  2. the transaction commits only once the blob is in place, so that no
+//     row is ever visible before its blob;
+//  3. with nameLater (durable, the row's commit synced too), the blob's
+//     shard directory is synced while the row commits, and the write
+//     returns once both are done.
+//
+// With nameLater, a power cut between the commit and the directory's sync
+// may keep the row and lose the blob's name. The store's marker, made
+// durable before the first such write, lets the next Open drop such rows
+// (see recoverUnsynced); no caller was told of them, since a write returns
+// only after both syncs.
+//
+// The caller holds the shared lock, so gc cannot sweep meanwhile.
+func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
+	np.Blob = cas.Blob{Digest: cas.Sum(ci.Data), Ext: ci.Ext}
+	var (
+		put     cas.PutResult
+		putErr  error
+		putDone = make(chan struct{})
+		naming  bool // set before putDone closes
+		nameErr error
+		named   = make(chan struct{})
+	)
+	go func() {
+		defer close(putDone)
+		// A test's stand-in for a blob write that failed.
+		if putErr = s.fault("write:blob"); putErr != nil {
+			return
+		}
+		if !nameLater {
+			put, putErr = s.blobs.PutBytes(ctx, ci.Data, ci.Ext)
+			return
+		}
+		var syncName func() error
+		put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
+		if putErr != nil || syncName == nil {
+			return
+		}
+		// The directory's sync starts at once, beside the statements and
+		// the commit: the marker covers a row committed before it ends.
+		naming = true
+		go func() {
+			defer close(named)
+			if nameErr = s.fault("write:name"); nameErr == nil {
+				nameErr = syncName()
+			}
+		}()
+	}()
+
+	// ready is called by the index before its commit, perhaps more than
+	// once: it waits for the blob to be in place.
+	ready := func() error {
+		// A test's way to stop a writer whose statements have run.
+		s.fault("write:ready")
+		<-putDone
+		if putErr != nil {
+			return putErr
+		}
+		if put.Blob != np.Blob {
+			// The statements name the blob hashed here; never commit them
+			// for another.
+			return fmt.Errorf("blob %s stored as %s", np.Blob, put.Blob)
+		}
+		return nil
+	}
+
+	// A test's stand-in for a row commit that failed (on a full disk, say):
+	// the transaction is rolled back, nothing of it committed.
+	err := s.fault("write:record")
+	var recs []index.Recorded
+	if s.statementsEarly(len(ci.Data)) {
+		s.writersSeen.early.Add(1)
+	} else {
+		<-putDone
+		if putErr != nil {
+			// Nothing to roll back: no statement ran.
+			return nil, fmt.Errorf("store: %w", putErr)
+		}
+	}
+	if err == nil {
+		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready)
+	}
+	if err == nil {
+		// A test's way to stop a writer with its row committed.
+		s.fault("write:committed")
+	}
+	<-putDone
+	if naming {
+		<-named
+	}
+	if putErr != nil {
+		return nil, fmt.Errorf("store: %w", putErr)
+	}
+	puts := []cas.PutResult{put}
+	if err != nil {
+		s.expire(puts)
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if nameErr != nil {
+		// The row is committed, but the blob's name may not be durable:
+		// the row goes again, and the blob is gc's.
+		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), []int64{recs[0].ID}); derr != nil {
+			nameErr = errors.Join(nameErr, derr)
+			s.marker.mu.Lock()
+			s.marker.keep = true
+			s.marker.mu.Unlock()
+		}
+		s.expire(puts)
+		return nil, fmt.Errorf("store: %w", nameErr)
+	}
+	return []hook.Stored{{
+		Key: recs[0].Key, Path: s.blobs.Path(put.Blob), Digest: put.Blob.Digest,
+		Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: put.Existed,
+	}}, nil
+}
+
+// earlyWithoutSyncMax bounds the blobs whose write, without a sync, runs
+// beside the statements.
+const earlyWithoutSyncMax = 1 << 20
+
+// statementsEarly reports whether a write of size bytes may run its
+// statements while its blob is written. They hold the index's write lock from the
+// first one to the commit, so while the blob syncs, every other writer of
+// the index waits: worth it only when there is none. On PostgreSQL there
+// may be writers on other machines; on SQLite, every other store writing
+// durably has its marker in unsynced/ (see ensureMarker), so this store
+// writes alone when no marker but its own is there. (A store in another
+// process writing with recent keys that may be lost, or without syncs,
+// makes no marker, and may wait on this one's syncs.)
+func (s *Store) statementsEarly(size int) bool {
+	if s.index.IsPostgres() {
+		return false
+	}
+	if s.blobs.Durability() == cas.SyncNone {
+		// Without a sync, a small blob's write holds the lock about as
+		// long as the statements take (a store writing without syncs
+		// makes no marker, so writers in other processes cannot be seen).
+		return size <= earlyWithoutSyncMax
+	}
+	w := &s.writersSeen
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.at.IsZero() && time.Since(w.at) < writersSeenFor {
+		return w.alone
+	}
+	s.marker.mu.Lock()
+	own := ""
+	if s.marker.f != nil {
+		own = filepath.Base(s.marker.path)
+	}
+	s.marker.mu.Unlock()
+	des, err := os.ReadDir(filepath.Join(s.dir, UnsyncedDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	others := 0
+	for _, de := range des {
+		if !strings.HasPrefix(de.Name(), ".tmp-") && de.Name() != own {
+			others++
+		}
+	}
+	w.alone = err == nil && others == 0
+	w.at = time.Now()
+	return w.alone
+}
+
+// writersSeen is what statementsEarly last saw, and when (by the wall
+// clock: a test's clock may stand still).
+type writersSeen struct {
+	mu    sync.Mutex
+	at    time.Time
+	alone bool
+	// early counts the writes that ran their statements early, for tests.
+	early atomic.Int64
+}
+
+// writersSeenFor is how long statementsEarly trusts what it saw: for that
+// long, a writer that has just started may wait on this store's blob syncs.
+var writersSeenFor = 100 * time.Millisecond
