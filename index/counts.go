@@ -167,10 +167,11 @@ var driftChecks = []driftCheck{
 				c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
 		},
 	},
-	{ // The parts each blob row counts, for show.
-		`SELECT b.digest, b.ext, b.part_count, coalesce(g.n, 0)
-		FROM blobs b LEFT JOIN (SELECT blob_id, count(*) AS n FROM parts GROUP BY blob_id) g ON g.blob_id = b.id
-		WHERE b.part_count <> coalesce(g.n, 0)`,
+	{ // The parts each blob row counts, for show. Counted blob by blob
+		// through parts_blob: grouping every part first held a table of
+		// all the counts (22 MiB more at a million parts, and slower).
+		`SELECT b.digest, b.ext, b.part_count, (SELECT count(*) FROM parts p WHERE p.blob_id = b.id)
+		FROM blobs b WHERE b.part_count <> (SELECT count(*) FROM parts p WHERE p.blob_id = b.id)`,
 		func(c []any) string {
 			return fmt.Sprintf("blob %x%v: counted %v parts using it, recounted %v", c[0], c[1], c[2], c[3])
 		},
