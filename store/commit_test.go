@@ -47,16 +47,8 @@ func testGroupCommit(t *testing.T, sharedErr error) {
 		}
 		first = false
 		// The first committer waits until every other write has queued.
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			s.commits.mu.Lock()
-			n := len(s.commits.pending)
-			s.commits.mu.Unlock()
-			if n == writers {
-				close(hold)
-				return nil
-			}
-			time.Sleep(time.Millisecond)
+		if waitQueued(s, writers) {
+			close(hold)
 		}
 		return nil
 	}))
@@ -107,4 +99,20 @@ func testGroupCommit(t *testing.T, sharedErr error) {
 	if unknown && told == 0 {
 		t.Error("a shared commit with no answer: every write was recorded again, none was told")
 	}
+}
+
+// waitQueued waits, polling with a deadline, until n writes are queued
+// for the committer, and reports whether they were.
+func waitQueued(s *Store, n int) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		s.commits.mu.Lock()
+		queued := len(s.commits.pending)
+		s.commits.mu.Unlock()
+		if queued == n {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
 }

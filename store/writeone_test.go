@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -89,16 +90,7 @@ func TestGroupCommitOneBlobFails(t *testing.T) {
 			if !isFirst {
 				return nil
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				s.commits.mu.Lock()
-				n := len(s.commits.pending)
-				s.commits.mu.Unlock()
-				if n == writers {
-					return nil
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitQueued(s, writers)
 		}
 		return nil
 	}))
@@ -179,23 +171,8 @@ func blobsTemps(dir string) []string {
 // reports and gc removes once past the grace period, as any other.
 func TestTempPoolOfKilledWriter(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(ctx, dir, WithCreate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	cmd := childCmd("poolwriter", dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
+	dir := newStoreDir(t)
+	cmd, sc := startTalkingChild(t, "poolwriter", dir)
 	pooled := 0
 	if !sc.Scan() {
 		cmd.Process.Kill()
@@ -327,30 +304,15 @@ func init() {
 // the store writes the step again.
 func TestKilledBeforeTheCommit(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(ctx, dir, WithCreate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	cmd := childCmd("readywriter", dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
+	dir := newStoreDir(t)
+	cmd, sc := startTalkingChild(t, "readywriter", dir)
 	if !sc.Scan() || sc.Text() != "INTX" {
 		t.Fatalf("the writer said %q, want INTX", sc.Text())
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 
-	s, err = Open(ctx, dir)
+	s, err := Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,4 +341,35 @@ func TestKilledBeforeTheCommit(t *testing.T) {
 	if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(2) {
 		t.Errorf("Read(%s) = %v", st[0].Key, err)
 	}
+}
+
+// newStoreDir makes a store in a temp directory, closed, for child
+// processes to open.
+func newStoreDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(context.Background(), dir, WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return dir
+}
+
+// startTalkingChild starts the test binary in a role and returns a scanner
+// of what it prints; the child is killed when the test ends, however it
+// ends.
+func startTalkingChild(t *testing.T, role string, args ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := childCmd(role, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewScanner(out)
 }
