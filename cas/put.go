@@ -454,8 +454,10 @@ const settleTime = time.Minute
 // its shard directory (or been killed before it could), and a row this
 // put's caller commits must never outlive the blob's name in a power cut.
 // A blob born more than settleTime ago is taken as on disk: its writer
-// synced it, or the file system's own periodic commit (seconds on ext4
-// and XFS) has written it since, so hits on older blobs cost no sync. The
+// synced it, or the file system's own periodic commit (every 5 s on ext4,
+// up to 30 s on XFS and btrfs) has written it since, so hits on older
+// blobs cost no sync (a pooled temp file waits at most maxPooledAge
+// before it is renamed, which leaves 50 s of that). The
 // file's sync is a datasync, so that the modification time each hit sets
 // (touch) does not make the next hit wait for the disk.
 func (s *Store) syncPresent(f file, b Blob) error {

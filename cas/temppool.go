@@ -12,9 +12,10 @@ import (
 // inode, is one of the slowest calls of a put on some file systems (on
 // ext4 that many deletions have passed through, it can cost more than
 // the file's fsync); with a pool it happens between puts, off the path
-// that a writer waits on. Nothing is made before the first put; the pool
-// grows by one file each time a put finds it empty, up to n, and is
-// filled again behind each put that takes one; Close empties it. A
+// that a writer waits on. Nothing is made before the second put; the
+// pool grows by one file each time a put finds it empty (but the first),
+// up to n, and is filled again behind each put that takes one; puts
+// further apart than maxPooledAge keep one file ahead; Close empties it. A
 // process killed with files in its pool leaves empty temp files, which gc
 // removes as it removes any other. Where temp files cannot be locked
 // (TempLocking), it keeps none: gc could not tell a pooled file from a
