@@ -168,14 +168,36 @@ func extOf(extFor func() (string, error)) (string, error) {
 
 // PutBytes stores b as a blob with extension ext, as Put does.
 func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, error) {
-	if err := CheckExt(ext); err != nil {
+	return s.PutHashed(ctx, Hash(b, ext))
+}
+
+// PutHashed is PutBytes for content hashed already (see Hashed).
+func (s *Store) PutHashed(ctx context.Context, h Hashed) (PutResult, error) {
+	if err := CheckExt(h.blob.Ext); err != nil {
 		return PutResult{}, fmt.Errorf("cas: put: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
-	return s.putBytes(ctx, b, ext)
+	return s.putBytesSync(h, true)
 }
+
+// Hashed is content with the blob it is, hashed once by Hash: a writer
+// that needs the blob's name before its put (to name it in the index
+// meanwhile) hands the same value to PutHashed or PutHashedNameUnsynced,
+// which do not hash it again.
+type Hashed struct {
+	data []byte
+	blob Blob
+}
+
+// Hash hashes data, the content of a blob with extension ext.
+func Hash(data []byte, ext string) Hashed {
+	return Hashed{data: data, blob: Blob{Digest: Sum(data), Ext: ext}}
+}
+
+// Blob returns the blob the content is.
+func (h Hashed) Blob() Blob { return h.blob }
 
 // PutBytesNameUnsynced is PutBytes for a writer that overlaps the last
 // barrier with work of its own: a new blob's bytes are durable and it is
@@ -184,13 +206,18 @@ func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, 
 // the blob is durable once syncName returns nil. syncName is nil when
 // there is nothing to sync (a dedup hit, or durability off).
 func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) (res PutResult, syncName func() error, err error) {
-	if err := CheckExt(ext); err != nil {
+	return s.PutHashedNameUnsynced(ctx, Hash(b, ext))
+}
+
+// PutHashedNameUnsynced is PutBytesNameUnsynced for content hashed already.
+func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutResult, syncName func() error, err error) {
+	if err := CheckExt(h.blob.Ext); err != nil {
 		return PutResult{}, nil, fmt.Errorf("cas: put: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, nil, err
 	}
-	res, err = s.putBytesSync(b, ext, false)
+	res, err = s.putBytesSync(h, false)
 	if err != nil || res.Existed || s.durability != SyncFull {
 		return res, nil, err
 	}
@@ -205,13 +232,13 @@ func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) 
 }
 
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
-	return s.putBytesSync(data, ext, true)
+	return s.putBytesSync(Hash(data, ext), true)
 }
 
 // putBytesSync is putBytes, syncing the shard directory after the rename
 // only when syncName is set.
-func (s *Store) putBytesSync(data []byte, ext string, syncName bool) (PutResult, error) {
-	b := Blob{Digest: Sum(data), Ext: ext}
+func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, error) {
+	data, b := h.data, h.blob
 	res := PutResult{Blob: b, Size: int64(len(data))}
 	if s.presentBytes(b, data) {
 		res.Existed = true

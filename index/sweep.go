@@ -64,23 +64,13 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 		}
 		defer res.Close()
 		var other []int64
-		for res.Next() {
-			var (
-				id     int64
-				digest []byte
-				ext    string
-			)
-			if err := res.Scan(&id, &digest, &ext); err != nil {
-				return err
-			}
-			b, ok := want[id]
-			if !ok || len(digest) != cas.DigestSize || cas.Digest(digest) != b.Digest || ext != b.Ext {
+		if err := scanBlobRows(res, want, func(id int64, same bool) {
+			if same {
+				gone = append(gone, want[id])
+			} else {
 				other = append(other, id)
-				continue
 			}
-			gone = append(gone, b)
-		}
-		if err := res.Err(); err != nil {
+		}); err != nil {
 			return err
 		}
 		if len(other) > 0 {
@@ -128,20 +118,11 @@ func rowsOfTheirBlobs(ctx context.Context, tx *sql.Tx, rows []BlobID) ([]int64, 
 				return err
 			}
 			defer res.Close()
-			for res.Next() {
-				var (
-					id     int64
-					digest []byte
-					ext    string
-				)
-				if err := res.Scan(&id, &digest, &ext); err != nil {
-					return err
-				}
-				if b, ok := want[id]; ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext {
+			return scanBlobRows(res, want, func(id int64, same bool) {
+				if same {
 					out = append(out, id)
 				}
-			}
-			return res.Err()
+			})
 		}()
 		if err != nil {
 			return nil, err
@@ -236,4 +217,23 @@ func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t ti
 		}
 	}
 	return nil
+}
+
+// scanBlobRows reads rows of a blob row's id, digest and extension, and
+// calls f with each id and whether the row still names the blob want gives
+// for that id.
+func scanBlobRows(res *sql.Rows, want map[int64]cas.Blob, f func(id int64, same bool)) error {
+	for res.Next() {
+		var (
+			id     int64
+			digest []byte
+			ext    string
+		)
+		if err := res.Scan(&id, &digest, &ext); err != nil {
+			return err
+		}
+		b, ok := want[id]
+		f(id, ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext)
+	}
+	return res.Err()
 }

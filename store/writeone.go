@@ -38,7 +38,9 @@ import (
 //
 // The caller holds the shared lock, so gc cannot sweep meanwhile.
 func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
-	np.Blob = cas.Blob{Digest: cas.Sum(ci.Data), Ext: ci.Ext}
+	// Hashed once: the statements name the blob, the put writes it.
+	hashed := cas.Hash(ci.Data, ci.Ext)
+	np.Blob = hashed.Blob()
 	var (
 		put     cas.PutResult
 		putErr  error
@@ -54,11 +56,11 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 			return
 		}
 		if !nameLater {
-			put, putErr = s.blobs.PutBytes(ctx, ci.Data, ci.Ext)
+			put, putErr = s.blobs.PutHashed(ctx, hashed)
 			return
 		}
 		var syncName func() error
-		put, syncName, putErr = s.blobs.PutBytesNameUnsynced(ctx, ci.Data, ci.Ext)
+		put, syncName, putErr = s.blobs.PutHashedNameUnsynced(ctx, hashed)
 		if putErr != nil || syncName == nil {
 			return
 		}
@@ -79,15 +81,7 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		// A test's way to stop a writer whose statements have run.
 		s.fault("write:ready")
 		<-putDone
-		if putErr != nil {
-			return putErr
-		}
-		if put.Blob != np.Blob {
-			// The statements name the blob hashed here; never commit them
-			// for another.
-			return fmt.Errorf("blob %s stored as %s", np.Blob, put.Blob)
-		}
-		return nil
+		return putErr
 	}
 
 	// A test's stand-in for a row commit that failed (on a full disk, say):
