@@ -258,18 +258,34 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 // (a transaction retried while other processes held the lock), and must
 // return the same answer each time. A nil ready commits at once.
 func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() error) ([]Recorded, error) {
-	ps = storableParts(ps)
-	for _, p := range ps {
-		if err := checkPart(p); err != nil {
-			return nil, fmt.Errorf("index: record: %w", err)
-		}
+	var gather func() ([]NewPart, error)
+	if ready != nil {
+		gather = func() ([]NewPart, error) { return nil, ready() }
+	}
+	return x.RecordGathering(ctx, ps, gather)
+}
+
+// RecordGathering is RecordWhenReady for a writer that gathers the parts of
+// other writes into its transaction: once the statements of ps have run,
+// gather is called, and the parts it returns are recorded in the same
+// transaction, after those before them; it is called again until it
+// returns none, and then the transaction commits (an error rolls it back
+// and is returned, wrapped). The Recorded are in the order of ps and then
+// of what gather returned. If the transaction is retried, every part
+// gathered so far is recorded again before gather is called anew. A nil
+// gather commits at once.
+func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error)) ([]Recorded, error) {
+	ps, err := recordable(ps)
+	if err != nil {
+		return nil, err
 	}
 	var (
 		out     []Recorded
 		newRuns map[runKey]int64
+		all     = ps // every part gathered so far
 	)
-	err := x.write(ctx, func(tx *sql.Tx) error {
-		out = make([]Recorded, len(ps))
+	err = x.write(ctx, func(tx *sql.Tx) error {
+		out = make([]Recorded, 0, len(all))
 		newRuns = map[runKey]int64{}
 		now := x.now().UnixNano()
 		// Each statement is bound to the transaction when first needed: a
@@ -282,7 +298,9 @@ func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() 
 			}
 			return *st
 		}
-		for i, p := range ps {
+		batch := all
+	next:
+		for _, p := range batch {
 			// A key's suffix goes before its extension: every key tried
 			// has p.Key's prefix, and its run's row.
 			prefix, rest := splitKey(p.Key)
@@ -341,18 +359,38 @@ func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() 
 					return fmt.Errorf("same content as %s: %w", p.Key, err)
 				}
 			}
-			out[i] = Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}
+			out = append(out, Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)})
 		}
-		if ready != nil {
-			return ready()
+		if gather == nil {
+			return nil
 		}
-		return nil
+		more, err := gather()
+		if err != nil || len(more) == 0 {
+			return err
+		}
+		if batch, err = recordable(more); err != nil {
+			return err
+		}
+		all = append(all[:len(all):len(all)], batch...)
+		goto next
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: record: %w", err)
 	}
 	x.runs.add(newRuns)
 	return out, nil
+}
+
+// recordable returns ps as Record stores them, or the error of the first
+// part that cannot be recorded.
+func recordable(ps []NewPart) ([]NewPart, error) {
+	ps = storableParts(ps)
+	for _, p := range ps {
+		if err := checkPart(p); err != nil {
+			return nil, fmt.Errorf("index: record: %w", err)
+		}
+	}
+	return ps, nil
 }
 
 // runKey names a runs row: a run and the first element of its keys.

@@ -17,13 +17,17 @@ import (
 // they are committed, so the order a crash can see is a lone write's:
 // blob, then row.
 //
-// The first write to arrive commits; writes arriving meanwhile queue, and
-// it commits the queue too before it returns, so that one is always
-// committing while any wait.
+// The first write to arrive commits. While its blob is still being
+// written, the writes that arrive join its transaction: their statements
+// run in it, and it commits once every blob of them is in place. Writes
+// arriving later queue, and it commits the queue too before it returns,
+// so that one is always committing while any wait.
 type committer struct {
 	mu      sync.Mutex
 	busy    bool
 	pending []*commitReq
+	// arrived wakes a committer waiting for its blob when a write queues.
+	arrived chan struct{}
 	// batches counts the writes of each transaction, for tests.
 	batches []int
 }
@@ -32,27 +36,37 @@ type commitReq struct {
 	parts []index.NewPart
 	// ready, when set, says whether the write's blobs are in place: the
 	// transaction's statements run before it is called, its commit after
-	// (see index.RecordWhenReady).
+	// (see index.RecordGathering).
 	ready func() error
-	recs  []index.Recorded
-	err   error
-	done  chan struct{}
+	// blob, when set, is closed once ready no longer waits; while the first
+	// write's is open, other writes join its transaction.
+	blob <-chan struct{}
+	recs []index.Recorded
+	err  error
+	done chan struct{}
 }
 
 // record records a write's parts, in a transaction of its own or with the
 // parts of writes concurrent with it.
 func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
-	return s.recordWhenReady(ctx, parts, nil)
+	return s.recordWhenReady(ctx, parts, nil, nil)
 }
 
 // recordWhenReady is record for a write whose blobs are still being made
-// durable: ready (see commitReq) is called before the commit.
-func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() error) ([]index.Recorded, error) {
+// durable: ready (see commitReq) is called before the commit, and blob is
+// closed once it no longer waits.
+func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() error, blob <-chan struct{}) ([]index.Recorded, error) {
 	c := &s.commits
-	req := &commitReq{parts: parts, ready: ready, done: make(chan struct{})}
+	req := &commitReq{parts: parts, ready: ready, blob: blob, done: make(chan struct{})}
 	c.mu.Lock()
 	c.pending = append(c.pending, req)
 	if c.busy {
+		if c.arrived != nil {
+			select {
+			case c.arrived <- struct{}{}:
+			default:
+			}
+		}
 		c.mu.Unlock()
 		// Once queued, a write waits for its rows' fate whatever its
 		// context says: they may be committing.
@@ -60,6 +74,9 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 		return req.recs, req.err
 	}
 	c.busy = true
+	if c.arrived == nil {
+		c.arrived = make(chan struct{}, 1)
+	}
 	c.mu.Unlock()
 	// A test's way to hold the committer while other writes queue.
 	s.fault("write:commit")
@@ -67,20 +84,30 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 	for len(c.pending) > 0 {
 		batch := c.pending
 		c.pending = nil
-		c.batches = append(c.batches, len(batch))
 		c.mu.Unlock()
-		s.commit(ctx, req, batch)
+		batch = s.commit(ctx, req, batch)
 		c.mu.Lock()
+		c.batches = append(c.batches, len(batch))
 	}
 	c.busy = false
 	c.mu.Unlock()
 	return req.recs, req.err
 }
 
+// take returns the writes queued since the committer last looked.
+func (c *committer) take() []*commitReq {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	more := c.pending
+	c.pending = nil
+	return more
+}
+
 // commit records a batch of writes in one transaction, for the write own
-// whose context is ctx. If that fails, each write is recorded alone, so
-// that one write's bad row fails only it.
-func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) {
+// whose context is ctx, with the writes that join it (see committer), and
+// returns them all. If that fails, each write is recorded alone, so that
+// one write's bad row fails only it.
+func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) []*commitReq {
 	defer func() {
 		for _, r := range batch {
 			if r != own {
@@ -88,49 +115,71 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 			}
 		}
 	}()
-	if len(batch) == 1 && batch[0] == own {
+	first := batch[0]
+	if len(batch) == 1 && first == own && first.blob == nil {
 		own.recs, own.err = s.recordTx(ctx, own.parts, own.ready)
-		return
+		return batch
 	}
-	// The rows of other writes do not fail with this one's context.
+	// The rows of other writes, or of writes that may join, do not fail
+	// with this one's context; a write whose context is done before its
+	// transaction starts fails alone.
+	if first == own && ctx.Err() != nil {
+		own.err = ctx.Err()
+		return batch
+	}
 	ctx = context.WithoutCancel(ctx)
-	if len(batch) == 1 {
-		batch[0].recs, batch[0].err = s.recordTx(ctx, batch[0].parts, batch[0].ready)
-		return
-	}
 	var all []index.NewPart
-	var readies []func() error
 	for _, r := range batch {
 		all = append(all, r.parts...)
-		if r.ready != nil {
-			readies = append(readies, r.ready)
-		}
 	}
-	// The shared transaction commits once every write's blobs are in
-	// place; one that failed fails it, and each write is then recorded
-	// alone, where only that one fails again.
-	var ready func() error
-	if len(readies) > 0 {
-		ready = func() error {
-			for _, f := range readies {
-				if err := f(); err != nil {
-					return err
+	// gather runs once the batch's statements have: while the first
+	// write's blob is being written, the writes queued meanwhile join; then
+	// it waits for every blob of the batch, and the transaction commits
+	// once all are in place. One that failed fails it, and each write is
+	// then recorded alone, where only that one fails again.
+	c := &s.commits
+	joining := first.blob != nil
+	gather := func() ([]index.NewPart, error) {
+		for joining {
+			if more := c.take(); len(more) > 0 {
+				batch = append(batch, more...)
+				// A test's way to see writes join.
+				s.fault("write:joined")
+				var parts []index.NewPart
+				for _, r := range more {
+					parts = append(parts, r.parts...)
+				}
+				return parts, nil
+			}
+			select {
+			case <-first.blob:
+				joining = false
+			case <-c.arrived:
+			}
+		}
+		for _, r := range batch {
+			if r.ready != nil {
+				if err := r.ready(); err != nil {
+					return nil, err
 				}
 			}
-			return nil
 		}
+		return nil, nil
 	}
 	// A test's stand-in for a shared transaction that failed.
-	err := s.fault("write:shared")
+	var err error
+	if len(batch) > 1 {
+		err = s.fault("write:shared")
+	}
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.recordTx(ctx, all, ready)
+		recs, err = s.recordGathering(ctx, all, gather)
 	}
 	if err == nil {
 		for _, r := range batch {
 			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
 		}
-		return
+		return batch
 	}
 	// A commit whose answer was lost may have recorded every part: writing
 	// them again would add each as a new version. Each write is told so.
@@ -138,19 +187,34 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		for _, r := range batch {
 			r.err = err
 		}
-		return
+		return batch
+	}
+	if len(batch) == 1 {
+		first.err = err
+		return batch
 	}
 	for _, r := range batch {
 		r.recs, r.err = s.recordTx(ctx, r.parts, r.ready)
 	}
+	return batch
 }
 
 // recordTx records parts in one transaction, counting the log syncs.
 func (s *Store) recordTx(ctx context.Context, parts []index.NewPart, ready func() error) ([]index.Recorded, error) {
+	var gather func() ([]index.NewPart, error)
+	if ready != nil {
+		gather = func() ([]index.NewPart, error) { return nil, ready() }
+	}
+	return s.recordGathering(ctx, parts, gather)
+}
+
+// recordGathering records parts, and those gather returns, in one
+// transaction (see index.RecordGathering), counting the log syncs.
+func (s *Store) recordGathering(ctx context.Context, parts []index.NewPart, gather func() ([]index.NewPart, error)) ([]index.Recorded, error) {
 	if s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost {
 		s.commitSyncs.Add(1)
 	}
-	return s.index.RecordWhenReady(ctx, parts, ready)
+	return s.index.RecordGathering(ctx, parts, gather)
 }
 
 // Barriers returns how many file-system barriers this Store's writes have

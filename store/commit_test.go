@@ -116,3 +116,110 @@ func waitQueued(s *Store, n int) bool {
 	}
 	return false
 }
+
+// Writes that arrive while the first write's blob is still being written
+// join its transaction: one commit for all, once every blob is in place.
+// One whose blob fails then fails alone, and the others are recorded.
+func TestWritesJoinWhileTheFirstBlobIsWritten(t *testing.T) {
+	t.Run("all", func(t *testing.T) { testWritesJoin(t, -1) })
+	t.Run("one blob fails", func(t *testing.T) { testWritesJoin(t, 2) })
+}
+
+func testWritesJoin(t *testing.T, failing int) {
+	ctx := context.Background()
+	const writers = 4
+	failed := errors.New("injected failure of one blob")
+	release := make(chan struct{})
+	firstBlob := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		blobs   int
+		joined  = make(chan struct{}, writers)
+		readies int
+	)
+	s := MustOpen(t, withFaults(func(point string) error {
+		switch point {
+		case "write:blob":
+			mu.Lock()
+			n := blobs
+			blobs++
+			mu.Unlock()
+			switch {
+			case n == 0:
+				close(firstBlob)
+				<-release
+			case n == failing:
+				return failed
+			}
+		case "write:joined":
+			joined <- struct{}{}
+		case "write:ready":
+			mu.Lock()
+			readies++
+			mu.Unlock()
+		}
+		return nil
+	}))
+	if !s.statementsEarly(16) {
+		t.Skip("this store does not run its statements while its blob is written")
+	}
+	var wg sync.WaitGroup
+	got := make([][]hook.Stored, writers)
+	errs := make([]error, writers)
+	write := func(i int) {
+		got[i], errs[i] = s.Write(ctx, []hook.Item{item(fmt.Sprint("run", i), 1, fmt.Sprint("content ", i))})
+	}
+	wg.Go(func() { write(0) })
+	<-firstBlob
+	// The others, one at a time, each joining before the next starts.
+	for i := 1; i < writers; i++ {
+		wg.Go(func() { write(i) })
+		select {
+		case <-joined:
+		case <-time.After(30 * time.Second):
+			close(release)
+			wg.Wait()
+			t.Fatalf("write %d did not join the first write's transaction", i)
+		}
+	}
+	mu.Lock()
+	if readies != 0 {
+		t.Errorf("%d writes asked whether their blob was ready before the first blob was, want 0", readies)
+	}
+	mu.Unlock()
+	close(release)
+	wg.Wait()
+	var nFailed int
+	for i := range writers {
+		if i == failing {
+			if !errors.Is(errs[i], failed) {
+				t.Errorf("writer %d: %v, want the injected failure", i, errs[i])
+			}
+			nFailed++
+			continue
+		}
+		if errs[i] != nil {
+			t.Errorf("writer %d: %v", i, errs[i])
+			continue
+		}
+		c, err := s.Read(ctx, "", got[i][0].Key)
+		if err != nil || string(c.Data) != fmt.Sprint("content ", i) {
+			t.Errorf("writer %d: Read(%s) = %v", i, got[i][0].Key, err)
+		}
+	}
+	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	if err != nil || len(ps) != writers-nFailed {
+		t.Errorf("%d parts recorded (%v), want %d", len(ps), err, writers-nFailed)
+	}
+	for _, p := range ps {
+		if p.Run == fmt.Sprint("run", failing) {
+			t.Errorf("the write whose blob failed has a row: %s", p.Key)
+		}
+	}
+	s.commits.mu.Lock()
+	batches := append([]int(nil), s.commits.batches...)
+	s.commits.mu.Unlock()
+	if len(batches) != 1 || batches[0] != writers {
+		t.Errorf("transactions of %v writes, want one of all %d", batches, writers)
+	}
+}

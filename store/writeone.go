@@ -98,7 +98,7 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		}
 	}
 	if err == nil {
-		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready)
+		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
 	}
 	if err == nil {
 		// A test's way to stop a writer with its row committed.
