@@ -179,7 +179,8 @@ func (s *Store) PutHashed(ctx context.Context, h Hashed) (PutResult, error) {
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
 	}
-	return s.putBytesSync(h, true)
+	res, _, err := s.putBytesSync(h, true)
+	return res, err
 }
 
 // Hashed is content with the blob it is, hashed once by Hash: a writer
@@ -217,7 +218,7 @@ func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutRes
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, nil, err
 	}
-	res, err = s.putBytesSync(h, false)
+	res, id, err := s.putBytesSync(h, false)
 	if err != nil || res.Existed || s.durability != SyncFull {
 		return res, nil, err
 	}
@@ -227,38 +228,40 @@ func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutRes
 		if err := s.fs.SyncDir(shard); err != nil {
 			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), err)
 		}
+		s.rememberSynced(res.Blob, id)
 		return nil
 	}, nil
 }
 
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
-	return s.putBytesSync(Hash(data, ext), true)
+	res, _, err := s.putBytesSync(Hash(data, ext), true)
+	return res, err
 }
 
 // putBytesSync is putBytes, syncing the shard directory after the rename
-// only when syncName is set.
-func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, error) {
+// only when syncName is set. A new blob's file, durable, is returned as id
+// (see rememberSynced).
+func (s *Store) putBytesSync(h Hashed, syncName bool) (res PutResult, id *fileID, err error) {
 	data, b := h.data, h.blob
-	res := PutResult{Blob: b, Size: int64(len(data))}
+	res = PutResult{Blob: b, Size: int64(len(data))}
 	if s.presentBytes(b, data) {
 		res.Existed = true
-		return res, nil
+		return res, nil, nil
 	}
 	tmp, f, ok := s.takeTemp()
 	if !ok {
-		var err error
 		if tmp, f, err = s.createTemp(b.Shard()); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	if _, err := f.Write(data); err != nil {
 		s.discard(tmp, f)
-		return res, s.writeError(b, err)
+		return res, nil, s.writeError(b, err)
 	}
-	if err := s.commitSync(tmp, f, b, syncName); err != nil {
-		return res, err
+	if id, err = s.commitSync(tmp, f, b, syncName); err != nil {
+		return res, nil, err
 	}
-	return res, nil
+	return res, id, nil
 }
 
 // stageStream writes head followed by the rest of r to a temp file. The
@@ -384,16 +387,36 @@ func randomSuffix() string {
 // commitSync makes a written temp file the blob: sync, close, rename to the
 // final name, and sync the shard directory when syncName is set. Until the
 // rename the blob is invisible; the rename happens only once its bytes are
-// durable.
-func (s *Store) commitSync(tmp string, f file, b Blob, syncName bool) error {
+// durable. Durable, it returns which file the blob is, where that can be
+// told (see identify); with syncName, the store then remembers it synced.
+func (s *Store) commitSync(tmp string, f file, b Blob, syncName bool) (*fileID, error) {
+	var id *fileID
 	if s.durability == SyncFull {
 		s.syncs.Add(1)
 		if err := f.Sync(); err != nil {
 			s.discard(tmp, f)
-			return s.writeError(b, err)
+			return nil, s.writeError(b, err)
+		}
+		if fid, ok := identify(f); ok {
+			id = &fid
 		}
 	}
-	return s.renameSync(tmp, f, b, syncName)
+	if err := s.renameSync(tmp, f, b, syncName); err != nil {
+		return nil, err
+	}
+	if syncName {
+		s.rememberSynced(b, id)
+	}
+	return id, nil
+}
+
+// rememberSynced remembers that the file id, at b's name, has had its bytes
+// and its name synced by this Store (see syncPresent). A nil id, a file
+// that cannot be told from one made later at its inode, is not kept.
+func (s *Store) rememberSynced(b Blob, id *fileID) {
+	if id != nil {
+		s.synced.add(b, *id, s.now())
+	}
 }
 
 // rename is commit once the temp file's bytes are durable.
@@ -484,21 +507,31 @@ const settleTime = time.Minute
 // synced it, or the file system's own periodic commit (every 5 s on ext4,
 // up to 30 s on XFS and btrfs) has written it since, so hits on older
 // blobs cost no sync (a pooled temp file waits at most maxPooledAge
-// before it is renamed, which leaves 50 s of that). The
+// before it is renamed, which leaves 50 s of that). Nor do hits on a file
+// this Store synced itself, bytes and then name (see rememberSynced): the
+// same file, told by its inode and birth time, so not one that gc removed
+// and another writer made anew since. The
 // file's sync is a datasync, so that the modification time each hit sets
 // (touch) does not make the next hit wait for the disk.
 func (s *Store) syncPresent(f file, b Blob) error {
 	if s.durability != SyncFull {
 		return nil
 	}
-	if born, ok := birthTime(f); ok && s.now().Sub(born) > settleTime {
+	id, known := identify(f)
+	if known && (s.now().Sub(id.born) > settleTime || s.synced.has(b, id)) {
 		return nil
 	}
 	s.syncs.Add(2)
 	if err := datasync(f); err != nil {
 		return err
 	}
-	return s.fs.SyncDir(BlobsDir + "/" + b.Shard())
+	if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
+		return err
+	}
+	if known {
+		s.synced.add(b, id, s.now())
+	}
+	return nil
 }
 
 // presentStream is presentBytes for content already streamed to a temp file:

@@ -128,6 +128,8 @@ type Store struct {
 	syncs atomic.Int64
 	// pool holds temp files made ahead (WithTempPool).
 	pool tempPool
+	// synced remembers the young blob files this Store synced itself.
+	synced syncedBlobs
 }
 
 // Syncs returns how many barriers (fsync of a blob file or a shard

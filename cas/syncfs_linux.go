@@ -49,20 +49,31 @@ func datasync(f file) error {
 // birthTime returns when f's file was created, where the file system
 // records it (statx's btime).
 func birthTime(f file) (time.Time, bool) {
+	id, ok := identify(f)
+	return id.born, ok
+}
+
+// identify returns which file f is: its device, inode and birth time, where
+// the file system records the birth time (statx's btime).
+func identify(f file) (fileID, bool) {
 	of, ok := f.(*os.File)
 	if !ok {
-		return time.Time{}, false
+		return fileID{}, false
 	}
 	raw, err := of.SyscallConn()
 	if err != nil {
-		return time.Time{}, false
+		return fileID{}, false
 	}
 	var st unix.Statx_t
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
-		serr = unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &st)
-	}); err != nil || serr != nil || st.Mask&unix.STATX_BTIME == 0 {
-		return time.Time{}, false
+		serr = unix.Statx(int(fd), "", unix.AT_EMPTY_PATH, unix.STATX_BTIME|unix.STATX_INO, &st)
+	}); err != nil || serr != nil || st.Mask&(unix.STATX_BTIME|unix.STATX_INO) != unix.STATX_BTIME|unix.STATX_INO {
+		return fileID{}, false
 	}
-	return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)), true
+	return fileID{
+		dev:  uint64(st.Dev_major)<<32 | uint64(st.Dev_minor),
+		ino:  st.Ino,
+		born: time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)),
+	}, true
 }
