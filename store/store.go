@@ -379,7 +379,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	}
 	// One part: see writeOne.
 	one := len(casItems) == 1 && !s.sequential
-	nameLater := one && s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost
+	nameLater := one && s.blobs.Durability() == cas.SyncFull
 	if nameLater {
 		if err := s.ensureMarker(ctx); err != nil {
 			return nil, fmt.Errorf("store: %w", err)

@@ -17,23 +17,27 @@ import (
 )
 
 func init() {
-	// unsyncedwriter DIR N: write N steps, printing each one's key and
-	// digest once it returned, then write one more and stop for good once
-	// its row is committed, printing its key and digest: a process that a
-	// power cut would leave with that row and maybe without its blob's
-	// name.
+	// unsyncedwriter DIR N DURABILITY: write N steps, printing each one's
+	// key and digest once it returned, then write one more and stop for
+	// good once its row is committed, printing its key and digest: a
+	// process that a power cut would leave with that row and maybe without
+	// its blob's name.
 	lockRoles["unsyncedwriter"] = func(a []string) error {
 		ctx := context.Background()
 		var n int
 		fmt.Sscan(a[1], &n)
+		opts, err := DurabilityOptions(a[2])
+		if err != nil {
+			return err
+		}
 		var last atomic.Bool
-		s, err := Open(ctx, a[0], withFaults(func(point string) error {
+		s, err := Open(ctx, a[0], append(opts, withFaults(func(point string) error {
 			if point == "write:committed" && last.Load() {
 				fmt.Println("COMMITTED")
 				select {} // until killed
 			}
 			return nil
-		}))
+		}))...)
 		if err != nil {
 			return err
 		}
@@ -54,8 +58,16 @@ func init() {
 // done; the blob file is then removed, as a power cut that lost the
 // rename would leave it. The next Open drops that row, and only it: every
 // write the writer saw return resolves and reads back, every row left
-// resolves, and no marker is left.
+// resolves, and no marker is left. The same holds where the row's commit
+// is not synced (recent keys may be lost): the row can outlive the name
+// there too.
 func TestRecoverDropsRowsWhoseBlobNameWasLost(t *testing.T) {
+	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost} {
+		t.Run(mode, func(t *testing.T) { testRecoverDropsRows(t, mode) })
+	}
+}
+
+func testRecoverDropsRows(t *testing.T, mode string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(ctx, dir, WithCreate())
@@ -63,7 +75,7 @@ func TestRecoverDropsRowsWhoseBlobNameWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	cmd := childCmd("unsyncedwriter", dir, "5")
+	cmd := childCmd("unsyncedwriter", dir, "5", mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,8 @@ import (
 //     (unless another store writes: see statementsEarly);
 //  2. the transaction commits only once the blob is in place, so that no
 //     row is ever visible before its blob;
-//  3. with nameLater (durable, the row's commit synced too), the blob's
+//  3. with nameLater (durable, whether the row's commit syncs the log or
+//     not: see RecentKeysMayBeLostOnPowerCut), the blob's
 //     shard directory is synced while the row commits, and the write
 //     returns once both are done.
 //
@@ -145,8 +146,8 @@ const earlyWithoutSyncMax = 1 << 20
 // may be writers on other machines; on SQLite, every other store writing
 // durably has its marker in unsynced/ (see ensureMarker), so this store
 // writes alone when no marker but its own is there. (A store in another
-// process writing with recent keys that may be lost, or without syncs,
-// makes no marker, and may wait on this one's syncs.)
+// process writing without syncs makes no marker, and may wait on this
+// one's syncs.)
 func (s *Store) statementsEarly(size int) bool {
 	if s.index.IsPostgres() {
 		return false
