@@ -277,7 +277,7 @@ func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() 
 func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error)) ([]Recorded, error) {
 	ps, err := recordable(ps)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("index: record: %w", err)
 	}
 	var (
 		out     []Recorded
@@ -387,7 +387,7 @@ func recordable(ps []NewPart) ([]NewPart, error) {
 	ps = storableParts(ps)
 	for _, p := range ps {
 		if err := checkPart(p); err != nil {
-			return nil, fmt.Errorf("index: record: %w", err)
+			return nil, err
 		}
 	}
 	return ps, nil
