@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,6 +55,13 @@ func (f *floorStore) Read(context.Context, string, string) (*hook.Content, error
 // bareWrite is temp file, write, fsync, close, rename; and the directory
 // fsync when durable.
 func bareWrite(dir, name string, data []byte, durable bool) error {
+	return bareWriteBeside(dir, name, data, durable, nil)
+}
+
+// bareWriteBeside is bareWrite with beside, when set and durable, run
+// while the directory syncs: what a store that also syncs a log of its own
+// adds to the bare write at the least.
+func bareWriteBeside(dir, name string, data []byte, durable bool, beside func() error) error {
 	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return err
@@ -84,7 +92,12 @@ func bareWrite(dir, name string, data []byte, durable bool) error {
 			return err
 		}
 		defer d.Close()
-		return d.Sync()
+		if beside == nil {
+			return d.Sync()
+		}
+		done := make(chan error, 1)
+		go func() { done <- beside() }()
+		return errors.Join(d.Sync(), <-done)
 	}
 	return nil
 }
