@@ -16,7 +16,7 @@
 -- connection (they cannot be turned off inside one), as SQLite's steps for
 -- changing a table's schema go: with them on, dropping blobs, which parts
 -- refers to, deleted its rows one by one and checked each against parts,
--- five times as long. The rows are copied aside, the table dropped, made
+-- twice as long. The rows are copied aside, the table dropped, made
 -- again under its name and the rows put back; the triggers and indexes of
 -- blobs go with it and are made again as 00008 and 00003 made them. Should
 -- the process stop between the commit and goose's record of the version,
