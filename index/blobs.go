@@ -90,11 +90,11 @@ func (x *Index) UnreferencedBlobs(ctx context.Context) ([]BlobRow, error) {
 // counting them in parts_blob would read an entry for each of the parts
 // sharing it, tens of thousands for a blob many steps return.
 const blobSQL = `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at, b.part_count AS parts
-	FROM blobs b WHERE b.digest = ? AND b.ext = ?`
+	FROM blobs b WHERE ` + blobDigestIs + ` AND b.ext = ?`
 
 // Blob returns a blob's row, with ErrNotFound when there is none.
 func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
-	rows, err := x.blobRows(ctx, blobSQL, b.Digest[:], b.Ext)
+	rows, err := x.blobRows(ctx, blobSQL, digestKey(b.Digest), b.Digest[:], b.Ext)
 	if err != nil {
 		return BlobRow{}, fmt.Errorf("index: blob %s: %w", b, err)
 	}
@@ -134,7 +134,8 @@ func deleteUnreferenced(ctx context.Context, tx *sql.Tx, blobs []cas.Blob, cutof
 	for _, b := range blobs {
 		var id int64
 		var last int64
-		err := tx.QueryRowContext(ctx, `SELECT id, last_referenced FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext).Scan(&id, &last)
+		err := tx.QueryRowContext(ctx, `SELECT id, last_referenced FROM blobs WHERE `+digestIs+` AND ext = ?`,
+			digestKey(b.Digest), b.Digest[:], b.Ext).Scan(&id, &last)
 		if err == sql.ErrNoRows {
 			gone = append(gone, b)
 			continue
@@ -164,8 +165,8 @@ func (x *Index) DeleteBlobRows(ctx context.Context, blobs []cas.Blob) (int64, er
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		n = 0
 		for _, b := range blobs {
-			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE digest = ? AND ext = ?
-				AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`, b.Digest[:], b.Ext)
+			res, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE `+digestIs+` AND ext = ?
+				AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`, digestKey(b.Digest), b.Digest[:], b.Ext)
 			if err != nil {
 				return err
 			}
@@ -222,13 +223,13 @@ func (x *Index) MarkVerified(ctx context.Context, blobs []cas.Blob, t time.Time)
 
 func (x *Index) markVerified(ctx context.Context, blobs []cas.Blob, t time.Time) error {
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET verified_at = ? WHERE digest = ? AND ext = ?`)
+		stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET verified_at = ? WHERE `+digestIs+` AND ext = ?`)
 		if err != nil {
 			return err
 		}
 		defer stmt.Close()
 		for _, b := range blobs {
-			if _, err := stmt.ExecContext(ctx, t.UnixNano(), b.Digest[:], b.Ext); err != nil {
+			if _, err := stmt.ExecContext(ctx, t.UnixNano(), digestKey(b.Digest), b.Digest[:], b.Ext); err != nil {
 				return err
 			}
 		}

@@ -128,4 +128,27 @@ func testManyGoroutines(t *testing.T) {
 	if len(nums) != writers*batches {
 		t.Errorf("%d versions of the shared key, want %d", len(nums), writers*batches)
 	}
+	checkOneRowPerBlob(t, x)
+}
+
+// checkOneRowPerBlob fails the test if a blob (digest and extension) has
+// more than one row: no unique index keeps it to one, the writers do.
+func checkOneRowPerBlob(t *testing.T, x *Index) {
+	t.Helper()
+	var twice []struct {
+		Digest []byte `db:"digest"`
+		Ext    string `db:"ext"`
+		N      int    `db:"n"`
+	}
+	if err := x.db.SelectContext(context.Background(), &twice, `SELECT digest, ext, count(*) AS n FROM blobs
+		GROUP BY digest, ext HAVING count(*) > 1`); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := x.db.GetContext(context.Background(), &rows, `SELECT count(*) FROM blobs`); err != nil || rows == 0 {
+		t.Fatalf("%d blob rows (%v): the check sees nothing", rows, err)
+	}
+	for _, r := range twice {
+		t.Errorf("blob %x%s has %d rows", r.Digest, r.Ext, r.N)
+	}
 }

@@ -202,7 +202,8 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		n = 0
 		now := x.now().UnixNano()
-		upsertBlob := tx.StmtContext(ctx, x.stmts.upsertBlob)
+		insertBlob := tx.StmtContext(ctx, x.stmts.insertBlob)
+		touchBlob := tx.StmtContext(ctx, x.stmts.touchBlob)
 		runID := tx.StmtContext(ctx, x.stmts.runID)
 		insertRun := tx.StmtContext(ctx, x.stmts.insertRun)
 		insertPart := tx.StmtContext(ctx, x.stmts.insertPart)
@@ -223,9 +224,9 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 			if err != nil {
 				return fmt.Errorf("run %s: %w", clip(p.Run), err)
 			}
-			var blobID int64
-			if err := upsertBlob.QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now, run, p.Tool).Scan(&blobID); err != nil {
-				return fmt.Errorf("blob %s: %w", p.Blob, err)
+			blobID, _, err := makeBlobRow(ctx, insertBlob, func() *sql.Stmt { return touchBlob }, p.Blob, p.Bytes, run, p.Tool, now)
+			if err != nil {
+				return err
 			}
 			if _, err := x.insertID(ctx, insertPart, run, rest, p.Step, p.Tool, p.CallID, p.Part, p.Version,
 				string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, p.CreatedAt.UnixNano()); err != nil {

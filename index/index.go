@@ -352,8 +352,8 @@ func (x *Index) provider() (*goose.Provider, error) {
 // on a connection once): parsing SQL was a fifth of the cost of recording
 // a part.
 type statements struct {
-	upsertBlob, keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
-	insertBlob, touchBlob, insertNewKey                        *sql.Stmt
+	keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
+	insertBlob, touchBlob, insertNewKey            *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -361,7 +361,6 @@ func (x *Index) prepare(ctx context.Context) error {
 		dst **sql.Stmt
 		q   string
 	}{
-		{&x.stmts.upsertBlob, upsertBlobSQL},
 		{&x.stmts.keyOwner, keyOwnerSQL},
 		{&x.stmts.sameAs, sameAsSQL},
 		{&x.stmts.insertPart, insertPartSQL + x.returningID()},
@@ -372,7 +371,7 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
 	} {
 		err := retryBusy(ctx, x.retry, func() error {
-			st, err := x.db.PrepareContext(ctx, p.q)
+			st, err := x.db.PrepareContext(ctx, x.blobType(p.q))
 			*p.dst = st
 			return err
 		})
@@ -381,6 +380,15 @@ func (x *Index) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// blobType returns q for the index's database: on PostgreSQL a cast to
+// BLOB is one to BYTEA.
+func (x *Index) blobType(q string) string {
+	if x.pg {
+		return strings.ReplaceAll(q, " AS BLOB)", " AS BYTEA)")
+	}
+	return q
 }
 
 // dsn builds the connection string. Every pragma is in it, so that each
@@ -512,7 +520,7 @@ func (x *Index) IsPostgres() bool { return x.pg }
 
 // Close closes the database.
 func (x *Index) Close() error {
-	for _, st := range []*sql.Stmt{x.stmts.upsertBlob, x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
+	for _, st := range []*sql.Stmt{x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
 		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey} {
 		if st != nil {
 			st.Close()

@@ -84,6 +84,10 @@ func testRecordAndResolve(t *testing.T) {
 		{a.Blob.Digest.String(), "run-b", ""},
 		{a.Blob.Digest.Hex()[:8], "", a.Key},
 		{a.Blob.Digest.Hex()[:8], "run-b", ""},
+		// Prefixes longer than the digests' start that blobs_digest holds.
+		{a.Blob.Digest.Hex()[:17], "", a.Key},
+		{a.Blob.Digest.Hex()[:40], "", a.Key},
+		{a.Blob.Digest.Hex()[:40], "run-b", ""},
 		{a.Blob.RelPath(), "", a.Key},
 		{"/store/" + a.Blob.RelPath(), "run-a", a.Key},
 		{"/store/" + a.Blob.RelPath(), "run-b", ""},

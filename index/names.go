@@ -139,7 +139,7 @@ func (x *Index) DeletePartsOf(ctx context.Context, blobs []cas.Blob) ([]Part, er
 		gone = gone[:0]
 		for _, b := range blobs {
 			rows, err := tx.QueryContext(ctx, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
-				WHERE b.digest = ? AND b.ext = ? ORDER BY p.id`, b.Digest[:], b.Ext)
+				WHERE `+blobDigestIs+` AND b.ext = ? ORDER BY p.id`, digestKey(b.Digest), b.Digest[:], b.Ext)
 			if err != nil {
 				return err
 			}
@@ -161,11 +161,11 @@ func (x *Index) DeletePartsOf(ctx context.Context, blobs []cas.Blob) ([]Part, er
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE blob_id IN (SELECT id FROM blobs WHERE digest = ? AND ext = ?)`,
-				b.Digest[:], b.Ext); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE blob_id IN (SELECT id FROM blobs WHERE `+digestIs+` AND ext = ?)`,
+				digestKey(b.Digest), b.Digest[:], b.Ext); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE digest = ? AND ext = ?`, b.Digest[:], b.Ext); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE `+digestIs+` AND ext = ?`, digestKey(b.Digest), b.Digest[:], b.Ext); err != nil {
 				return err
 			}
 			gone = append(gone, ps...)

@@ -24,7 +24,7 @@ const newestWalkAbove = 64
 const (
 	// sharedCountSQL counts the parts using the blobs of a digest, or of a
 	// digest and an extension (with resolveExtSQL appended).
-	sharedCountSQL = `SELECT coalesce(sum(part_count), 0) FROM blobs WHERE digest = ?`
+	sharedCountSQL = `SELECT coalesce(sum(part_count), 0) FROM blobs WHERE ` + digestIs
 	resolveExtSQL  = ` AND ext = ?`
 	// runsNewestSQL lists the runs with parts, newest first by their
 	// newest part's date.
@@ -40,7 +40,7 @@ func newestInRunSQL(kind RefKind) string {
 		ext = ` AND b.ext = ?`
 	}
 	return `SELECT ` + partColumns + ` FROM blobs b JOIN parts p ON p.blob_id = b.id
-		WHERE b.digest = ?` + ext + ` AND p.run_id = ? ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
+		WHERE ` + blobDigestIs + ext + ` AND p.run_id = ? ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
 }
 
 // resolveShared runs the plain lookup q of a digest's or path's newest part

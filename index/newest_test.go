@@ -56,7 +56,7 @@ func testResolveSharedFindsTheNewest(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		var n int64
-		if err := x.db.GetContext(ctx, &n, sharedCountSQL, d[:]); err != nil {
+		if err := x.db.GetContext(ctx, &n, sharedCountSQL, digestArgs(d)...); err != nil {
 			t.Fatal(err)
 		}
 		if n <= newestWalkAbove {
@@ -67,10 +67,10 @@ func testResolveSharedFindsTheNewest(t *testing.T) {
 			q    string
 			args []any
 		}{
-			{Ref{Kind: RefDigest, Digest: d, text: "digest"}, resolveSQL(RefDigest, false), []any{d[:]}},
-			{Ref{Kind: RefPrefix, Prefix: d.Hex()[:12], text: "prefix"}, resolveSQL(RefDigest, false), []any{d[:]}},
-			{Ref{Kind: RefPath, Blob: cas.Blob{Digest: d, Ext: ".txt"}, text: "txt path"}, resolveSQL(RefPath, false), []any{d[:], ".txt"}},
-			{Ref{Kind: RefPath, Blob: cas.Blob{Digest: d, Ext: ".json"}, text: "json path"}, resolveSQL(RefPath, false), []any{d[:], ".json"}},
+			{Ref{Kind: RefDigest, Digest: d, text: "digest"}, resolveSQL(RefDigest, false), digestArgs(d)},
+			{Ref{Kind: RefPrefix, Prefix: d.Hex()[:12], text: "prefix"}, resolveSQL(RefDigest, false), digestArgs(d)},
+			{Ref{Kind: RefPath, Blob: cas.Blob{Digest: d, Ext: ".txt"}, text: "txt path"}, resolveSQL(RefPath, false), append(digestArgs(d), ".txt")},
+			{Ref{Kind: RefPath, Blob: cas.Blob{Digest: d, Ext: ".json"}, text: "json path"}, resolveSQL(RefPath, false), append(digestArgs(d), ".json")},
 		} {
 			var want []partRow
 			if err := x.db.SelectContext(ctx, &want, tc.q, tc.args...); err != nil || len(want) != 1 {
@@ -135,7 +135,7 @@ func TestResolveSharedPlans(t *testing.T) {
 	}
 	d := cas.Sum([]byte("shared by many"))
 	for _, kind := range []RefKind{RefDigest, RefPath} {
-		args := []any{d[:]}
+		args := digestArgs(d)
 		if kind == RefPath {
 			args = append(args, ".txt")
 		}

@@ -92,13 +92,13 @@ func (x *Index) insertPack(ctx context.Context, tx *sql.Tx, p PackRecord) (int64
 	if err != nil {
 		return 0, err
 	}
-	stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET pack_id = ? WHERE digest = ? AND ext = ?`)
+	stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET pack_id = ? WHERE `+digestIs+` AND ext = ?`)
 	if err != nil {
 		return 0, err
 	}
 	defer stmt.Close()
 	for _, b := range p.Blobs {
-		if _, err := stmt.ExecContext(ctx, id, b.Digest[:], b.Ext); err != nil {
+		if _, err := stmt.ExecContext(ctx, id, digestKey(b.Digest), b.Digest[:], b.Ext); err != nil {
 			return 0, err
 		}
 	}

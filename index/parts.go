@@ -192,23 +192,22 @@ func checkPart(p NewPart) error {
 }
 
 const (
-	// upsertBlobSQL makes a blob row, or refreshes its last-referenced time,
-	// and returns its id. A new row is charged to the counts row of the
-	// (run id, tool) whose part is about to use it, when that group has
-	// one: the counters then change in that row alone, which the part's
-	// insert changes anyway, and not in unused_blobs as well, which a blob
-	// no group is charged with is counted in.
-	upsertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced, counted_in)
-		VALUES (?, ?, ?, ?, ?, (SELECT id FROM counts WHERE run_id = ? AND tool = ?))
-		ON CONFLICT (digest, ext) DO UPDATE SET last_referenced = excluded.last_referenced
-		RETURNING id`
-	// insertBlobSQL makes a blob row as upsertBlobSQL does and returns its
-	// id, and returns no row when the blob has one; touchBlobSQL then
-	// refreshes its last-referenced time and returns its id.
+	// insertBlobSQL makes a blob row and returns its id, and returns no row
+	// when the blob has one; touchBlobSQL then refreshes its
+	// last-referenced time and returns its id. A new row is charged to the
+	// counts row of the (run id, tool) whose part is about to use it, when
+	// that group has one: the counters then change in that row alone,
+	// which the part's insert changes anyway, and not in unused_blobs as
+	// well, which a blob no group is charged with is counted in. The row is
+	// looked for and made in one statement of a write transaction, which
+	// holds the write lock: a (digest, ext) has one row, which no unique
+	// index keeps (see digest.go). Its values are cast so that PostgreSQL
+	// knows their types (BLOB is BYTEA there: see prepare).
 	insertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced, counted_in)
-		VALUES (?, ?, ?, ?, ?, (SELECT id FROM counts WHERE run_id = ? AND tool = ?))
-		ON CONFLICT (digest, ext) DO NOTHING RETURNING id`
-	touchBlobSQL = `UPDATE blobs SET last_referenced = ? WHERE digest = ? AND ext = ? RETURNING id`
+		SELECT CAST(? AS BLOB), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
+			(SELECT id FROM counts WHERE run_id = ? AND tool = ?)
+		WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE ` + digestIs + ` AND ext = ?) RETURNING id`
+	touchBlobSQL = `UPDATE blobs SET last_referenced = ? WHERE ` + digestIs + ` AND ext = ? RETURNING id`
 	// insertNewKeySQL inserts a part as version 1 of its key (its runs row
 	// id, then the key's rest, …, then its key's rest and prefix again)
 	// unless a row of any run has the key: the usual step's part, whose key
@@ -317,20 +316,13 @@ func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func()
 				newRuns[rk] = run
 			}
 			// A new blob is charged to the part's group as it is made (see
-			// upsertBlobSQL and insertBlobSQL); no other part can use it
-			// yet, so there is no same content to look for.
-			var (
-				blobID int64
-				had    bool // the blob's row was there before
-			)
-			err := stmt(&insertBlob, x.stmts.insertBlob).QueryRowContext(ctx, p.Blob.Digest[:], p.Blob.Ext, p.Bytes, now, now,
-				run, p.Tool).Scan(&blobID)
-			if errors.Is(err, sql.ErrNoRows) {
-				had = true
-				err = stmt(&touchBlob, x.stmts.touchBlob).QueryRowContext(ctx, now, p.Blob.Digest[:], p.Blob.Ext).Scan(&blobID)
-			}
+			// insertBlobSQL); no other part can use it yet, so there is no
+			// same content to look for. had: the blob's row was there before.
+			blobID, had, err := makeBlobRow(ctx, stmt(&insertBlob, x.stmts.insertBlob), func() *sql.Stmt {
+				return stmt(&touchBlob, x.stmts.touchBlob)
+			}, p.Blob, p.Bytes, run, p.Tool, now)
 			if err != nil {
-				return fmt.Errorf("blob %s: %w", p.Blob, err)
+				return err
 			}
 			key, version := p.Key, 1
 			id, inserted, err := x.insertNew(ctx, stmt(&insertNewKey, x.stmts.insertNewKey), run, rest, p.Step, p.Tool,
@@ -391,6 +383,26 @@ func recordable(ps []NewPart) ([]NewPart, error) {
 		}
 	}
 	return ps, nil
+}
+
+// makeBlobRow makes the row of blob b, of size bytes, with insert
+// (insertBlobSQL), charged to the group of runs row run and tool when it
+// has one, or, when b has a row, refreshes its last-referenced time with
+// touch's statement (touchBlobSQL), and returns its id and whether it was
+// there before.
+func makeBlobRow(ctx context.Context, insert *sql.Stmt, touch func() *sql.Stmt, b cas.Blob, size, run int64, tool string,
+	now int64) (int64, bool, error) {
+	var id int64
+	err := insert.QueryRowContext(ctx, b.Digest[:], b.Ext, size, now, now, run, tool,
+		digestKey(b.Digest), b.Digest[:], b.Ext).Scan(&id)
+	had := errors.Is(err, sql.ErrNoRows)
+	if had {
+		err = touch().QueryRowContext(ctx, now, digestKey(b.Digest), b.Digest[:], b.Ext).Scan(&id)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("blob %s: %w", b, err)
+	}
+	return id, had, nil
 }
 
 // runKey names a runs row: a run and the first element of its keys.
@@ -632,7 +644,7 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 	var rows []partRow
 	err := x.read(ctx, func() error {
 		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
-			WHERE b.digest = ? AND b.ext = ? ORDER BY p.id`, b.Digest[:], b.Ext)
+			WHERE `+blobDigestIs+` AND b.ext = ? ORDER BY p.id`, digestKey(b.Digest), b.Digest[:], b.Ext)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
@@ -657,7 +669,7 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 		// no sharing row beyond the page is read or sorted.
 		rows = rows[:0]
 		if !x.pg {
-			return x.db.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
+			return x.db.SelectContext(ctx, &rows, sharingFirstSQL, digestKey(b.Digest), b.Digest[:], b.Ext, limit)
 		}
 		// PostgreSQL plans the page for the few parts an average blob has:
 		// every entry of the blob's, read by bitmap and sorted, however
@@ -670,7 +682,7 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 		if _, err := tx.ExecContext(ctx, walkIndexSQL); err != nil {
 			return err
 		}
-		return tx.SelectContext(ctx, &rows, sharingFirstSQL, b.Digest[:], b.Ext, limit)
+		return tx.SelectContext(ctx, &rows, sharingFirstSQL, digestKey(b.Digest), b.Digest[:], b.Ext, limit)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
@@ -682,7 +694,7 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 // in its order that stops at the limit: by run, and within a run by id on
 // SQLite, whose index entries end with the row's id, and by place in the
 // table on PostgreSQL, whose index has no id to order by.
-const sharingPageSQL = `SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE digest = ? AND ext = ?)
+const sharingPageSQL = `SELECT q.id FROM parts q WHERE q.blob_id = (SELECT id FROM blobs WHERE ` + digestIs + ` AND ext = ?)
 		ORDER BY q.blob_id, q.run_id LIMIT ?`
 
 // walkIndexSQL keeps PostgreSQL, for the rest of a transaction, from

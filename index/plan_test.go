@@ -15,7 +15,7 @@ import (
 // plans, as SQLite reports them (EXPLAIN QUERY PLAN):
 //
 //	key lookup:     SEARCH p USING INDEX sqlite_autoindex_parts_1 (key=? AND run_id=?)
-//	digest lookup:  SEARCH b USING INDEX sqlite_autoindex_blobs_1 (digest=?)
+//	digest lookup:  SEARCH b USING INDEX blobs_digest (<expr>=?)
 //	                SEARCH p USING INDEX parts_blob (blob_id=?)
 //	gc anti-join:   SCAN b; CORRELATED SCALAR SUBQUERY / SEARCH p USING COVERING INDEX parts_blob (blob_id=?)
 //
@@ -33,6 +33,10 @@ func TestQueryPlans(t *testing.T) {
 	}
 	d := cas.Sum([]byte("x"))
 	var plans []string
+	// Each lookup of blobs by digest finds them through blobs_digest.
+	byDigest := map[string]bool{"digest lookup": true, "digest lookup in a run": true, "path lookup in a run": true,
+		"a blob's row": true, "a blob's new row": true, "a blob's last reference": true, "a digest prefix's blobs": true,
+		"a shard's blobs": true, "a page of the parts sharing a blob": true}
 	for _, tc := range []struct {
 		name string
 		q    string
@@ -40,15 +44,20 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"key lookup", resolveSQL(RefKey, false), []any{"1_t_c1.txt", "r1/"}},
 		{"key lookup in a run", resolveSQL(RefKey, true), []any{"1_t_c1.txt", "r1/", "r1"}},
-		{"digest lookup", resolveSQL(RefDigest, false), []any{d[:]}},
-		{"digest lookup in a run", resolveSQL(RefDigest, true), []any{d[:], "r1"}},
-		{"path lookup in a run", resolveSQL(RefPath, true), []any{d[:], ".txt", "r1"}},
+		{"digest lookup", resolveSQL(RefDigest, false), digestArgs(d)},
+		{"digest lookup in a run", resolveSQL(RefDigest, true), append(digestArgs(d), "r1")},
+		{"path lookup in a run", resolveSQL(RefPath, true), append(digestArgs(d), ".txt", "r1")},
+		{"a blob's row", blobSQL, append(digestArgs(d), ".txt")},
+		{"a blob's new row", x.blobType(insertBlobSQL), append([]any{d[:], ".txt", 1, 1, 1, 1, "t"}, append(digestArgs(d), ".txt")...)},
+		{"a blob's last reference", touchBlobSQL, append([]any{1}, append(digestArgs(d), ".txt")...)},
+		{"a digest prefix's blobs", prefixSQL(true, false), []any{d[:4], d[:4], d[:4], d[:4]}},
+		{"a shard's blobs", shardSQL(true), []any{d[:1], d[:1]}},
 		{"gc anti-join", unreferencedSQL, nil},
 		{"same content as", sameAsSQL, []any{1, "r1", 1, "k"}},
 		{"key owner", keyOwnerSQL, []any{"k", "r1/"}},
 		{"a part of a new key", insertNewKeySQL, []any{1, "k", 1, "t", "c", -1, "text", "text/plain", "", 1, 1, 1, 1, "k", "r1/"}},
 		{"run id", runIDSQL, []any{"r1", "r1/"}},
-		{"a page of the parts sharing a blob", sharingFirstSQL, []any{d[:], ".txt", 11}},
+		{"a page of the parts sharing a blob", sharingFirstSQL, append(digestArgs(d), ".txt", 11)},
 		{"list a run", `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id = p.blob_id
 			WHERE p.run_id = ? ORDER BY p.created_at DESC, p.id DESC`, []any{1}},
 		{"a pack's blobs", `UPDATE blobs SET pack_id = NULL WHERE pack_id = ?`, []any{1}},
@@ -64,6 +73,13 @@ func TestQueryPlans(t *testing.T) {
 		if !strings.Contains(plan, "USING INDEX") && !strings.Contains(plan, "USING COVERING INDEX") && !strings.Contains(plan, "PRIMARY KEY") {
 			t.Errorf("%s uses no index:\n%s", tc.name, plan)
 		}
+		if byDigest[tc.name] && (!strings.Contains(plan, "USING INDEX blobs_digest (<expr>") || strings.Contains(plan, "SCAN b")) {
+			t.Errorf("%s does not find blobs through blobs_digest:\n%s", tc.name, plan)
+		}
+		delete(byDigest, tc.name)
+	}
+	if len(byDigest) > 0 {
+		t.Errorf("lookups by digest not checked: %v", byDigest)
 	}
 	// Every index of the tables a write changes costs it a page of the log:
 	// none may be there that none of these lookups uses.

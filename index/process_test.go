@@ -106,6 +106,7 @@ func testManyProcessesWrite(t *testing.T) {
 	if len(nums) != total {
 		t.Errorf("%d versions of the shared key, want %d", len(nums), total)
 	}
+	checkOneRowPerBlob(t, x)
 	t.Logf("%d processes recorded %d batches (%d parts) in %v", procs, total, 3*total, dur)
 }
 

@@ -150,9 +150,9 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 				return Part{}, err
 			}
 		}
-		args = []any{d[:]}
+		args = digestArgs(d)
 	case RefPath:
-		args = []any{r.Blob.Digest[:], r.Blob.Ext}
+		args = append(digestArgs(r.Blob.Digest), r.Blob.Ext)
 	default:
 		return Part{}, fmt.Errorf("index: resolve: %w: unparsed reference", ErrInvalidRef)
 	}
@@ -180,21 +180,32 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 	return rows[0].part()
 }
 
+// prefixSQL is expandPrefix's query of the digests at or above a bound
+// and, when bounded, below another, that parts (of a run, when scoped)
+// use. blobs_digest holds the digests' first bytes: the range of those
+// bounds the range of digests, which is checked whole.
+func prefixSQL(bounded, scoped bool) string {
+	q := `SELECT DISTINCT b.digest FROM blobs b WHERE substr(b.digest, 1, 8) >= ? AND b.digest >= ?`
+	if bounded {
+		q += ` AND substr(b.digest, 1, 8) <= ? AND b.digest < ?`
+	}
+	q += ` AND EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id`
+	if scoped {
+		q += ` AND p.run_id IN (SELECT id FROM runs WHERE name = ?)`
+	}
+	return q + `) ORDER BY b.digest LIMIT 10`
+}
+
 // expandPrefix finds the one digest starting with prefix, among the blobs
 // that parts (of run, when set) use.
 func (x *Index) expandPrefix(ctx context.Context, prefix, run string) (cas.Digest, error) {
 	lo, hi := prefixRange(prefix)
-	q := `SELECT DISTINCT b.digest FROM blobs b WHERE b.digest >= ? AND b.digest < ?
-		AND EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id`
-	args := []any{lo, hi}
-	if run != "" {
-		q += ` AND p.run_id IN (SELECT id FROM runs WHERE name = ?)`
-		args = append(args, run)
+	q, args := prefixSQL(hi != nil, run != ""), []any{keyBound(lo), lo}
+	if hi != nil {
+		args = append(args, keyBound(hi), hi)
 	}
-	q += `) ORDER BY b.digest LIMIT 10`
-	if hi == nil {
-		q = strings.Replace(q, `AND b.digest < ?`, ``, 1)
-		args = append(args[:1], args[2:]...)
+	if run != "" {
+		args = append(args, run)
 	}
 	var found [][]byte
 	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &found, q, args...) }); err != nil {
@@ -274,8 +285,8 @@ func resolveSQL(kind RefKind, scoped bool) string {
 			WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ?` + scope + ` ORDER BY p.version DESC LIMIT 1`
 	case RefPath:
 		return `SELECT ` + partColumns + ` FROM blobs b JOIN parts p ON p.blob_id = b.id
-			WHERE b.digest = ? AND b.ext = ?` + scope + ` ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
+			WHERE ` + blobDigestIs + ` AND b.ext = ?` + scope + ` ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
 	}
 	return `SELECT ` + partColumns + ` FROM blobs b JOIN parts p ON p.blob_id = b.id
-		WHERE b.digest = ?` + scope + ` ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
+		WHERE ` + blobDigestIs + scope + ` ORDER BY p.created_at DESC, p.id DESC LIMIT 1`
 }

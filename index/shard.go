@@ -22,19 +22,27 @@ type ShardBlob struct {
 	Packed bool
 }
 
+// shardSQL is BlobsInShard's query of the blobs whose digests' starts are
+// at or above a bound and, when bounded, below another.
+func shardSQL(bounded bool) string {
+	q := `SELECT b.id, b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
+		b.pack_id IS NOT NULL FROM blobs b WHERE substr(b.digest, 1, 8) >= ?`
+	if bounded {
+		q += ` AND substr(b.digest, 1, 8) < ?`
+	}
+	return q + ` ORDER BY b.digest, b.ext`
+}
+
 // BlobsInShard returns the rows of the blobs whose digest starts with the
 // byte shard, in the order of their file names (digest, then extension):
 // a 256th of the blobs at a time, so that a mark of every blob never holds
-// them all.
+// them all. blobs_digest finds them by the digests' first bytes; they are
+// sorted, a 256th at a time.
 func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, error) {
-	q := `SELECT b.id, b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
-		b.pack_id IS NOT NULL FROM blobs b WHERE b.digest >= ?`
-	args := []any{[]byte{shard}}
+	q, args := shardSQL(shard < 0xff), []any{[]byte{shard}}
 	if shard < 0xff {
-		q += ` AND b.digest < ?`
 		args = append(args, []byte{shard + 1})
 	}
-	q += ` ORDER BY b.digest, b.ext`
 	var out []ShardBlob
 	err := x.read(ctx, func() error {
 		out = out[:0]

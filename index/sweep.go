@@ -140,11 +140,13 @@ func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Bl
 	for len(blobs) > 0 {
 		chunk := blobs[:min(len(blobs), rowsChunk)]
 		blobs = blobs[len(chunk):]
-		args := make([]any, len(chunk))
+		// The digests' starts, which blobs_digest holds, then the digests.
+		args := make([]any, 2*len(chunk))
 		for i, b := range chunk {
-			args[i] = b.Digest[:]
+			args[i], args[len(chunk)+i] = digestKey(b.Digest), b.Digest[:]
 		}
-		q := `SELECT digest, ext FROM blobs WHERE digest IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+		in := `(?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+		q := `SELECT digest, ext FROM blobs WHERE substr(digest, 1, 8) IN ` + in + ` AND digest IN ` + in
 		err := x.read(ctx, func() error {
 			rows, err := x.db.QueryContext(ctx, q, args...)
 			if err != nil {

@@ -48,8 +48,8 @@ func TestOldKeysResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = db.Exec(`INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) VALUES (?, '.txt', ?, 1, 1)
-			ON CONFLICT (digest, ext) DO NOTHING`, put.Blob.Digest[:], len(r.text))
+		_, err = db.Exec(`INSERT INTO blobs (digest, ext, size, first_stored, last_referenced) SELECT ?, '.txt', ?, 1, 1
+			WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE digest = ? AND ext = '.txt')`, put.Blob.Digest[:], len(r.text), put.Blob.Digest[:])
 		if err == nil {
 			_, err = db.Exec(`INSERT INTO runs (name, prefix) VALUES ('r', 'r/') ON CONFLICT DO NOTHING`)
 		}

@@ -85,7 +85,7 @@ func TestReserveGrowsWithIndex(t *testing.T) {
 			return err
 		}},
 		{"gc", 8, func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
-		{"prune", 12, func() error {
+		{"prune", 16, func() error {
 			_, err := s.Prune(ctx, index.PruneOptions{Run: "none such"})
 			return err
 		}},
