@@ -352,7 +352,10 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
-	ahead := newShardRows(s.index)
+	ahead, err := newShardRows(ctx, s.index)
+	if err != nil {
+		return m, listErr("unused blobs", err)
+	}
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		rows, err := ahead.get(ctx, sh)
@@ -437,7 +440,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			if err := flush(); err != nil {
 				return err
 			}
-			cur, loose = sh, map[cas.Blob]cas.Entry{}
+			// One map for every shard: a new one would grow anew for each.
+			cur = sh
+			clear(loose)
 			ahead.start(ctx, sh)
 		}
 		switch e.Kind {
