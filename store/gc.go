@@ -151,6 +151,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			candidates = append(candidates, b)
 		}
 		slices.SortFunc(candidates, byFileName)
+		res.Removed = make([]cas.Blob, 0, len(candidates))
 		for _, b := range candidates {
 			if packed(b) {
 				// Its bytes go when its pack is rewritten.
@@ -205,6 +206,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	sw.unlock()
 	var errs []string
+	res.Removed = make([]cas.Blob, 0, len(m.candidates))
 	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
 		if packed(b) {
 			// Its bytes go when its pack is rewritten, below.
@@ -293,8 +295,10 @@ type gcMark struct {
 // gcCandidate is what the mark keeps of a candidate: no more, since a
 // tenth of a million blobs may be garbage.
 type gcCandidate struct {
-	size    int64
-	modTime time.Time
+	size int64
+	// modTime is the file's modification time, in nanoseconds since 1970
+	// (a time.Time takes three times the memory).
+	modTime int64
 	// pack is the path of the pack holding the blob, when it is not a
 	// file of its own.
 	pack string
@@ -309,7 +313,7 @@ func (c gcCandidate) entry(b cas.Blob) cas.Entry {
 	if rel == "" {
 		rel = b.RelPath()
 	}
-	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: c.modTime}
+	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: time.Unix(0, c.modTime)}
 }
 
 // mark compares the index's blob rows with the files a shard at a time:
@@ -356,6 +360,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	if err != nil {
 		return m, listErr("unused blobs", err)
 	}
+	// The candidates are mostly the rows no part uses: the map made at
+	// about their number is not grown and copied again and again.
+	m.candidates = make(map[cas.Blob]gcCandidate, ahead.unusual.Len())
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		rows, err := ahead.get(ctx, sh)
@@ -371,7 +378,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		}
 		unused := func(b cas.Blob, e cas.Entry) {
 			if old(e.ModTime) {
-				c := gcCandidate{size: e.Size, modTime: e.ModTime}
+				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
 				if isPacked(e) {
 					c.pack = e.RelPath
 				}
