@@ -376,7 +376,19 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		for _, e := range packed[sh] {
 			inPack[e.Blob] = e
 		}
+		// The walk gives loose files by name alone: their times and sizes
+		// are read here, for the few that are not used.
+		var infoErr error
 		unused := func(b cas.Blob, e cas.Entry) {
+			e, err := s.blobs.Info(e)
+			if err != nil {
+				infoErr = err
+				return
+			}
+			if e.Vanished {
+				// Removed since the listing: the next gc looks again.
+				return
+			}
 			if old(e.ModTime) {
 				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
 				if isPacked(e) {
@@ -394,7 +406,13 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			delete(loose, r.Blob)
 			delete(inPack, r.Blob)
 			if isLoose && r.Packed {
-				m.looseCopies[r.Blob] = e
+				le, err := s.blobs.Info(e)
+				if err != nil {
+					return listErr("blob files", err)
+				}
+				if !le.Vanished {
+					m.looseCopies[r.Blob] = le
+				}
 			}
 			if !isLoose && isPacked {
 				e = p
@@ -420,6 +438,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		for b, e := range inPack {
 			unused(b, e)
 		}
+		if infoErr != nil {
+			return listErr("blob files", infoErr)
+		}
 		done += len(rows)
 		if progress != nil {
 			progress(done, max(total, done))
@@ -438,7 +459,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		marked[cur] = true
 		return shard(byte(cur), loose)
 	}
-	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+	err = s.blobs.WalkNames(ctx, func(e cas.Entry) error {
 		if err := s.fault("gc:walk"); err != nil {
 			return err
 		}
