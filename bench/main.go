@@ -387,9 +387,10 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		var tag struct {
 			Store    string `json:"store"`
 			TraceTag string `json:"trace_tag"`
+			Op       string `json:"op"`
 		}
 		json.Unmarshal([]byte(cfg), &tag)
-		name := strings.Trim(strings.Join([]string{role, tag.TraceTag, tag.Store}, "-"), "-")
+		name := strings.Trim(strings.Join([]string{role, tag.TraceTag, tag.Store, tag.Op}, "-"), "-")
 		if f, err := os.Create(filepath.Join(dir, name+".prof")); err == nil {
 			pprof.StartCPUProfile(f)
 			defer func() { pprof.StopCPUProfile(); f.Close() }()

@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"encoding/hex"
 	"fmt"
 	"path"
 	"strings"
@@ -30,7 +31,7 @@ func (b Blob) FileName() string {
 // Shard returns the name of the blob's shard directory: the first byte of its
 // digest in hex.
 func (b Blob) Shard() string {
-	return b.Digest.Hex()[:2]
+	return hex.EncodeToString(b.Digest[:1])
 }
 
 // RelPath returns the blob's path relative to the store root, with forward

@@ -590,3 +590,68 @@ func mustOpenFile(t *testing.T, path string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// TestWalkNames: WalkNames gives what Walk gives, blob files Lazy and
+// without their size and time, which Info reads as Walk does; a blob file
+// removed since the listing comes back from Info vanished, and a directory
+// with a blob's name is a stray, not a lazy blob.
+func TestWalkNames(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	var blobs []Blob
+	for i := range 20 {
+		res, err := s.PutBytes(ctx, pattern(100+i, byte(i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs = append(blobs, res.Blob)
+	}
+	b0 := blobs[0]
+	os.WriteFile(filepath.Join(s.Dir(), "blobs", b0.Shard(), ".tmp-123"), []byte("partial"), 0o644)
+	os.WriteFile(filepath.Join(s.Dir(), "blobs", b0.Shard(), "notes.txt"), []byte("x"), 0o644)
+	wrongShard := "00"
+	if b0.Shard() == "00" {
+		wrongShard = "01"
+	}
+	os.WriteFile(filepath.Join(s.Dir(), "blobs", wrongShard, b0.FileName()), pattern(7, 0), 0o644)
+	dirBlob := Blob{Digest: Sum([]byte("a directory")), Ext: ".txt"}
+	os.Mkdir(filepath.Join(s.Dir(), filepath.FromSlash(dirBlob.RelPath())), 0o755)
+	collect := func(walk func(context.Context, func(Entry) error) error) map[string]Entry {
+		out := map[string]Entry{}
+		if err := walk(ctx, func(e Entry) error { out[e.RelPath] = e; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	eager, lazy := collect(s.Walk), collect(s.WalkNames)
+	if len(lazy) != len(eager) {
+		t.Fatalf("WalkNames gave %d entries, Walk %d", len(lazy), len(eager))
+	}
+	for rel, want := range eager {
+		got := lazy[rel]
+		if got.Lazy != (want.Kind == EntryBlob) {
+			t.Errorf("%s (%s): Lazy %v", rel, want.Kind, got.Lazy)
+		}
+		if got.Lazy && (got.Size != 0 || !got.ModTime.IsZero()) {
+			t.Errorf("%s: lazy entry with size %d and time %v", rel, got.Size, got.ModTime)
+		}
+		full, err := s.Info(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full.Kind != want.Kind || full.Blob != want.Blob || full.Size != want.Size || !full.ModTime.Equal(want.ModTime) ||
+			full.Problem != want.Problem || full.Lazy {
+			t.Errorf("%s: Info(WalkNames) = %+v, Walk = %+v", rel, full, want)
+		}
+	}
+	if e := lazy[dirBlob.RelPath()]; e.Kind != EntryStray || e.Lazy {
+		t.Errorf("a directory with a blob's name: %+v, want a stray", e)
+	}
+	gone := lazy[blobs[1].RelPath()]
+	if err := os.Remove(filepath.Join(s.Dir(), filepath.FromSlash(gone.RelPath))); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Info(gone); err != nil || !e.Vanished || e.Kind != EntryStray {
+		t.Errorf("Info of a blob removed since the listing = %+v, %v; want a vanished stray", e, err)
+	}
+}

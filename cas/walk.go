@@ -54,6 +54,9 @@ type Entry struct {
 	// should be: an EntryStray, and damage, since the blobs of that shard
 	// cannot be reached.
 	BadShard bool
+	// Lazy reports an EntryBlob that WalkNames gave without its Size and
+	// ModTime: Info reads them.
+	Lazy bool
 }
 
 // Walk calls fn for every name under blobs/, shard by shard in the order
@@ -62,6 +65,42 @@ type Entry struct {
 // the walk and is returned, so that a caller deciding what to delete fails
 // closed; an error from fn stops the walk and is returned as is.
 func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
+	return s.walk(ctx, false, fn)
+}
+
+// WalkNames is Walk without a look at each blob file: an EntryBlob comes
+// from the directory's listing alone (its name, and a regular file by the
+// listing's type), Lazy, without its Size and ModTime, which Info reads
+// for the few entries that need them. It spares a system call per file to
+// a caller, such as gc's mark, that needs them only for the garbage.
+func (s *Store) WalkNames(ctx context.Context, fn func(Entry) error) error {
+	return s.walk(ctx, true, fn)
+}
+
+// Info returns e with its Size and ModTime read, if WalkNames gave it
+// without them, and as it is otherwise. A file removed since the listing
+// comes back as an EntryStray, Vanished, as Walk would have given it.
+func (s *Store) Info(e Entry) (Entry, error) {
+	if !e.Lazy {
+		return e, nil
+	}
+	fi, err := s.fs.Lstat(e.RelPath)
+	e.Lazy = false
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.Kind, e.Vanished, e.Problem = EntryStray, true, "vanished during the walk"
+		return e, nil
+	case err != nil:
+		return e, fmt.Errorf("cas: walk %s: %w", s.abs(e.RelPath), err)
+	case !fi.Mode().IsRegular():
+		e.Kind = EntryStray
+		e.Problem = "a " + kindOf(fi.Mode()) + " where a blob should be"
+	}
+	e.Size, e.ModTime = fi.Size(), fi.ModTime()
+	return e, nil
+}
+
+func (s *Store) walk(ctx context.Context, lazy bool, fn func(Entry) error) error {
 	top, err := s.fs.ReadDir(BlobsDir)
 	if err != nil {
 		return fmt.Errorf("cas: walk %s: %w", s.abs(BlobsDir), err)
@@ -76,12 +115,12 @@ func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
 		name := de.Name()
 		rel := BlobsDir + "/" + name
 		if isShardName(name) && de.IsDir() {
-			if err := s.walkShard(ctx, name, fn); err != nil {
+			if err := s.walkShard(ctx, name, lazy, fn); err != nil {
 				return err
 			}
 			continue
 		}
-		e, err := s.entry(rel, de)
+		e, err := s.entry(rel, de, false)
 		if err != nil {
 			return err
 		}
@@ -107,7 +146,7 @@ func (s *Store) Walk(ctx context.Context, fn func(Entry) error) error {
 	return nil
 }
 
-func (s *Store) walkShard(ctx context.Context, shard string, fn func(Entry) error) error {
+func (s *Store) walkShard(ctx context.Context, shard string, lazy bool, fn func(Entry) error) error {
 	dir := BlobsDir + "/" + shard
 	entries, err := s.fs.ReadDir(dir)
 	if err != nil {
@@ -117,9 +156,15 @@ func (s *Store) walkShard(ctx context.Context, shard string, fn func(Entry) erro
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		e, err := s.entry(dir+"/"+de.Name(), de)
+		e, err := s.entry(dir+"/"+de.Name(), de, lazy)
 		if err != nil {
 			return err
+		}
+		if e.Kind == EntryBlob && e.Blob.Shard() != shard {
+			// A stray gets its size and time, as Walk gives them.
+			if e, err = s.Info(e); err != nil {
+				return err
+			}
 		}
 		if e.Kind == EntryBlob && e.Blob.Shard() != shard {
 			e.Kind = EntryStray
@@ -135,9 +180,17 @@ func (s *Store) walkShard(ctx context.Context, shard string, fn func(Entry) erro
 // entry classifies one directory entry. A name that vanished since the
 // listing is reported as a stray with that problem rather than failing the
 // walk, since concurrent writers and gc rename and remove files all the time.
-func (s *Store) entry(rel string, de fs.DirEntry) (Entry, error) {
+// With lazy, a regular file (by the listing's type) with a blob's name is
+// an EntryBlob, Lazy, without a look at the file.
+func (s *Store) entry(rel string, de fs.DirEntry, lazy bool) (Entry, error) {
 	name := de.Name()
 	e := Entry{RelPath: rel}
+	if lazy && de.Type().IsRegular() && !isTempName(name) {
+		if b, err := ParseBlobName(name); err == nil {
+			e.Kind, e.Blob, e.Lazy = EntryBlob, b, true
+			return e, nil
+		}
+	}
 	fi, err := de.Info()
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Kind = EntryStray

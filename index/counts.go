@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -116,7 +117,8 @@ func sortGroups(m map[string]*GroupStats) []GroupStats {
 }
 
 // A driftCheck recounts one kind of counter: q returns a row for each
-// counter that differs from its recount, and line says what the row means.
+// counter that differs from its recount, and line says what the row means
+// (in a line for each counter of the row that is off, when it has several).
 type driftCheck struct {
 	q    string
 	line func(cols []any) string
@@ -124,23 +126,29 @@ type driftCheck struct {
 
 // driftChecks recount every counter behind Stats, and each blob's parts.
 var driftChecks = []driftCheck{
-	{ // Parts and logical bytes of each (run, tool).
+	{ // Parts and logical bytes of each (run, tool), and the dates of
+		// its oldest and newest parts: one pass over the parts for both.
 		`SELECT coalesce(g.run_id, c.run_id), coalesce(g.tool, c.tool), coalesce(c.parts, 0), coalesce(c.logical, 0),
-			coalesce(g.n, 0), coalesce(g.bytes, 0)
-		FROM (SELECT run_id, tool, count(*) AS n, sum(bytes) AS bytes FROM parts GROUP BY run_id, tool) g
+			coalesce(g.n, 0), coalesce(g.bytes, 0),
+			coalesce(c.parts, 0) <> coalesce(g.n, 0) OR coalesce(c.logical, 0) <> coalesce(g.bytes, 0),
+			c.id IS NOT NULL AND (c.first_at IS DISTINCT FROM g.f OR c.last_at IS DISTINCT FROM g.l),
+			c.first_at, c.last_at, g.f, g.l
+		FROM (SELECT run_id, tool, count(*) AS n, sum(bytes) AS bytes, min(created_at) AS f, max(created_at) AS l
+			FROM parts GROUP BY run_id, tool) g
 		FULL OUTER JOIN counts c ON c.run_id = g.run_id AND c.tool = g.tool
-		WHERE coalesce(c.parts, 0) <> coalesce(g.n, 0) OR coalesce(c.logical, 0) <> coalesce(g.bytes, 0)`,
+		WHERE coalesce(c.parts, 0) <> coalesce(g.n, 0) OR coalesce(c.logical, 0) <> coalesce(g.bytes, 0)
+			OR (c.id IS NOT NULL AND (c.first_at IS DISTINCT FROM g.f OR c.last_at IS DISTINCT FROM g.l))`,
 		func(c []any) string {
-			return fmt.Sprintf("run %v tool %q: counted %v parts of %v bytes, recounted %v of %v", c[0], c[1], c[2], c[3], c[4], c[5])
-		},
-	},
-	{ // The dates of each (run, tool)'s oldest and newest parts.
-		`SELECT c.run_id, c.tool, c.first_at, c.last_at, g.f, g.l
-		FROM counts c LEFT JOIN (` + groupDatesSQL + `) g ON g.run_id = c.run_id AND g.tool = c.tool
-		WHERE c.first_at IS DISTINCT FROM g.f OR c.last_at IS DISTINCT FROM g.l`,
-		func(c []any) string {
-			return fmt.Sprintf("run %v tool %q: counted first and last part at %v and %v, recounted %v and %v",
-				c[0], c[1], c[2], c[3], c[4], c[5])
+			var out []string
+			if isTrue(c[6]) {
+				out = append(out, fmt.Sprintf("run %v tool %q: counted %v parts of %v bytes, recounted %v of %v",
+					c[0], c[1], c[2], c[3], c[4], c[5]))
+			}
+			if isTrue(c[7]) {
+				out = append(out, fmt.Sprintf("run %v tool %q: counted first and last part at %v and %v, recounted %v and %v",
+					c[0], c[1], c[8], c[9], c[10], c[11]))
+			}
+			return strings.Join(out, "\n")
 		},
 	},
 	{ // A blob used and not counted.
@@ -190,6 +198,18 @@ var driftChecks = []driftCheck{
 	},
 }
 
+// isTrue reports whether a column read into an any is true: a bool on
+// PostgreSQL, an integer other than 0 on SQLite.
+func isTrue(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case int64:
+		return v != 0
+	}
+	return false
+}
+
 // queryer is a database or a transaction.
 type queryer interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
@@ -218,7 +238,11 @@ func drift(ctx context.Context, db queryer) ([]string, error) {
 				rows.Close()
 				return nil, err
 			}
-			out = append(out, d.line(vals))
+			for _, l := range strings.Split(d.line(vals), "\n") {
+				if l != "" {
+					out = append(out, l)
+				}
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

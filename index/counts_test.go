@@ -482,3 +482,25 @@ func testCountsDates(t *testing.T) {
 	want("every part moved away", "grep", 0, 0)
 	want("every part moved in", "bash", 80, 99)
 }
+
+// TestCountDriftPartsAndDates: a (run, tool) whose parts and dates are
+// both off, recounted in one pass over the parts, gets a line for each.
+func TestCountDriftPartsAndDates(t *testing.T) { forEachBackend(t, testCountDriftPartsAndDates) }
+
+func testCountDriftPartsAndDates(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	mustRecord(t, x, newPart("r1", 1, "read_file", "a", "one"), newPart("r1", 2, "grep", "b", "two"))
+	checkCounts(t, x, "before the damage")
+	if _, err := x.db.ExecContext(ctx, `UPDATE counts SET parts = parts + 2, first_at = first_at - 5 WHERE tool = 'grep'`); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := x.CountDrift(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drift) != 2 || !strings.Contains(drift[0], `tool "grep": counted 3 parts`) ||
+		!strings.Contains(drift[1], `tool "grep": counted first and last part`) {
+		t.Errorf("CountDrift = %q, want a line for the parts and one for the dates of grep", drift)
+	}
+}

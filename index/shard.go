@@ -1,8 +1,11 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -74,4 +77,134 @@ func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, erro
 		return nil, fmt.Errorf("index: blobs of shard %02x: %w", shard, err)
 	}
 	return out, nil
+}
+
+// BlobIDsInShard returns the ids and blobs of the rows whose digest starts
+// with the byte shard, in the order of their file names, as BlobsInShard
+// does, but read from the index on (digest, ext) alone: the other columns
+// of a row would cost a search of the table for each row, in no order,
+// where the index's rows come in order. UnusualBlobRows gives what the
+// marks need of the few rows that are not used and loose.
+func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error) {
+	q := `SELECT id, digest, ext FROM blobs WHERE digest >= ?`
+	args := []any{[]byte{shard}}
+	if shard < 0xff {
+		q += ` AND digest < ?`
+		args = append(args, []byte{shard + 1})
+	}
+	q += ` ORDER BY digest, ext`
+	var out []BlobID
+	err := x.read(ctx, func() error {
+		out = out[:0]
+		rows, err := x.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var digest []byte
+		for rows.Next() {
+			var r BlobID
+			if err := rows.Scan(&r.ID, &digest, &r.Blob.Ext); err != nil {
+				return err
+			}
+			if len(digest) != cas.DigestSize {
+				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
+			}
+			r.Blob.Digest = cas.Digest(digest)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: blob ids of shard %02x: %w", shard, err)
+	}
+	return out, nil
+}
+
+// UnusualRows are the blob rows that no part uses or that name a pack, as
+// UnusualBlobRows read them, in the order of their ids.
+type UnusualRows struct {
+	rows []unusualRow
+}
+
+// unusualRow is one of UnusualRows, in less memory than a ShardBlob: a
+// tenth of a million blobs may be garbage.
+type unusualRow struct {
+	id     int64
+	digest cas.Digest
+	ext    string
+	used   bool
+	packed bool
+}
+
+// Len returns how many rows there are.
+func (u *UnusualRows) Len() int { return len(u.rows) }
+
+// Row returns the row with r's id and blob, with its Used and Packed
+// flags, or r used and loose when there is none: every row not read as
+// unusual is used and loose, and a row stored since the read, or whose id
+// another blob's row has taken since, counts as used too, which keeps gc
+// from collecting it and verify from calling its file an orphan.
+func (u *UnusualRows) Row(r BlobID) ShardBlob {
+	i, ok := slices.BinarySearchFunc(u.rows, r.ID, func(a unusualRow, id int64) int { return cmp.Compare(a.id, id) })
+	if ok && u.rows[i].digest == r.Blob.Digest && u.rows[i].ext == r.Blob.Ext {
+		return ShardBlob{ID: r.ID, Blob: r.Blob, Used: u.rows[i].used, Packed: u.rows[i].packed}
+	}
+	return ShardBlob{ID: r.ID, Blob: r.Blob, Used: true}
+}
+
+// UnusualBlobRows reads the blob rows that no part uses or that name a
+// pack: one pass over the table in the order it is stored, holding only
+// these rows, which follow the garbage and the packed blobs rather than
+// the store. Every other row is used and loose, so that with
+// BlobIDsInShard a mark knows every row's flags without reading each row.
+// Rows change after the read: UnusualRows.Row matches a row by its id and
+// its blob.
+func (x *Index) UnusualBlobRows(ctx context.Context) (*UnusualRows, error) {
+	u := &UnusualRows{}
+	err := x.read(ctx, func() error {
+		// The counters say about how many there are (the unused blobs'
+		// counter, and the packed rows counted from their index), so that
+		// the list is made once at its size rather than grown: a hint only.
+		var unused, packed int64
+		if err := x.db.QueryRowContext(ctx, `SELECT coalesce((SELECT blobs FROM unused_blobs WHERE id = 1), 0),
+			(SELECT count(*) FROM blobs WHERE pack_id IS NOT NULL)`).Scan(&unused, &packed); err != nil {
+			return err
+		}
+		u.rows = make([]unusualRow, 0, min(max(unused+packed, 0)+16, 1<<24))
+		rows, err := x.db.QueryContext(ctx, `SELECT id, digest, ext, counted_in IS NOT NULL, pack_id IS NOT NULL
+			FROM blobs WHERE counted_in IS NULL OR pack_id IS NOT NULL ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var (
+			digest []byte
+			ext    string
+		)
+		exts := map[string]string{}
+		for rows.Next() {
+			var r unusualRow
+			if err := rows.Scan(&r.id, &digest, &ext, &r.used, &r.packed); err != nil {
+				return err
+			}
+			if len(digest) != cas.DigestSize {
+				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
+			}
+			// Blobs share a few extensions: one string each.
+			if r.ext = exts[ext]; r.ext != ext {
+				r.ext = strings.Clone(ext)
+				if len(exts) < 1000 {
+					exts[r.ext] = r.ext
+				}
+			}
+			r.digest = cas.Digest(digest)
+			u.rows = append(u.rows, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: unused and packed blob rows: %w", err)
+	}
+	return u, nil
 }

@@ -37,52 +37,84 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 	for _, r := range rows {
 		want[r.ID] = r.Blob
 	}
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	var gone []cas.Blob
+	// First the rows by id alone, each deleted row's blob checked as the
+	// delete returns it: an id names another blob's row only when a
+	// writer's new row took the id of a row deleted since the mark, and
+	// then the transaction is rolled back and done again, each id first
+	// read to keep only the rows still of their blobs.
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		gone = gone[:0]
-		// The write transaction keeps the rows as they are read here
-		// until the delete.
-		ids, err := rowsOfTheirBlobs(ctx, tx, rows)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		args := make([]any, 0, len(ids)+1)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(ids)-1) + `)
-		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
-		if now.After(cutoff) {
-			// Else every time counts as old: now is no later than cutoff.
-			q += ` AND last_referenced <= ?`
-			args = append(args, cutoff.UnixNano())
-		}
-		q += ` RETURNING id, digest, ext`
-		res, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer res.Close()
-		var other []int64
-		if err := scanBlobRows(res, want, func(id int64, same bool) {
-			if same {
-				gone = append(gone, want[id])
-			} else {
-				other = append(other, id)
-			}
-		}); err != nil {
-			return err
-		}
-		if len(other) > 0 {
-			// Cannot be, the rows having been read in this transaction:
-			// the delete must not stand. Rolling back keeps every row.
-			return fmt.Errorf("%w: %d blob rows changed their blob during the delete, such as id %d; nothing deleted",
-				errRowsChanged, len(other), other[0])
-		}
-		return nil
+		var err error
+		gone, err = deleteUnusedByID(ctx, tx, ids, want, cutoff, now)
+		return err
 	})
+	if errors.Is(err, errRowsChanged) {
+		err = x.write(ctx, func(tx *sql.Tx) error {
+			// The write transaction keeps the rows as they are read here
+			// until the delete.
+			ids, err := rowsOfTheirBlobs(ctx, tx, rows)
+			if err != nil || len(ids) == 0 {
+				gone = nil
+				return err
+			}
+			gone, err = deleteUnusedByID(ctx, tx, ids, want, cutoff, now)
+			if errors.Is(err, errRowsChanged) {
+				// Cannot be, the rows having been read in this
+				// transaction: the delete must not stand. Rolling back
+				// keeps every row.
+				return fmt.Errorf("%w during the delete; nothing deleted", err)
+			}
+			return err
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("index: delete unused blob rows: %w", err)
+	}
+	return gone, nil
+}
+
+// deleteUnusedByID deletes the rows with these ids (in order) that no part
+// uses and that were last referenced no later than cutoff (any time when
+// now is no later than cutoff), and returns their blobs. It fails with
+// errRowsChanged, leaving the transaction to be rolled back, when a row it
+// deleted is not the row of the blob want gives for its id.
+func deleteUnusedByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int64]cas.Blob, cutoff, now time.Time) ([]cas.Blob, error) {
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(ids)-1) + `)
+		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
+	if now.After(cutoff) {
+		// Else every time counts as old: now is no later than cutoff.
+		q += ` AND last_referenced <= ?`
+		args = append(args, cutoff.UnixNano())
+	}
+	q += ` RETURNING id, digest, ext`
+	res, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	var gone []cas.Blob
+	var other []int64
+	if err := scanBlobRows(res, want, func(id int64, same bool) {
+		if same {
+			gone = append(gone, want[id])
+		} else {
+			other = append(other, id)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if len(other) > 0 {
+		return nil, fmt.Errorf("%w: %d blob rows name other blobs than the mark read, such as id %d", errRowsChanged, len(other), other[0])
 	}
 	return gone, nil
 }
@@ -194,28 +226,173 @@ func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t ti
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), markChunk)]
 		rows = rows[len(batch):]
+		want := make(map[int64]cas.Blob, len(batch))
+		ids := make([]int64, 0, len(batch))
+		for _, r := range batch {
+			want[r.ID] = r.Blob
+			ids = append(ids, r.ID)
+		}
+		ids = slices.Compact(ids)
+		// First by id alone, each marked row's blob checked as the update
+		// returns it; when an id names another blob's row now, the batch
+		// is rolled back and done again, each id first read to keep only
+		// the rows still of their blobs.
 		err := x.write(ctx, func(tx *sql.Tx) error {
-			chunk, err := rowsOfTheirBlobs(ctx, tx, batch)
-			if err != nil {
-				return err
-			}
-			for part := chunk; len(part) > 0; {
-				stmt := part[:min(len(part), rowsChunk)]
-				part = part[len(stmt):]
-				args := make([]any, 0, len(stmt)+2)
-				args = append(args, t.UnixNano(), since.UnixNano())
-				for _, id := range stmt {
-					args = append(args, id)
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored < ? AND id IN (?`+
-					strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...); err != nil {
+			return markByID(ctx, tx, ids, want, since, t)
+		})
+		if errors.Is(err, errRowsChanged) {
+			err = x.write(ctx, func(tx *sql.Tx) error {
+				chunk, err := rowsOfTheirBlobs(ctx, tx, batch)
+				if err != nil {
 					return err
 				}
-			}
-			return nil
-		})
+				return markByID(ctx, tx, chunk, want, since, t)
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("index: mark verified: %w", err)
+		}
+	}
+	return nil
+}
+
+// VerifiedRow names a blob row verify found whole by its id, with the
+// first eight bytes of its blob's digest and the blob's extension: enough
+// to tell it from the row of another blob that took its id since, in far
+// less memory than the whole digest.
+type VerifiedRow struct {
+	ID     int64
+	Prefix [8]byte
+	Ext    string
+}
+
+// MarkVerifiedIDs is MarkVerifiedRows for rows named as VerifiedRow, given
+// in the order of their ids: verify gathers every row it found whole and
+// marks them at its end in that order, so that each page of the table is
+// written once, where marking them in the order verify found them (of
+// their digests) wrote most pages once per chunk. A row whose id names a
+// row of another blob now (its digest's first eight bytes or its
+// extension differ) is left alone. An error leaves the chunks before it
+// marked.
+func (x *Index) MarkVerifiedIDs(ctx context.Context, rows []VerifiedRow, since, t time.Time) error {
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), markChunk)]
+		rows = rows[len(batch):]
+		want := make(map[int64]VerifiedRow, len(batch))
+		ids := make([]int64, 0, len(batch))
+		for _, r := range batch {
+			want[r.ID] = r
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		same := func(id int64, digest []byte, ext string) bool {
+			r, ok := want[id]
+			return ok && len(digest) == cas.DigestSize && [8]byte(digest[:8]) == r.Prefix && ext == r.Ext
+		}
+		err := x.write(ctx, func(tx *sql.Tx) error {
+			return markByIDMatching(ctx, tx, ids, same, since, t)
+		})
+		if errors.Is(err, errRowsChanged) {
+			// Some id names another blob's row now: read them first and
+			// mark only the rows still of their blobs.
+			err = x.write(ctx, func(tx *sql.Tx) error {
+				var keep []int64
+				for part := ids; len(part) > 0; {
+					stmt := part[:min(len(part), rowsChunk)]
+					part = part[len(stmt):]
+					args := make([]any, len(stmt))
+					for i, id := range stmt {
+						args[i] = id
+					}
+					res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
+						strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
+					if err != nil {
+						return err
+					}
+					for res.Next() {
+						var (
+							id     int64
+							digest []byte
+							ext    string
+						)
+						if err = res.Scan(&id, &digest, &ext); err != nil {
+							break
+						}
+						if same(id, digest, ext) {
+							keep = append(keep, id)
+						}
+					}
+					if err == nil {
+						err = res.Err()
+					}
+					res.Close()
+					if err != nil {
+						return err
+					}
+				}
+				slices.Sort(keep)
+				return markByIDMatching(ctx, tx, keep, same, since, t)
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("index: mark verified: %w", err)
+		}
+	}
+	return nil
+}
+
+// markByID marks verified at t the rows with these ids (in order) first
+// stored before since, a statement per rowsChunk ids. It fails with
+// errRowsChanged, leaving the transaction to be rolled back, when a row it
+// marked is not the row of the blob want gives for its id.
+func markByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int64]cas.Blob, since, t time.Time) error {
+	return markByIDMatching(ctx, tx, ids, func(id int64, digest []byte, ext string) bool {
+		b, ok := want[id]
+		return ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext
+	}, since, t)
+}
+
+// markByIDMatching is markByID with the test of a marked row's blob given
+// as a function.
+func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id int64, digest []byte, ext string) bool,
+	since, t time.Time) error {
+	for part := ids; len(part) > 0; {
+		stmt := part[:min(len(part), rowsChunk)]
+		part = part[len(stmt):]
+		args := make([]any, 0, len(stmt)+2)
+		args = append(args, t.UnixNano(), since.UnixNano())
+		for _, id := range stmt {
+			args = append(args, id)
+		}
+		res, err := tx.QueryContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored < ? AND id IN (?`+
+			strings.Repeat(`, ?`, len(stmt)-1)+`) RETURNING id, digest, ext`, args...)
+		if err != nil {
+			return err
+		}
+		var other []int64
+		for res.Next() {
+			var (
+				id     int64
+				digest []byte
+				ext    string
+			)
+			if err = res.Scan(&id, &digest, &ext); err != nil {
+				break
+			}
+			if !same(id, digest, ext) {
+				other = append(other, id)
+			}
+		}
+		if err == nil {
+			err = res.Err()
+		}
+		res.Close()
+		if err != nil {
+			return err
+		}
+		if len(other) > 0 {
+			return fmt.Errorf("%w: %d blob rows name other blobs than verify read, such as id %d", errRowsChanged, len(other), other[0])
 		}
 	}
 	return nil

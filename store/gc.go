@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -151,6 +153,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			candidates = append(candidates, b)
 		}
 		slices.SortFunc(candidates, byFileName)
+		res.Removed = make([]cas.Blob, 0, len(candidates))
 		for _, b := range candidates {
 			if packed(b) {
 				// Its bytes go when its pack is rewritten.
@@ -205,20 +208,28 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	sw.unlock()
 	var errs []string
-	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
-		if packed(b) {
-			// Its bytes go when its pack is rewritten, below.
-			res.UnusedPacked++
-			res.UnusedPackedBytes += sizeOf(b)
-			return
+	res.Removed = make([]cas.Blob, 0, len(m.candidates))
+	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(bs []cas.Blob) {
+		loose := bs[:0:0]
+		for _, b := range bs {
+			if packed(b) {
+				// Its bytes go when its pack is rewritten, below.
+				res.UnusedPacked++
+				res.UnusedPackedBytes += sizeOf(b)
+				continue
+			}
+			loose = append(loose, b)
 		}
-		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-			errs = append(errs, err.Error())
-			return
+		failed := removeBlobs(ctx, s.blobs, loose)
+		for i, b := range loose {
+			if err := failed[i]; err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			res.RemovedBlobs++
+			res.FreedBytes += sizeOf(b)
+			res.Removed = append(res.Removed, b)
 		}
-		res.RemovedBlobs++
-		res.FreedBytes += sizeOf(b)
-		res.Removed = append(res.Removed, b)
 	})
 	if err != nil {
 		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
@@ -253,6 +264,39 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	return res, nil
 }
+
+// removeBlobs unlinks the files of blobs, a worker per core (the unlinks
+// of a batch are much of a hold of gc.lock, which writers wait for), and
+// returns each one's error, nil for one removed or already gone.
+func removeBlobs(ctx context.Context, blobs *cas.Store, bs []cas.Blob) []error {
+	errs := make([]error, len(bs))
+	workers := min(runtime.GOMAXPROCS(0), len(bs)/removeShare)
+	if workers <= 1 {
+		for i, b := range bs {
+			if err := blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(bs); i += workers {
+				if err := blobs.Remove(ctx, bs[i]); err != nil && !errors.Is(err, cas.ErrNotFound) {
+					errs[i] = err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// removeShare is the fewest unlinks worth a worker of their own.
+const removeShare = 32
 
 // byFileName orders blobs by their file names: by digest, then extension
 // (the hex of a digest sorts as its bytes do).
@@ -293,8 +337,10 @@ type gcMark struct {
 // gcCandidate is what the mark keeps of a candidate: no more, since a
 // tenth of a million blobs may be garbage.
 type gcCandidate struct {
-	size    int64
-	modTime time.Time
+	size int64
+	// modTime is the file's modification time, in nanoseconds since 1970
+	// (a time.Time takes three times the memory).
+	modTime int64
 	// pack is the path of the pack holding the blob, when it is not a
 	// file of its own.
 	pack string
@@ -309,7 +355,7 @@ func (c gcCandidate) entry(b cas.Blob) cas.Entry {
 	if rel == "" {
 		rel = b.RelPath()
 	}
-	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: c.modTime}
+	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: time.Unix(0, c.modTime)}
 }
 
 // mark compares the index's blob rows with the files a shard at a time:
@@ -352,7 +398,13 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
-	ahead := newShardRows(s.index)
+	ahead, err := newShardRows(ctx, s.index)
+	if err != nil {
+		return m, listErr("unused blobs", err)
+	}
+	// The candidates are mostly the rows no part uses: the map made at
+	// about their number is not grown and copied again and again.
+	m.candidates = make(map[cas.Blob]gcCandidate, ahead.unusual.Len())
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		rows, err := ahead.get(ctx, sh)
@@ -366,9 +418,21 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		for _, e := range packed[sh] {
 			inPack[e.Blob] = e
 		}
+		// The walk gives loose files by name alone: their times and sizes
+		// are read here, for the few that are not used.
+		var infoErr error
 		unused := func(b cas.Blob, e cas.Entry) {
+			e, err := s.blobs.Info(e)
+			if err != nil {
+				infoErr = err
+				return
+			}
+			if e.Vanished {
+				// Removed since the listing: the next gc looks again.
+				return
+			}
 			if old(e.ModTime) {
-				c := gcCandidate{size: e.Size, modTime: e.ModTime}
+				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
 				if isPacked(e) {
 					c.pack = e.RelPath
 				}
@@ -384,7 +448,13 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			delete(loose, r.Blob)
 			delete(inPack, r.Blob)
 			if isLoose && r.Packed {
-				m.looseCopies[r.Blob] = e
+				le, err := s.blobs.Info(e)
+				if err != nil {
+					return listErr("blob files", err)
+				}
+				if !le.Vanished {
+					m.looseCopies[r.Blob] = le
+				}
 			}
 			if !isLoose && isPacked {
 				e = p
@@ -410,6 +480,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		for b, e := range inPack {
 			unused(b, e)
 		}
+		if infoErr != nil {
+			return listErr("blob files", infoErr)
+		}
 		done += len(rows)
 		if progress != nil {
 			progress(done, max(total, done))
@@ -428,7 +501,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		marked[cur] = true
 		return shard(byte(cur), loose)
 	}
-	err = s.blobs.Walk(ctx, func(e cas.Entry) error {
+	err = s.blobs.WalkNames(ctx, func(e cas.Entry) error {
 		if err := s.fault("gc:walk"); err != nil {
 			return err
 		}
@@ -437,7 +510,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			if err := flush(); err != nil {
 				return err
 			}
-			cur, loose = sh, map[cas.Blob]cas.Entry{}
+			// One map for every shard: a new one would grow anew for each.
+			cur = sh
+			clear(loose)
 			ahead.start(ctx, sh)
 		}
 		switch e.Kind {

@@ -360,14 +360,14 @@ func (s *Store) markRemote(ctx context.Context, old func(time.Time) bool, progre
 			case !there:
 				m.stale = append(m.stale, r.Blob)
 			case old(r.LastReferenced):
-				m.candidates[r.Blob] = gcCandidate{size: e.Size, modTime: e.ModTime}
+				m.candidates[r.Blob] = gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
 			default:
 				m.keptYoung++
 			}
 		}
 		for b, e := range objects {
 			if old(e.ModTime) {
-				m.candidates[b] = gcCandidate{size: e.Size, modTime: e.ModTime}
+				m.candidates[b] = gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
 			} else {
 				m.keptYoung++
 			}

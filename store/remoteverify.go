@@ -28,9 +28,16 @@ func (s *Store) verifyRemote(ctx context.Context, o VerifyOptions) (VerifyResult
 	} else {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
+	ahead, err := newShardRows(ctx, s.index)
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
 	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: map[cas.Blob]bool{}, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(), start: s.now()}
 	err = v.run(ctx, s.remote.be.Walk)
+	if err == nil {
+		err = v.markWhole(ctx)
+	}
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}

@@ -8,7 +8,10 @@ import (
 )
 
 // shardRows reads the index's blob rows a shard at a time for gc's and
-// verify's marks, ahead of their use: once the rows of shard n are taken,
+// verify's marks, ahead of their use: their ids and blobs from the index
+// on digest, in order, and their flags from the unusual rows (those no
+// part uses or that name a pack) read once before, so that a shard costs
+// no search of the table for each row; once the rows of shard n are taken,
 // the rows of shard n+1 are read in another goroutine while the walk lists
 // that shard's files (the walk goes through the shards in order), and the
 // walk may ask for the shard it enters to be read at once. At most two
@@ -17,6 +20,8 @@ import (
 // called from different goroutines.
 type shardRows struct {
 	x *index.Index
+	// unusual are the rows no part uses or that name a pack.
+	unusual *index.UnusualRows
 	// fault, when set, is called before each read of a shard's rows, where
 	// the read runs: a test's injected failure of the read.
 	fault   func(sh byte) error
@@ -29,8 +34,14 @@ type shardResult struct {
 	err  error
 }
 
-func newShardRows(x *index.Index) *shardRows {
-	return &shardRows{x: x, pending: map[int]chan shardResult{}}
+// newShardRows reads the unusual rows, then returns a shardRows that reads
+// the shards' rows.
+func newShardRows(ctx context.Context, x *index.Index) (*shardRows, error) {
+	unusual, err := x.UnusualBlobRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &shardRows{x: x, unusual: unusual, pending: map[int]chan shardResult{}}, nil
 }
 
 // start reads shard sh's rows in another goroutine, unless they are being
@@ -59,7 +70,15 @@ func (r *shardRows) read(ctx context.Context, sh byte) ([]index.ShardBlob, error
 			return nil, err
 		}
 	}
-	return r.x.BlobsInShard(ctx, sh)
+	ids, err := r.x.BlobIDsInShard(ctx, sh)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]index.ShardBlob, len(ids))
+	for i, id := range ids {
+		rows[i] = r.unusual.Row(id)
+	}
+	return rows, nil
 }
 
 // get returns shard sh's rows, and starts reading the next shard's.

@@ -29,7 +29,10 @@ func TestShardRows(t *testing.T) {
 		want[byte(sh)] = len(rows)
 	}
 	for _, order := range [][]int{ascending(), descending()} {
-		r := newShardRows(s.index)
+		r, err := newShardRows(ctx, s.index)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {

@@ -101,8 +101,13 @@ func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, erro
 // what it found wrong, never a list of every blob.
 func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
+	// The checks below stop when verify returns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// SQLite's integrity check and the recount of the counters behind
-	// stats each read the whole database: they run beside the re-hashing.
+	// stats each read the whole database: they run beside the re-hashing,
+	// and beside each other, each reading from the start, before any mark
+	// grows the index's log.
 	type check struct {
 		problems []string
 		err      error
@@ -118,11 +123,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			p, err = s.index.IntegrityCheck(ctx)
 		}
 		checked <- check{p, err}
+	}()
+	go func() {
 		var c check
-		if err == nil && len(p) == 0 {
-			// A damaged index has nothing worth recounting.
-			c.problems, c.err = s.index.CountDrift(ctx)
-		}
+		c.problems, c.err = s.index.CountDrift(ctx)
 		recounted <- c
 	}()
 	integrity := func() ([]string, error) {
@@ -159,9 +163,19 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			inPacks[e.Blob] = true
 		}
 	}
+	ahead, err := newShardRows(ctx, s.index)
+	if err != nil && damaged() {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
+	}
 	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(), start: s.now()}
 	err = v.run(ctx, s.blobs.Walk)
+	if err == nil {
+		err = v.markWhole(ctx)
+	}
 	if err != nil && damaged() {
 		return res, nil
 	}
@@ -240,6 +254,10 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		}
 	}
 	c := <-recounted
+	if len(res.IndexProblems) > 0 {
+		// A damaged index has nothing worth recounting.
+		c = check{}
+	}
 	if c.err != nil {
 		return res, fmt.Errorf("store: verify: %w", c.err)
 	}
@@ -262,8 +280,9 @@ type verifier struct {
 	used map[cas.Blob]index.ShardBlob
 	// missing lists blobs rows use that the walk did not find.
 	missing []cas.Blob
-	// whole lists the rows of blobs found whole, not yet marked verified.
-	whole  []index.BlobID
+	// whole holds the rows of blobs found whole, marked verified once
+	// the walk is done.
+	whole  *wholeRows
 	mtimes map[cas.Blob]time.Time
 	ahead  *shardRows
 	// start is when verify began: rows first stored since are not the
@@ -358,9 +377,6 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 				err = v.shard(ctx, byte(sh), nil)
 			}
 		}
-		if err == nil {
-			err = v.markWhole(ctx, 0)
-		}
 		judged <- err
 	}()
 	var job *verifyJob
@@ -421,26 +437,16 @@ func (v *verifier) shard(ctx context.Context, sh byte, entries []*verifyEntry) e
 			v.missing = append(v.missing, b)
 		}
 	}
-	return v.markWhole(ctx, markEvery)
+	return nil
 }
 
-// markEvery is how many blobs found whole verify gathers before it marks
-// them verified.
-const markEvery = 10000
-
-// markWhole marks the blobs found whole as verified once there are at
-// least n of them, unless the store is read-only.
-func (v *verifier) markWhole(ctx context.Context, n int) error {
-	if len(v.whole) == 0 || len(v.whole) < n {
+// markWhole marks the blobs found whole as verified, unless the store is
+// read-only.
+func (v *verifier) markWhole(ctx context.Context) error {
+	if v.s.readOnly || v.whole.len() == 0 {
 		return nil
 	}
-	if !v.s.readOnly {
-		if err := v.s.index.MarkVerifiedRows(ctx, v.whole, v.start, v.s.now()); err != nil {
-			return err
-		}
-	}
-	v.whole = v.whole[:0]
-	return nil
+	return v.whole.mark(ctx, v.s.index, v.start, v.s.now())
 }
 
 // hash re-hashes a blob entry: nil when it matches its name.
@@ -505,12 +511,8 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 		v.o.Progress(res.CheckedBytes, max(v.total, res.CheckedBytes))
 	}
 	switch {
-	case err == nil && isUsed && r.Size != e.Size:
-		// Cannot happen with a sound hash; say so rather than hide it.
-		res.Corrupt = append(res.Corrupt, Problem{Path: path, Blob: e.Blob, Keys: s.keys(ctx, e.Blob),
-			Reason: fmt.Sprintf("%d bytes, the index says %d", e.Size, r.Size)})
 	case err == nil && isUsed:
-		v.whole = append(v.whole, index.BlobID{ID: r.ID, Blob: e.Blob})
+		v.whole.add(r.ID, e.Blob)
 	case err == nil:
 		res.Orphans = append(res.Orphans, Problem{Path: path, Blob: e.Blob, Reason: "no index row uses it"})
 		v.mtimes[e.Blob] = e.ModTime
@@ -522,8 +524,10 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 			switch {
 			case !ce.Got.IsZero() && v.usedAnywhere(ctx, cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}):
 				reason = "misnamed: holds the content of " + ce.Got.String()
-			case isUsed && e.Size < r.Size:
-				reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, r.Size)
+			case isUsed:
+				if row, err := s.index.Blob(ctx, e.Blob); err == nil && e.Size < row.Size {
+					reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, row.Size)
+				}
 			}
 		}
 		p := Problem{Path: path, Blob: e.Blob, Reason: reason}

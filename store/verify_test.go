@@ -249,8 +249,12 @@ func TestVerifyShardInTwoRuns(t *testing.T) {
 		}
 	}
 	var res VerifyResult
+	ahead, err := newShardRows(ctx, s.index)
+	if err != nil {
+		t.Fatal(err)
+	}
 	v := &verifier{s: s, res: &res, inPacks: map[cas.Blob]bool{}, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: newShardRows(s.index), start: s.now()}
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(), start: s.now()}
 	walk := func(ctx context.Context, fn func(cas.Entry) error) error {
 		for _, e := range []cas.Entry{a, b, a} {
 			if err := fn(e); err != nil {
@@ -261,5 +265,67 @@ func TestVerifyShardInTwoRuns(t *testing.T) {
 	}
 	if err := v.run(ctx, walk); !errors.Is(err, errWalkOrder) {
 		t.Errorf("verify of a walk giving shard 00 twice = %v, want errWalkOrder", err)
+	}
+}
+
+// TestVerifyMarksOnlyWhole: among many blobs, over several blocks of ids,
+// verify marks verified exactly the used blobs it found whole, at its end:
+// not those it found corrupt or missing, nor those no part uses, and it
+// reports every one of the damaged among the whole.
+func TestVerifyMarksOnlyWhole(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	var items []hook.Item
+	for i := range 1500 {
+		run := "keep"
+		if i%10 == 3 {
+			run = "gone"
+		}
+		items = append(items, item(run, i, fmt.Sprint("blob number ", i, " of many")))
+	}
+	st := mustWrite(t, s, items...)
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	flipped := map[int]bool{17: true, 700: true, 1499: true}
+	for i := range flipped {
+		damage(t, st[i].Path, func(b []byte) []byte { b[0] ^= 0x20; return b })
+	}
+	const deleted = 901
+	os.Remove(st[deleted].Path)
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK {
+		t.Error("verify says OK")
+	}
+	corrupt := map[string]bool{}
+	for _, p := range res.Corrupt {
+		corrupt[p.Path] = true
+	}
+	for i := range flipped {
+		if !corrupt[st[i].Path] {
+			t.Errorf("part %d's flipped blob not reported corrupt", i)
+		}
+	}
+	if len(res.Corrupt) != len(flipped) {
+		t.Errorf("%d corrupt, want %d: %+v", len(res.Corrupt), len(flipped), res.Corrupt)
+	}
+	if len(res.Missing) != 1 || res.Missing[0].Path != st[deleted].Path {
+		t.Errorf("missing = %+v, want part %d's blob", res.Missing, deleted)
+	}
+	if len(res.Orphans) != 150 {
+		t.Errorf("%d orphans, want the 150 pruned parts' blobs", len(res.Orphans))
+	}
+	for i, p := range st {
+		b, err := s.index.Blob(ctx, cas.Blob{Digest: p.Digest, Ext: ".txt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := i%10 != 3 && !flipped[i] && i != deleted
+		if got := !b.VerifiedAt.IsZero(); got != want {
+			t.Errorf("part %d: marked verified %v, want %v", i, got, want)
+		}
 	}
 }
