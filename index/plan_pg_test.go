@@ -39,7 +39,7 @@ func testQueryPlansPostgres(t *testing.T) {
 	// Each lookup of blobs by digest finds them through blobs_digest.
 	byDigest := map[string]bool{"digest lookup": true, "digest lookup in a run": true, "path lookup in a run": true,
 		"a blob's row": true, "a blob's new row": true, "a blob's last reference": true, "a digest prefix's blobs": true,
-		"a shard's blobs": true, "a page of the parts sharing a blob": true}
+		"a shard's blobs": true, "a shard's blob ids": true, "a page of the parts sharing a blob": true}
 	for _, tc := range []struct {
 		name string
 		q    string
@@ -55,6 +55,7 @@ func testQueryPlansPostgres(t *testing.T) {
 		{"a blob's last reference", touchBlobSQL, append([]any{1}, append(digestArgs(d), ".txt")...)},
 		{"a digest prefix's blobs", prefixSQL(true, false), []any{d[:4], d[:4], d[:4], d[:4]}},
 		{"a shard's blobs", shardSQL(true), []any{d[:1], d[:1]}},
+		{"a shard's blob ids", shardIDsSQL(true), []any{d[:1], d[:1]}},
 		{"gc anti-join", unreferencedSQL, nil},
 		{"same content as", sameAsSQL, []any{1, "r1", 1, "k"}},
 		{"key owner", keyOwnerSQL, []any{"k", "r1/"}},

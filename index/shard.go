@@ -36,6 +36,15 @@ func shardSQL(bounded bool) string {
 	return q + ` ORDER BY b.digest, b.ext`
 }
 
+// shardIDsSQL is BlobIDsInShard's query: shardSQL's, of fewer columns.
+func shardIDsSQL(bounded bool) string {
+	q := `SELECT b.id, b.digest, b.ext FROM blobs b WHERE substr(b.digest, 1, 8) >= ?`
+	if bounded {
+		q += ` AND substr(b.digest, 1, 8) < ?`
+	}
+	return q + ` ORDER BY b.digest, b.ext`
+}
+
 // BlobsInShard returns the rows of the blobs whose digest starts with the
 // byte shard, in the order of their file names (digest, then extension):
 // a 256th of the blobs at a time, so that a mark of every blob never holds
@@ -81,18 +90,13 @@ func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, erro
 
 // BlobIDsInShard returns the ids and blobs of the rows whose digest starts
 // with the byte shard, in the order of their file names, as BlobsInShard
-// does, but read from the index on (digest, ext) alone: the other columns
-// of a row would cost a search of the table for each row, in no order,
-// where the index's rows come in order. UnusualBlobRows gives what the
-// marks need of the few rows that are not used and loose.
+// does, but only those columns. UnusualBlobRows gives what the marks need
+// of the few rows that are not used and loose.
 func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error) {
-	q := `SELECT id, digest, ext FROM blobs WHERE digest >= ?`
-	args := []any{[]byte{shard}}
+	q, args := shardIDsSQL(shard < 0xff), []any{[]byte{shard}}
 	if shard < 0xff {
-		q += ` AND digest < ?`
 		args = append(args, []byte{shard + 1})
 	}
-	q += ` ORDER BY digest, ext`
 	var out []BlobID
 	err := x.read(ctx, func() error {
 		out = out[:0]
