@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -209,27 +207,20 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	sw.unlock()
 	var errs []string
 	res.Removed = make([]cas.Blob, 0, len(m.candidates))
-	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(bs []cas.Blob) {
-		loose := bs[:0:0]
-		for _, b := range bs {
-			if packed(b) {
-				// Its bytes go when its pack is rewritten, below.
-				res.UnusedPacked++
-				res.UnusedPackedBytes += sizeOf(b)
-				continue
-			}
-			loose = append(loose, b)
+	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
+		if packed(b) {
+			// Its bytes go when its pack is rewritten, below.
+			res.UnusedPacked++
+			res.UnusedPackedBytes += sizeOf(b)
+			return
 		}
-		failed := removeBlobs(ctx, s.blobs, loose)
-		for i, b := range loose {
-			if err := failed[i]; err != nil {
-				errs = append(errs, err.Error())
-				continue
-			}
-			res.RemovedBlobs++
-			res.FreedBytes += sizeOf(b)
-			res.Removed = append(res.Removed, b)
+		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+			errs = append(errs, err.Error())
+			return
 		}
+		res.RemovedBlobs++
+		res.FreedBytes += sizeOf(b)
+		res.Removed = append(res.Removed, b)
 	})
 	if err != nil {
 		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
@@ -264,39 +255,6 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	return res, nil
 }
-
-// removeBlobs unlinks the files of blobs, a worker per core (the unlinks
-// of a batch are much of a hold of gc.lock, which writers wait for), and
-// returns each one's error, nil for one removed or already gone.
-func removeBlobs(ctx context.Context, blobs *cas.Store, bs []cas.Blob) []error {
-	errs := make([]error, len(bs))
-	workers := min(runtime.GOMAXPROCS(0), len(bs)/removeShare)
-	if workers <= 1 {
-		for i, b := range bs {
-			if err := blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-				errs[i] = err
-			}
-		}
-		return errs
-	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(bs); i += workers {
-				if err := blobs.Remove(ctx, bs[i]); err != nil && !errors.Is(err, cas.ErrNotFound) {
-					errs[i] = err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errs
-}
-
-// removeShare is the fewest unlinks worth a worker of their own.
-const removeShare = 32
 
 // byFileName orders blobs by their file names: by digest, then extension
 // (the hex of a digest sorts as its bytes do).

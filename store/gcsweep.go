@@ -98,9 +98,9 @@ func (w *sweeper) unlock() {
 // (files no row names) get a last look at the rows in the hold that
 // unlinks them: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
-// held, before each delete. remove unlinks the blobs of a hold, in it.
+// held, before each delete. remove unlinks one blob.
 func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate, cutoff, now time.Time,
-	heldIndex func() error, remove func([]cas.Blob)) error {
+	heldIndex func() error, remove func(cas.Blob)) error {
 	var rows []index.BlobID
 	var noRow []cas.Blob
 	for b, c := range candidates {
@@ -133,7 +133,11 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 		if err != nil {
 			return err
 		}
-		remove(slices.DeleteFunc(slices.Clone(look), func(b cas.Blob) bool { return has[b] }))
+		for _, b := range look {
+			if !has[b] {
+				remove(b)
+			}
+		}
 		fit()
 		w.unlock()
 	}
@@ -153,7 +157,9 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 		if err := w.s.fault("gc:rows-deleted"); err != nil {
 			return err
 		}
-		remove(gone)
+		for _, b := range gone {
+			remove(b)
+		}
 		fit()
 		w.unlock()
 	}

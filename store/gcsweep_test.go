@@ -2,14 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 )
@@ -176,43 +173,5 @@ func TestSweepGap(t *testing.T) {
 	}
 	if got := (&sweeper{}).gapLeft(end); got != 0 {
 		t.Errorf("gap before the first hold = %v, want none", got)
-	}
-}
-
-// TestRemoveBlobs: the unlinks of a batch, split among workers, remove
-// every file, take one already gone as removed, and give the error of one
-// that cannot go at its own place.
-func TestRemoveBlobs(t *testing.T) {
-	ctx := context.Background()
-	s := MustOpen(t)
-	var bs []cas.Blob
-	for i := range 200 {
-		r, err := s.blobs.PutBytes(ctx, fmt.Append(nil, "file ", i), ".txt")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs = append(bs, r.Blob)
-	}
-	gone := cas.Blob{Digest: cas.Sum([]byte("never written")), Ext: ".txt"}
-	stuck := cas.Blob{Digest: cas.Sum([]byte("a full directory")), Ext: ".txt"}
-	dir := filepath.Join(s.Dir(), filepath.FromSlash(stuck.RelPath()))
-	if err := os.MkdirAll(filepath.Join(dir, "inside"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bs = append(bs[:100:100], append([]cas.Blob{gone, stuck}, bs[100:]...)...)
-	errs := removeBlobs(ctx, s.blobs, bs)
-	for i, b := range bs {
-		switch {
-		case b == stuck:
-			if errs[i] == nil {
-				t.Errorf("the removal of a directory with a file in it did not fail")
-			}
-		case errs[i] != nil:
-			t.Errorf("remove %s: %v", b, errs[i])
-		case b != gone:
-			if _, err := os.Lstat(filepath.Join(s.Dir(), filepath.FromSlash(b.RelPath()))); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("%s still there: %v", b, err)
-			}
-		}
 	}
 }
