@@ -120,11 +120,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if err != nil {
 			return nil, err
 		}
-		blobs := filepath.Join(s.Dir(), cas.BlobsDir)
-		bare := func(i int) error {
-			shard := filepath.Join(blobs, fmt.Sprintf("%02x", i%256))
-			return bareWrite(shard, filepath.Join(shard, fmt.Sprint("bare-", i, ".txt")), []byte(uniqueText(16<<10, -1-i)), true)
-		}
+		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
 		// The store's temp pool fills again behind each step: that work is
 		// timed with the step, so that none of it runs while the bare write
 		// is timed, and the step pays for the file the bare write makes.
@@ -267,11 +263,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// The file system's own gain from writing at once: four bare
 		// two-barrier writes at once against four one after another, into
 		// the same shard directories.
-		blobs := filepath.Join(s.Dir(), cas.BlobsDir)
-		bare := func(i int) error {
-			shard := filepath.Join(blobs, fmt.Sprintf("%02x", i%256))
-			return bareWrite(shard, filepath.Join(shard, fmt.Sprint("bare-", i, ".txt")), []byte(uniqueText(16<<10, -1-i)), true)
-		}
+		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
 		bareFour := func(i int) error {
 			var wg sync.WaitGroup
 			errs := make([]error, 4)
@@ -342,16 +334,13 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 		return "", err
 	}
 	page := []byte(uniqueText(stepLogBytes, 0))
-	blobs := filepath.Join(dir, cas.BlobsDir)
 	logged := func(i int) error {
-		shard := filepath.Join(blobs, fmt.Sprintf("%02x", i%256))
-		return bareWriteBeside(shard, filepath.Join(shard, fmt.Sprint("bare-", off+i, ".txt")), []byte(uniqueText(16<<10, -1-off-i)), true,
-			func() error {
-				if _, err := log.WriteAt(page, int64(i%slots)*stepLogBytes); err != nil {
-					return err
-				}
-				return log.Sync()
-			})
+		return bareInShard(dir, off+i, func() error {
+			if _, err := log.WriteAt(page, int64(i%slots)*stepLogBytes); err != nil {
+				return err
+			}
+			return log.Sync()
+		})
 	}
 	ratios, loggedT, bareT, err := turnRatios(rounds, n, logged, func(i int) error { return bare(off + rounds*n + i) }, nil)
 	if err != nil {
@@ -360,6 +349,13 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 	worst, med := maxMedian(ratios)
 	return fmt.Sprintf("the floor of a store with a log of its own, the bare write with %d bytes written to a log and synced beside the directory's sync: %.2f × worst round, %.2f × median (%v against %v)",
 		stepLogBytes, worst, med, loggedT.Round(time.Microsecond), bareT.Round(time.Microsecond)), nil
+}
+
+// bareInShard makes the i-th bare durable write of unique 16 KiB text into
+// a shard directory of the store at dir, with beside (see bareWriteBeside).
+func bareInShard(dir string, i int, beside func() error) error {
+	shard := filepath.Join(dir, cas.BlobsDir, fmt.Sprintf("%02x", i%256))
+	return bareWriteBeside(shard, filepath.Join(shard, fmt.Sprint("bare-", i, ".txt")), []byte(uniqueText(16<<10, -1-i)), true, beside)
 }
 
 // errorsJoin returns the first error of errs.

@@ -46,13 +46,6 @@ func datasync(f file) error {
 	return serr
 }
 
-// birthTime returns when f's file was created, where the file system
-// records it (statx's btime).
-func birthTime(f file) (time.Time, bool) {
-	id, ok := identify(f)
-	return id.born, ok
-}
-
 // identify returns which file f is: its device, inode and birth time, where
 // the file system records the birth time (statx's btime).
 func identify(f file) (fileID, bool) {

@@ -2,17 +2,12 @@
 
 package cas
 
-import (
-	"os"
-	"time"
-)
+import "os"
 
 func syncfs(*os.File) error { return errSyncFSUnsupported }
 
 func datasync(f file) error { return f.Sync() }
 
-// birthTime is unknown here: every durable hit syncs.
-func birthTime(file) (time.Time, bool) { return time.Time{}, false }
-
-// identify cannot tell a file from one made later at its inode here.
+// identify cannot tell a file from one made later at its inode, nor when
+// it was born, here: every durable hit syncs.
 func identify(file) (fileID, bool) { return fileID{}, false }

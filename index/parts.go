@@ -297,9 +297,8 @@ func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func()
 			}
 			return *st
 		}
-		batch := all
-	next:
-		for _, p := range batch {
+		// record runs one part's statements.
+		record := func(p NewPart) error {
 			// A key's suffix goes before its extension: every key tried
 			// has p.Key's prefix, and its run's row.
 			prefix, rest := splitKey(p.Key)
@@ -352,19 +351,26 @@ func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func()
 				}
 			}
 			out = append(out, Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)})
-		}
-		if gather == nil {
 			return nil
 		}
-		more, err := gather()
-		if err != nil || len(more) == 0 {
-			return err
+		for batch := all; ; {
+			for _, p := range batch {
+				if err := record(p); err != nil {
+					return err
+				}
+			}
+			if gather == nil {
+				return nil
+			}
+			more, err := gather()
+			if err != nil || len(more) == 0 {
+				return err
+			}
+			if batch, err = recordable(more); err != nil {
+				return err
+			}
+			all = append(all[:len(all):len(all)], batch...)
 		}
-		if batch, err = recordable(more); err != nil {
-			return err
-		}
-		all = append(all[:len(all):len(all)], batch...)
-		goto next
 	})
 	if err != nil {
 		return nil, fmt.Errorf("index: record: %w", err)
