@@ -14,24 +14,12 @@ func TestRecordWhenReady(t *testing.T) { forEachBackend(t, testRecordWhenReady) 
 func testRecordWhenReady(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	other, err := Open(ctx, x.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	visible := func() int {
-		t.Helper()
-		ps, err := other.List(ctx, ListOptions{AllVersions: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ps)
-	}
+	visible := visibleElsewhere(t, x)
 
 	p := newPart("run", 1, "search", "c1", "alpha")
 	failed := errors.New("the blob could not be written")
 	calls := 0
-	_, err = x.RecordWhenReady(ctx, []NewPart{p}, func() error {
+	_, err := x.RecordWhenReady(ctx, []NewPart{p}, func() error {
 		calls++
 		if n := visible(); n != 0 {
 			t.Errorf("before ready's answer, another connection sees %d parts", n)
@@ -86,19 +74,7 @@ func TestRecordGathering(t *testing.T) { forEachBackend(t, testRecordGathering) 
 func testRecordGathering(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	other, err := Open(ctx, x.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	visible := func() int {
-		t.Helper()
-		ps, err := other.List(ctx, ListOptions{AllVersions: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ps)
-	}
+	visible := visibleElsewhere(t, x)
 	first := newPart("run", 1, "search", "c1", "alpha")
 	more := [][]NewPart{
 		{newPart("run", 2, "search", "c2", "beta"), newPart("other", 1, "fetch", "c1", "gamma")},
@@ -158,5 +134,25 @@ func testRecordGathering(t *testing.T) {
 		if n := visible(); n != len(want) {
 			t.Errorf("%s: %d parts recorded, want %d", tc.name, n, len(want))
 		}
+	}
+}
+
+// visibleElsewhere returns how many parts another connection to x's
+// database sees.
+func visibleElsewhere(t *testing.T, x *Index) func() int {
+	t.Helper()
+	ctx := context.Background()
+	other, err := Open(ctx, x.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return func() int {
+		t.Helper()
+		ps, err := other.List(ctx, ListOptions{AllVersions: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ps)
 	}
 }

@@ -104,7 +104,7 @@ func deleteUnusedByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int
 	defer res.Close()
 	var gone []cas.Blob
 	var other []int64
-	if err := scanBlobRows(res, want, func(id int64, same bool) {
+	if err := scanBlobRows(res, wanted(want), func(id int64, same bool) {
 		if same {
 			gone = append(gone, want[id])
 		} else {
@@ -150,7 +150,7 @@ func rowsOfTheirBlobs(ctx context.Context, tx *sql.Tx, rows []BlobID) ([]int64, 
 				return err
 			}
 			defer res.Close()
-			return scanBlobRows(res, want, func(id int64, same bool) {
+			return scanBlobRows(res, wanted(want), func(id int64, same bool) {
 				if same {
 					out = append(out, id)
 				}
@@ -310,22 +310,11 @@ func (x *Index) MarkVerifiedIDs(ctx context.Context, rows []VerifiedRow, since, 
 					if err != nil {
 						return err
 					}
-					for res.Next() {
-						var (
-							id     int64
-							digest []byte
-							ext    string
-						)
-						if err = res.Scan(&id, &digest, &ext); err != nil {
-							break
-						}
-						if same(id, digest, ext) {
+					err = scanBlobRows(res, same, func(id int64, same bool) {
+						if same {
 							keep = append(keep, id)
 						}
-					}
-					if err == nil {
-						err = res.Err()
-					}
+					})
 					res.Close()
 					if err != nil {
 						return err
@@ -347,10 +336,7 @@ func (x *Index) MarkVerifiedIDs(ctx context.Context, rows []VerifiedRow, since, 
 // errRowsChanged, leaving the transaction to be rolled back, when a row it
 // marked is not the row of the blob want gives for its id.
 func markByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int64]cas.Blob, since, t time.Time) error {
-	return markByIDMatching(ctx, tx, ids, func(id int64, digest []byte, ext string) bool {
-		b, ok := want[id]
-		return ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext
-	}, since, t)
+	return markByIDMatching(ctx, tx, ids, wanted(want), since, t)
 }
 
 // markByIDMatching is markByID with the test of a marked row's blob given
@@ -371,22 +357,11 @@ func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id
 			return err
 		}
 		var other []int64
-		for res.Next() {
-			var (
-				id     int64
-				digest []byte
-				ext    string
-			)
-			if err = res.Scan(&id, &digest, &ext); err != nil {
-				break
-			}
-			if !same(id, digest, ext) {
+		err = scanBlobRows(res, same, func(id int64, same bool) {
+			if !same {
 				other = append(other, id)
 			}
-		}
-		if err == nil {
-			err = res.Err()
-		}
+		})
 		res.Close()
 		if err != nil {
 			return err
@@ -399,9 +374,9 @@ func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id
 }
 
 // scanBlobRows reads rows of a blob row's id, digest and extension, and
-// calls f with each id and whether the row still names the blob want gives
-// for that id.
-func scanBlobRows(res *sql.Rows, want map[int64]cas.Blob, f func(id int64, same bool)) error {
+// calls f with each id and whether the row is the blob same expects for
+// that id.
+func scanBlobRows(res *sql.Rows, same func(id int64, digest []byte, ext string) bool, f func(id int64, same bool)) error {
 	for res.Next() {
 		var (
 			id     int64
@@ -411,8 +386,16 @@ func scanBlobRows(res *sql.Rows, want map[int64]cas.Blob, f func(id int64, same 
 		if err := res.Scan(&id, &digest, &ext); err != nil {
 			return err
 		}
-		b, ok := want[id]
-		f(id, ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext)
+		f(id, same(id, digest, ext))
 	}
 	return res.Err()
+}
+
+// wanted returns the test of scanBlobRows that a row names the blob want
+// gives for its id.
+func wanted(want map[int64]cas.Blob) func(id int64, digest []byte, ext string) bool {
+	return func(id int64, digest []byte, ext string) bool {
+		b, ok := want[id]
+		return ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext
+	}
 }
