@@ -148,7 +148,11 @@ func (s *Store) walk(ctx context.Context, lazy bool, fn func(Entry) error) error
 
 func (s *Store) walkShard(ctx context.Context, shard string, lazy bool, fn func(Entry) error) error {
 	dir := BlobsDir + "/" + shard
-	entries, err := s.fs.ReadDir(dir)
+	list := s.fs.ReadDir
+	if lazy {
+		list = func(dir string) ([]fs.DirEntry, error) { return readDirLazy(s.fs, dir) }
+	}
+	entries, err := list(dir)
 	if err != nil {
 		return fmt.Errorf("cas: walk %s: %w", s.abs(dir), err)
 	}

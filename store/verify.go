@@ -172,7 +172,8 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	}
 	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
 		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(), start: s.now()}
-	err = v.run(ctx, s.blobs.Walk)
+	// The walk lists names only: re-hashing a file looks at it anyway.
+	err = v.run(ctx, s.blobs.WalkNames)
 	if err == nil {
 		err = v.markWhole(ctx)
 	}
@@ -338,7 +339,7 @@ func (v *verifier) run(ctx context.Context, walk func(context.Context, func(cas.
 		go func() {
 			defer workers.Done()
 			for it := range work {
-				it.err = v.hash(ctx, it.e)
+				it.e, it.err = v.hash(ctx, it.e)
 				it.job.done.Done()
 			}
 		}()
@@ -449,15 +450,24 @@ func (v *verifier) markWhole(ctx context.Context) error {
 	return v.whole.mark(ctx, v.s.index, v.start, v.s.now())
 }
 
-// hash re-hashes a blob entry: nil when it matches its name.
-func (v *verifier) hash(ctx context.Context, e cas.Entry) error {
+// hash re-hashes a blob entry: nil when it matches its name. It returns
+// the entry with its size and time read, when the walk gave it without
+// them and the file could be opened.
+func (v *verifier) hash(ctx context.Context, e cas.Entry) (cas.Entry, error) {
 	if e.Kind != cas.EntryBlob {
-		return nil
+		return e, nil
 	}
 	if v.s.remote != nil {
-		return v.s.verifyObject(ctx, e.Blob)
+		return e, v.s.verifyObject(ctx, e.Blob)
 	}
-	return v.s.blobs.Verify(ctx, e.Blob)
+	if !e.Lazy {
+		return e, v.s.blobs.Verify(ctx, e.Blob)
+	}
+	fi, err := v.s.blobs.VerifyInfo(ctx, e.Blob)
+	if fi != nil {
+		e.Size, e.ModTime, e.Lazy = fi.Size(), fi.ModTime(), false
+	}
+	return e, err
 }
 
 // entry checks one name the walk found, given what hash said of it; a
@@ -524,7 +534,7 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 			switch {
 			case !ce.Got.IsZero() && v.usedAnywhere(ctx, cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}):
 				reason = "misnamed: holds the content of " + ce.Got.String()
-			case isUsed:
+			case isUsed && !e.Lazy:
 				if row, err := s.index.Blob(ctx, e.Blob); err == nil && e.Size < row.Size {
 					reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, row.Size)
 				}
