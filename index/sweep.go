@@ -290,43 +290,111 @@ func (x *Index) MarkVerifiedIDs(ctx context.Context, rows []VerifiedRow, since, 
 			r, ok := want[id]
 			return ok && len(digest) == cas.DigestSize && [8]byte(digest[:8]) == r.Prefix && ext == r.Ext
 		}
-		err := x.write(ctx, func(tx *sql.Tx) error {
-			return markByIDMatching(ctx, tx, ids, same, since, t)
-		})
-		if errors.Is(err, errRowsChanged) {
-			// Some id names another blob's row now: read them first and
-			// mark only the rows still of their blobs.
-			err = x.write(ctx, func(tx *sql.Tx) error {
-				var keep []int64
-				for part := ids; len(part) > 0; {
-					stmt := part[:min(len(part), rowsChunk)]
-					part = part[len(stmt):]
-					args := make([]any, len(stmt))
-					for i, id := range stmt {
-						args[i] = id
-					}
-					res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
-						strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
-					if err != nil {
-						return err
-					}
-					err = scanBlobRows(res, same, func(id int64, same bool) {
-						if same {
-							keep = append(keep, id)
-						}
-					})
-					res.Close()
-					if err != nil {
-						return err
-					}
+		if err := x.markVerifiedMatching(ctx, ids, same, since, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckedRow names a blob row verify found whole by its id and a 16-bit
+// check of its blob (RowCheck of the blob's digest and extension): the
+// least verify can keep of each of a million rows, in two bytes and a bit,
+// to tell a row from that of another blob that took its id since. A new
+// row takes an id only once verify has begun, and is then left alone by
+// its first_stored time; the check is for a clock set back meanwhile.
+type CheckedRow struct {
+	ID    int64
+	Check uint16
+}
+
+// RowCheck returns the 16-bit check of a blob that CheckedRow holds: a
+// hash of its digest's first eight bytes and its extension.
+func RowCheck(d cas.Digest, ext string) uint16 {
+	return rowCheck(d[:8], ext)
+}
+
+// rowCheck is RowCheck of a digest's bytes as a row gives them.
+func rowCheck(prefix []byte, ext string) uint16 {
+	// FNV-1a, 32 bits, folded.
+	h := uint32(2166136261)
+	for _, c := range prefix[:min(len(prefix), 8)] {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	h = (h ^ 0xff) * 16777619
+	for i := 0; i < len(ext); i++ {
+		h = (h ^ uint32(ext[i])) * 16777619
+	}
+	return uint16(h>>16) ^ uint16(h)
+}
+
+// MarkVerifiedChecked is MarkVerifiedIDs for rows named as CheckedRow,
+// given in the order of their ids: a row whose blob's check differs from
+// the one given with its id is another blob's row now, and is left alone.
+// An error leaves the chunks before it marked.
+func (x *Index) MarkVerifiedChecked(ctx context.Context, rows []CheckedRow, since, t time.Time) error {
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), markChunk)]
+		rows = rows[len(batch):]
+		want := make(map[int64]uint16, len(batch))
+		ids := make([]int64, 0, len(batch))
+		for _, r := range batch {
+			want[r.ID] = r.Check
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		same := func(id int64, digest []byte, ext string) bool {
+			c, ok := want[id]
+			return ok && len(digest) == cas.DigestSize && rowCheck(digest, ext) == c
+		}
+		if err := x.markVerifiedMatching(ctx, ids, same, since, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markVerifiedMatching marks verified at t, in one transaction, the rows
+// with these ids (in order) first stored before since, when each is the
+// row same expects for its id; when one is not, the transaction is done
+// again, each id first read to keep only the rows still of their blobs.
+func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same func(id int64, digest []byte, ext string) bool,
+	since, t time.Time) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		return markByIDMatching(ctx, tx, ids, same, since, t)
+	})
+	if errors.Is(err, errRowsChanged) {
+		err = x.write(ctx, func(tx *sql.Tx) error {
+			var keep []int64
+			for part := ids; len(part) > 0; {
+				stmt := part[:min(len(part), rowsChunk)]
+				part = part[len(stmt):]
+				args := make([]any, len(stmt))
+				for i, id := range stmt {
+					args[i] = id
 				}
-				slices.Sort(keep)
-				return markByIDMatching(ctx, tx, keep, same, since, t)
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("index: mark verified: %w", err)
-		}
+				res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
+					strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
+				if err != nil {
+					return err
+				}
+				err = scanBlobRows(res, same, func(id int64, same bool) {
+					if same {
+						keep = append(keep, id)
+					}
+				})
+				res.Close()
+				if err != nil {
+					return err
+				}
+			}
+			slices.Sort(keep)
+			return markByIDMatching(ctx, tx, keep, same, since, t)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("index: mark verified: %w", err)
 	}
 	return nil
 }

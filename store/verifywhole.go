@@ -10,16 +10,13 @@ import (
 )
 
 // wholeRows holds the rows verify found whole until it marks them, once
-// the walk is done, in the order of their ids: a row in 10 bytes (the first eight bytes
-// of its digest, its extension's number), in blocks of wholeBlockIDs
-// consecutive ids. Verify finds rows in the order of their digests, which
-// is no order of their ids: marking them as found wrote most pages of the
-// table once per chunk of marks.
+// the walk is done, in the order of their ids: a row in a bit and the
+// 16-bit check of its blob (index.RowCheck), in blocks of wholeBlockIDs
+// consecutive ids, two bytes and a bit a row. Verify finds rows in the
+// order of their digests, which is no order of their ids: marking them as
+// found wrote most pages of the table once per chunk of marks.
 type wholeRows struct {
 	blocks map[int64]*wholeBlock
-	// exts are the extensions seen, numbered by their place.
-	exts   []string
-	extNum map[string]uint16
 	n      int
 }
 
@@ -27,27 +24,16 @@ type wholeRows struct {
 const wholeBlockIDs = 512
 
 type wholeBlock struct {
-	has    [wholeBlockIDs / 64]uint64
-	prefix [wholeBlockIDs][8]byte
-	ext    [wholeBlockIDs]uint16
+	has   [wholeBlockIDs / 64]uint64
+	check [wholeBlockIDs]uint16
 }
 
 func newWholeRows() *wholeRows {
-	return &wholeRows{blocks: map[int64]*wholeBlock{}, extNum: map[string]uint16{}}
+	return &wholeRows{blocks: map[int64]*wholeBlock{}}
 }
 
-// add records that the row id, of blob b, was found whole. A row of an
-// extension past the 65,536th is left unmarked.
+// add records that the row id, of blob b, was found whole.
 func (w *wholeRows) add(id int64, b cas.Blob) {
-	e, ok := w.extNum[b.Ext]
-	if !ok {
-		if len(w.exts) > 0xffff {
-			return
-		}
-		e = uint16(len(w.exts))
-		w.exts = append(w.exts, b.Ext)
-		w.extNum[b.Ext] = e
-	}
 	k, i := id/wholeBlockIDs, id%wholeBlockIDs
 	if i < 0 {
 		k, i = k-1, i+wholeBlockIDs
@@ -61,8 +47,7 @@ func (w *wholeRows) add(id int64, b cas.Blob) {
 		w.n++
 	}
 	bl.has[i/64] |= 1 << (i % 64)
-	bl.prefix[i] = [8]byte(b.Digest[:8])
-	bl.ext[i] = e
+	bl.check[i] = index.RowCheck(b.Digest, b.Ext)
 }
 
 // len returns how many rows there are.
@@ -76,12 +61,12 @@ func (w *wholeRows) mark(ctx context.Context, x *index.Index, since, t time.Time
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	batch := make([]index.VerifiedRow, 0, min(w.n, wholeMarkBatch))
+	batch := make([]index.CheckedRow, 0, min(w.n, wholeMarkBatch))
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		err := x.MarkVerifiedIDs(ctx, batch, since, t)
+		err := x.MarkVerifiedChecked(ctx, batch, since, t)
 		batch = batch[:0]
 		return err
 	}
@@ -91,7 +76,7 @@ func (w *wholeRows) mark(ctx context.Context, x *index.Index, since, t time.Time
 			if bl.has[i/64]&(1<<(i%64)) == 0 {
 				continue
 			}
-			batch = append(batch, index.VerifiedRow{ID: k*wholeBlockIDs + i, Prefix: bl.prefix[i], Ext: w.exts[bl.ext[i]]})
+			batch = append(batch, index.CheckedRow{ID: k*wholeBlockIDs + i, Check: bl.check[i]})
 			if len(batch) == wholeMarkBatch {
 				if err := flush(); err != nil {
 					return err
