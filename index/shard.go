@@ -3,6 +3,7 @@ package index
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -105,16 +106,29 @@ func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error
 			return err
 		}
 		defer rows.Close()
-		var digest []byte
+		// The columns are read in place, and the rows share a few
+		// extensions, one string each: a mark reads every row of the
+		// index a shard at a time, and copies of each were most of its
+		// garbage.
+		var digest, ext sql.RawBytes
+		exts := map[string]string{}
 		for rows.Next() {
 			var r BlobID
-			if err := rows.Scan(&r.ID, &digest, &r.Blob.Ext); err != nil {
+			if err := rows.Scan(&r.ID, &digest, &ext); err != nil {
 				return err
 			}
 			if len(digest) != cas.DigestSize {
 				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
 			}
 			r.Blob.Digest = cas.Digest(digest)
+			e, ok := exts[string(ext)]
+			if !ok {
+				e = string(ext)
+				if len(exts) < 1000 {
+					exts[e] = e
+				}
+			}
+			r.Blob.Ext = e
 			out = append(out, r)
 		}
 		return rows.Err()

@@ -399,7 +399,8 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				m.keptYoung++
 			}
 		}
-		for _, r := range rows {
+		for _, id := range rows {
+			r := ahead.row(id)
 			m.packs = m.packs || r.Packed
 			e, isLoose := loose[r.Blob]
 			p, isPacked := inPack[r.Blob]

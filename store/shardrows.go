@@ -12,12 +12,15 @@ import (
 // on digest, in order, and their flags from the unusual rows (those no
 // part uses or that name a pack) read once before, so that a shard costs
 // no search of the table for each row; once the rows of shard n are taken,
-// the rows of shard n+1 are read in another goroutine while the walk lists
-// that shard's files (the walk goes through the shards in order), and the
-// walk may ask for the shard it enters to be read at once. At most two
-// reads are under way or waiting, so it holds the rows of three shards at
-// most. A shard not read ahead is read when asked for. Its methods may be
-// called from different goroutines.
+// the rows of shards n+1 and n+2 are read, each in a goroutine of its own,
+// while the walk lists the files (the walk goes through the shards in
+// order), and the walk may ask for the shard it enters to be read at once.
+// A shard's rows take longer to read than its files to list: two reads at
+// once keep a second core busy. At most shardReadsAhead reads are under
+// way or waiting, so it holds the rows of three shards at most, as ids and
+// blobs; row adds each row's flags when it is used. A shard not read ahead
+// is read when asked for. Its methods may be called from different
+// goroutines.
 type shardRows struct {
 	x *index.Index
 	// unusual are the rows no part uses or that name a pack.
@@ -29,8 +32,11 @@ type shardRows struct {
 	pending map[int]chan shardResult
 }
 
+// shardReadsAhead is how many shards' reads may be under way or waiting.
+const shardReadsAhead = 2
+
 type shardResult struct {
-	rows []index.ShardBlob
+	rows []index.BlobID
 	err  error
 }
 
@@ -52,7 +58,7 @@ func (r *shardRows) start(ctx context.Context, sh int) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending[sh] != nil || len(r.pending) >= 2 {
+	if r.pending[sh] != nil || len(r.pending) >= shardReadsAhead {
 		return
 	}
 	c := make(chan shardResult, 1)
@@ -63,26 +69,22 @@ func (r *shardRows) start(ctx context.Context, sh int) {
 	}()
 }
 
-// read reads shard sh's rows.
-func (r *shardRows) read(ctx context.Context, sh byte) ([]index.ShardBlob, error) {
+// read reads shard sh's rows' ids and blobs; row gives each its flags.
+func (r *shardRows) read(ctx context.Context, sh byte) ([]index.BlobID, error) {
 	if r.fault != nil {
 		if err := r.fault(sh); err != nil {
 			return nil, err
 		}
 	}
-	ids, err := r.x.BlobIDsInShard(ctx, sh)
-	if err != nil {
-		return nil, err
-	}
-	rows := make([]index.ShardBlob, len(ids))
-	for i, id := range ids {
-		rows[i] = r.unusual.Row(id)
-	}
-	return rows, nil
+	return r.x.BlobIDsInShard(ctx, sh)
 }
 
+// row returns a row read with its Used and Packed flags (see
+// index.UnusualRows.Row).
+func (r *shardRows) row(id index.BlobID) index.ShardBlob { return r.unusual.Row(id) }
+
 // get returns shard sh's rows, and starts reading the next shard's.
-func (r *shardRows) get(ctx context.Context, sh byte) ([]index.ShardBlob, error) {
+func (r *shardRows) get(ctx context.Context, sh byte) ([]index.BlobID, error) {
 	r.mu.Lock()
 	c := r.pending[int(sh)]
 	delete(r.pending, int(sh))
@@ -94,7 +96,9 @@ func (r *shardRows) get(ctx context.Context, sh byte) ([]index.ShardBlob, error)
 		res.rows, res.err = r.read(ctx, sh)
 	}
 	if res.err == nil {
-		r.start(ctx, int(sh)+1)
+		for k := 1; k <= shardReadsAhead; k++ {
+			r.start(ctx, int(sh)+k)
+		}
 	}
 	return res.rows, res.err
 }

@@ -423,8 +423,8 @@ func (v *verifier) shard(ctx context.Context, sh byte, entries []*verifyEntry) e
 		return err
 	}
 	clear(v.used)
-	for _, r := range rows {
-		if r.Used {
+	for _, id := range rows {
+		if r := v.ahead.row(id); r.Used {
 			v.used[r.Blob] = r
 		}
 	}
