@@ -12,15 +12,15 @@ import (
 // on digest, in order, and their flags from the unusual rows (those no
 // part uses or that name a pack) read once before, so that a shard costs
 // no search of the table for each row; once the rows of shard n are taken,
-// the rows of shards n+1 and n+2 are read, each in a goroutine of its own,
-// while the walk lists the files (the walk goes through the shards in
-// order), and the walk may ask for the shard it enters to be read at once.
-// A shard's rows take longer to read than its files to list: two reads at
-// once keep a second core busy. At most shardReadsAhead reads are under
-// way or waiting, so it holds the rows of three shards at most, as ids and
-// blobs; row adds each row's flags when it is used. A shard not read ahead
-// is read when asked for. Its methods may be called from different
-// goroutines.
+// the rows of shard n+1 are read in another goroutine while the walk lists
+// that shard's files (the walk goes through the shards in order), and the
+// walk may ask for the shard it enters to be read at once. At most two
+// reads are under way or waiting, so it holds the rows of three shards at
+// most, as ids and blobs; row adds each row's flags when it is used. A
+// shard not read ahead is read when asked for. Its methods may be called
+// from different goroutines. (Reading two shards ahead at once saved a
+// second of gc's mark on an idle machine, none with a writer busy beside
+// it, and cost a connection's cache more: a few MiB.)
 type shardRows struct {
 	x *index.Index
 	// unusual are the rows no part uses or that name a pack.
@@ -31,9 +31,6 @@ type shardRows struct {
 	mu      sync.Mutex
 	pending map[int]chan shardResult
 }
-
-// shardReadsAhead is how many shards' reads may be under way or waiting.
-const shardReadsAhead = 2
 
 type shardResult struct {
 	rows []index.BlobID
@@ -58,7 +55,7 @@ func (r *shardRows) start(ctx context.Context, sh int) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pending[sh] != nil || len(r.pending) >= shardReadsAhead {
+	if r.pending[sh] != nil || len(r.pending) >= 2 {
 		return
 	}
 	c := make(chan shardResult, 1)
@@ -96,9 +93,7 @@ func (r *shardRows) get(ctx context.Context, sh byte) ([]index.BlobID, error) {
 		res.rows, res.err = r.read(ctx, sh)
 	}
 	if res.err == nil {
-		for k := 1; k <= shardReadsAhead; k++ {
-			r.start(ctx, int(sh)+k)
-		}
+		r.start(ctx, int(sh)+1)
 	}
 	return res.rows, res.err
 }
