@@ -48,6 +48,8 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	// Hashed once: the statements name the blob, the put writes it.
 	hashed := cas.Hash(ci.Data, ci.Ext)
 	np.Blob = hashed.Blob()
+	// The blob's temp file is made again once the step's syncs are done.
+	defer s.blobs.RefillTempPool()
 	var (
 		put     cas.PutResult
 		putErr  error
