@@ -136,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scale := fs.Bool("scale", false, "measure maintenance at 10,000 to 1,000,000 parts instead (bench/results/SCALE.md); not part of -quick")
 	scaleSizes := fs.String("scale-sizes", "10000,100000,1000000", "with -scale: the store sizes, in parts, comma-separated")
 	scaleReuse := fs.Bool("scale-reuse", false, "with -scale: keep each filled store in -dir as scale-N-filled and measure on a copy of it, reusing one an earlier run left there instead of filling again (remove them by hand when done)")
-	scaleOps := fs.String("scale-ops", "", "with -scale: measure only these steps, comma-separated, of "+strings.Join(scaleSteps, ",")+" (default all)")
+	scaleOps := fs.String("scale-ops", "", "with -scale: measure only these steps, comma-separated, of "+strings.Join(scaleSteps, ",")+" (default all); printed as JSON, not written to -out unless -out is given")
 	remote := fs.Bool("remote", false, "replay the trace into a local store and into stores on PostgreSQL and S3 (servers started on loopback) instead (bench/results/REMOTE.md); not part of -quick")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
@@ -171,6 +171,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ops, err := parseScaleOps(*scaleOps)
 		if err != nil {
 			return usageError{err}
+		}
+		if len(ops) < len(scaleSteps) && !outSet {
+			// Some steps only: a report of them would replace the
+			// committed one with a table of blanks. They print as JSON,
+			// unless told where to write.
+			o.out = ""
 		}
 		if *scaleReuse && o.dir == "" {
 			return usageError{errors.New("-scale-reuse needs -dir: the filled stores are kept there")}

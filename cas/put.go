@@ -180,6 +180,7 @@ func (s *Store) PutHashed(ctx context.Context, h Hashed) (PutResult, error) {
 		return PutResult{}, err
 	}
 	res, _, err := s.putBytesSync(h, true)
+	s.RefillTempPool()
 	return res, err
 }
 
@@ -211,6 +212,7 @@ func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) 
 }
 
 // PutHashedNameUnsynced is PutBytesNameUnsynced for content hashed already.
+// It leaves the temp pool's filling to its caller (see RefillTempPool).
 func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutResult, syncName func() error, err error) {
 	if err := CheckExt(h.blob.Ext); err != nil {
 		return PutResult{}, nil, fmt.Errorf("cas: put: %w", err)
@@ -235,6 +237,7 @@ func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutRes
 
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
 	res, _, err := s.putBytesSync(Hash(data, ext), true)
+	s.RefillTempPool()
 	return res, err
 }
 

@@ -14,7 +14,9 @@ import (
 // the file's fsync); with a pool it happens between puts, off the path
 // that a writer waits on. Nothing is made before the second put; the
 // pool grows by one file each time a put finds it empty (but the first),
-// up to n, and is filled again behind each put that takes one; puts
+// up to n, and is filled again behind each put that takes one, once that
+// put's syncs are done (making a file while a sync runs holds the sync
+// back: see RefillTempPool); puts
 // further apart than maxPooledAge keep one file ahead; Close empties it. A
 // process killed with files in its pool leaves empty temp files, which gc
 // removes as it removes any other. Where temp files cannot be locked
@@ -55,7 +57,11 @@ type tempPool struct {
 	stale   []pooledTemp
 	files   []pooledTemp
 	filling bool
-	closed  bool
+	// due is set when a put took a file and the filling waits for that
+	// put's syncs to end (see RefillTempPool); dueAt is when it took it.
+	due    bool
+	dueAt  time.Time
+	closed bool
 	// failed is when making a file last failed (a full disk, say): the
 	// pool is not filled again for a while, and puts make their own.
 	failed time.Time
@@ -113,11 +119,17 @@ func (s *Store) takeTemp() (string, file, bool) {
 			p.target = min(p.want, p.target+1)
 		}
 	}
-	start := !p.filling && (len(p.stale) > 0 || len(p.files) < p.target) &&
+	fill := !p.filling && (len(p.stale) > 0 || len(p.files) < p.target) &&
 		(p.failed.IsZero() || now.Sub(p.failed) >= poolRetry)
+	// The filling waits for the put's syncs (see RefillTempPool), unless
+	// one was left due by a put whose caller never asked for it.
+	start := fill && p.due
 	if start {
+		p.due = false
 		p.filling = true
 		p.wg.Add(1)
+	} else if fill {
+		p.due, p.dueAt = true, now
 	}
 	p.mu.Unlock()
 	if start {
@@ -132,6 +144,30 @@ func (s *Store) takeTemp() (string, file, bool) {
 		return "", nil, false
 	}
 	return t.name, t.f, true
+}
+
+// RefillTempPool starts the filling of the pool behind a put that took a
+// file from it, if one is due. A put's own syncs wait for every file
+// system change made while they run (on ext4, a file made meanwhile holds
+// the journal's commit back), so the filling waits until the put is done:
+// the puts of this package start it themselves as they return;
+// PutHashedNameUnsynced leaves it to its caller, to call once the name's
+// sync, and whatever ran beside it, is done. A pool whose filling is left
+// due is filled at the next put that takes a file.
+func (s *Store) RefillTempPool() {
+	p := &s.pool
+	p.mu.Lock()
+	start := p.due && !p.filling && !p.closed
+	if start {
+		p.due = false
+		p.filling = true
+		p.wg.Add(1)
+	}
+	now := p.dueAt
+	p.mu.Unlock()
+	if start {
+		go s.fillPool(now)
+	}
 }
 
 // fillPool removes the pool's stale files, then makes temp files until the

@@ -194,8 +194,8 @@ func TestTempPoolWriteOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPool(t, s, 1)
-	// The put's own calls, on the file it renamed; the pool's new file
-	// is made meanwhile, by another goroutine.
+	// The put's own calls, on the file it renamed; then the pool's new
+	// file, made by another goroutine.
 	log := rec.events()
 	var taken string
 	for _, e := range log {
@@ -220,6 +220,11 @@ func TestTempPoolWriteOrder(t *testing.T) {
 	if got, want := strings.Join(shape(others), "; "), "create TMP"; got != want {
 		t.Errorf("other calls = %q, want %q (the pool made again)", got, want)
 	}
+	// The pool's new file is made once the put's syncs are done: made
+	// meanwhile, it would hold them back.
+	if got := strings.Join(shape(log), "; "); !strings.HasSuffix(got, "syncdir SHARD; create TMP") {
+		t.Errorf("calls = %s, want the pool's file made after the put's last sync", got)
+	}
 	if len(rec.violations) > 0 {
 		t.Errorf("durability violations: %q", rec.violations)
 	}
@@ -240,6 +245,8 @@ func TestTempPoolGrows(t *testing.T) {
 			}
 			s.discard(name, f)
 		}
+		// What a put does once its syncs are done.
+		s.RefillTempPool()
 		waitPool(t, s, min(round, 3))
 	}
 }

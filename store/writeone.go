@@ -22,14 +22,20 @@ import (
 // two barriers, not three:
 //
 //  1. the blob is written (synced and renamed into place, when durable) by
-//     one goroutine while this one runs the index transaction's statements
-//     (unless another store writes: see statementsEarly);
+//     the caller's goroutine, at once, while another one runs the index
+//     transaction's statements (unless another store writes: see
+//     statementsEarly);
 //  2. the transaction commits only once the blob is in place, so that no
 //     row is ever visible before its blob;
 //  3. with nameLater (durable, whether the row's commit syncs the log or
 //     not: see RecentKeysMayBeLostOnPowerCut), the blob's
 //     shard directory is synced while the row commits, and the write
 //     returns once both are done.
+//
+// The blob, not the statements, is written by the caller's goroutine:
+// it is what the step waits for, and a goroutine just started may wait
+// for a thread to run it (on a busy machine, longer than the statements
+// take), which the statements can afford and the blob cannot.
 //
 // With nameLater, a power cut between the commit and the directory's sync
 // may keep the row and lose the blob's name. The store's marker, made
@@ -42,15 +48,47 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	// Hashed once: the statements name the blob, the put writes it.
 	hashed := cas.Hash(ci.Data, ci.Ext)
 	np.Blob = hashed.Blob()
+	// The blob's temp file is made again once the step's syncs are done.
+	defer s.blobs.RefillTempPool()
 	var (
 		put     cas.PutResult
 		putErr  error
 		putDone = make(chan struct{})
-		naming  bool // set before putDone closes
+		// naming is set, and named closed, by the directory's sync.
+		naming  bool
 		nameErr error
 		named   = make(chan struct{})
+		recs    []index.Recorded
+		// recorded is closed once the statements' goroutine has recorded
+		// the part, or failed to.
+		recorded chan struct{}
 	)
-	go func() {
+
+	// ready is called by the index before its commit, perhaps more than
+	// once: it waits for the blob to be in place.
+	ready := func() error {
+		// A test's way to stop a writer whose statements have run.
+		s.fault("write:ready")
+		<-putDone
+		return putErr
+	}
+
+	// A test's stand-in for a row commit that failed (on a full disk, say):
+	// the transaction is rolled back, nothing of it committed.
+	err := s.fault("write:record")
+	if err == nil && s.statementsEarly(len(ci.Data)) {
+		s.writersSeen.early.Add(1)
+		recorded = make(chan struct{})
+		go func() {
+			defer close(recorded)
+			recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
+		}()
+	}
+
+	// The blob. Its directory's sync starts as soon as it is renamed into
+	// place, beside the commit: the marker covers a row committed before
+	// the sync ends.
+	func() {
 		defer close(putDone)
 		// A test's stand-in for a blob write that failed.
 		if putErr = s.fault("write:blob"); putErr != nil {
@@ -65,8 +103,6 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		if putErr != nil || syncName == nil {
 			return
 		}
-		// The directory's sync starts at once, beside the statements and
-		// the commit: the marker covers a row committed before it ends.
 		naming = true
 		go func() {
 			defer close(named)
@@ -76,40 +112,20 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		}()
 	}()
 
-	// ready is called by the index before its commit, perhaps more than
-	// once: it waits for the blob to be in place.
-	ready := func() error {
-		// A test's way to stop a writer whose statements have run.
-		s.fault("write:ready")
-		<-putDone
-		return putErr
-	}
-
-	// A test's stand-in for a row commit that failed (on a full disk, say):
-	// the transaction is rolled back, nothing of it committed.
-	err := s.fault("write:record")
-	var recs []index.Recorded
-	if s.statementsEarly(len(ci.Data)) {
-		s.writersSeen.early.Add(1)
-	} else {
-		<-putDone
-		if putErr != nil {
-			// Nothing to roll back: no statement ran.
-			return nil, fmt.Errorf("store: %w", putErr)
-		}
-	}
-	if err == nil {
+	if recorded != nil {
+		<-recorded
+	} else if putErr == nil && err == nil {
 		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
 	}
-	if err == nil {
+	if err == nil && putErr == nil {
 		// A test's way to stop a writer with its row committed.
 		s.fault("write:committed")
 	}
-	<-putDone
 	if naming {
 		<-named
 	}
 	if putErr != nil {
+		// Nothing to roll back: the statements, if they ran, were.
 		return nil, fmt.Errorf("store: %w", putErr)
 	}
 	puts := []cas.PutResult{put}

@@ -373,3 +373,40 @@ func startTalkingChild(t *testing.T, role string, args ...string) (*exec.Cmd, *b
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd, bufio.NewScanner(out)
 }
+
+// A one-part write has the blob's temp file made again once its syncs are
+// done, not left for the next write to start (see cas.RefillTempPool). In
+// every durability.
+func TestWriteOneRefillsTheTempPool(t *testing.T) {
+	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost, "none"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			opts, err := DurabilityOptions(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := MustOpen(t, opts...)
+			// The pool makes nothing before the second write that finds
+			// it empty, then one file.
+			for i := range 2 {
+				if _, err := s.Write(ctx, []hook.Item{item("r", i, text16K(i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Blobs().SettleTempPool()
+			des, err := os.ReadDir(filepath.Join(s.Dir(), cas.BlobsDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pooled := 0
+			for _, de := range des {
+				if strings.HasPrefix(de.Name(), ".tmp-") {
+					pooled++
+				}
+			}
+			if pooled != 1 {
+				t.Errorf("%d temp files in the pool after two writes, want 1", pooled)
+			}
+		})
+	}
+}
