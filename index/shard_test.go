@@ -105,51 +105,6 @@ func testUnusualBlobRows(t *testing.T) {
 	}
 }
 
-// TestMarkVerifiedIDs: rows named by id, digest prefix and extension are
-// marked; a row stored after the check began, and an id whose row is of
-// another blob (another digest, or the same digest with another
-// extension) are not, while the rest of their batch is.
-func TestMarkVerifiedIDs(t *testing.T) { forEachBackend(t, testMarkVerifiedIDs) }
-
-func testMarkVerifiedIDs(t *testing.T) {
-	ctx := context.Background()
-	c := &clock{time.Unix(1_000_000, 0)}
-	x := MustOpen(t, WithClock(c.now))
-	a, b, d, e := newPart("r", 1, "t", "c", "a"), newPart("r", 2, "t", "c", "b"), newPart("r", 3, "t", "c", "d"), newPart("r", 4, "t", "c", "e")
-	mustRecord(t, x, a, b, d, e)
-	c.t = c.t.Add(time.Minute)
-	since := c.t
-	c.t = c.t.Add(time.Minute)
-	late := newPart("r", 5, "t", "c", "stored after the check began")
-	mustRecord(t, x, late)
-	rows := shardRowsOf(t, x, a.Blob, b.Blob, d.Blob, e.Blob, late.Blob)
-	named := func(p NewPart, as cas.Blob) VerifiedRow {
-		return VerifiedRow{ID: rows[p.Blob].ID, Prefix: [8]byte(as.Digest[:8]), Ext: as.Ext}
-	}
-	vs := []VerifiedRow{
-		named(a, a.Blob), named(b, b.Blob), named(late, late.Blob),
-		named(d, a.Blob), // d's id with another blob's digest
-		named(e, cas.Blob{Digest: e.Blob.Digest, Ext: ".json"}),
-	}
-	slices.SortFunc(vs, func(a, b VerifiedRow) int { return cmp.Compare(a.ID, b.ID) })
-	at := c.t.Add(time.Minute)
-	if err := x.MarkVerifiedIDs(ctx, vs, since, at); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		p    NewPart
-		want bool
-	}{{a, true}, {b, true}, {late, false}, {d, false}, {e, false}} {
-		r, err := x.Blob(ctx, tc.p.Blob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := !r.VerifiedAt.IsZero(); got != tc.want || (got && !r.VerifiedAt.Equal(at)) {
-			t.Errorf("%s: verified at %v, want marked %v", tc.p.Key, r.VerifiedAt, tc.want)
-		}
-	}
-}
-
 // TestMarkVerifiedChecked: rows named by id and the check of their blob
 // are marked; a row stored after the check began, and an id whose row is
 // of another blob (another digest, or the same digest with another

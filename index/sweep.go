@@ -1,7 +1,6 @@
 package index
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -210,93 +209,6 @@ func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Bl
 // parameters, PostgreSQL 65,535.
 const rowsChunk = 1000
 
-// MarkVerifiedRows records that verify found these blobs whole at time t,
-// a check that began at since, finding their rows by id: a statement per
-// rowsChunk rows, in the order of their ids, and a transaction per
-// markChunk rows, so that writers wait for one such transaction at most.
-// Only a row that is still the row of the blob given with its id, and was
-// first stored before since, is marked: gc may have deleted the row verify
-// read and a writer's new row taken its id, for another blob or for the
-// same one stored anew, whose file verify did not hash. A row stored at
-// since itself is left for the next verify: with equal times it may be
-// such a new row. An error leaves the chunks before it marked.
-func (x *Index) MarkVerifiedRows(ctx context.Context, rows []BlobID, since, t time.Time) error {
-	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b BlobID) int { return cmp.Compare(a.ID, b.ID) })
-	for len(rows) > 0 {
-		batch := rows[:min(len(rows), markChunk)]
-		rows = rows[len(batch):]
-		want := make(map[int64]cas.Blob, len(batch))
-		ids := make([]int64, 0, len(batch))
-		for _, r := range batch {
-			want[r.ID] = r.Blob
-			ids = append(ids, r.ID)
-		}
-		ids = slices.Compact(ids)
-		// First by id alone, each marked row's blob checked as the update
-		// returns it; when an id names another blob's row now, the batch
-		// is rolled back and done again, each id first read to keep only
-		// the rows still of their blobs.
-		err := x.write(ctx, func(tx *sql.Tx) error {
-			return markByID(ctx, tx, ids, want, since, t)
-		})
-		if errors.Is(err, errRowsChanged) {
-			err = x.write(ctx, func(tx *sql.Tx) error {
-				chunk, err := rowsOfTheirBlobs(ctx, tx, batch)
-				if err != nil {
-					return err
-				}
-				return markByID(ctx, tx, chunk, want, since, t)
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("index: mark verified: %w", err)
-		}
-	}
-	return nil
-}
-
-// VerifiedRow names a blob row verify found whole by its id, with the
-// first eight bytes of its blob's digest and the blob's extension: enough
-// to tell it from the row of another blob that took its id since, in far
-// less memory than the whole digest.
-type VerifiedRow struct {
-	ID     int64
-	Prefix [8]byte
-	Ext    string
-}
-
-// MarkVerifiedIDs is MarkVerifiedRows for rows named as VerifiedRow, given
-// in the order of their ids: verify gathers every row it found whole and
-// marks them at its end in that order, so that each page of the table is
-// written once, where marking them in the order verify found them (of
-// their digests) wrote most pages once per chunk. A row whose id names a
-// row of another blob now (its digest's first eight bytes or its
-// extension differ) is left alone. An error leaves the chunks before it
-// marked.
-func (x *Index) MarkVerifiedIDs(ctx context.Context, rows []VerifiedRow, since, t time.Time) error {
-	for len(rows) > 0 {
-		batch := rows[:min(len(rows), markChunk)]
-		rows = rows[len(batch):]
-		want := make(map[int64]VerifiedRow, len(batch))
-		ids := make([]int64, 0, len(batch))
-		for _, r := range batch {
-			want[r.ID] = r
-			ids = append(ids, r.ID)
-		}
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		same := func(id int64, digest []byte, ext string) bool {
-			r, ok := want[id]
-			return ok && len(digest) == cas.DigestSize && [8]byte(digest[:8]) == r.Prefix && ext == r.Ext
-		}
-		if err := x.markVerifiedMatching(ctx, ids, same, since, t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // CheckedRow names a blob row verify found whole by its id and a 16-bit
 // check of its blob (RowCheck of the blob's digest and extension): the
 // least verify can keep of each of a million rows, in two bytes and a bit,
@@ -328,10 +240,20 @@ func rowCheck(prefix []byte, ext string) uint16 {
 	return uint16(h>>16) ^ uint16(h)
 }
 
-// MarkVerifiedChecked is MarkVerifiedIDs for rows named as CheckedRow,
-// given in the order of their ids: a row whose blob's check differs from
-// the one given with its id is another blob's row now, and is left alone.
-// An error leaves the chunks before it marked.
+// MarkVerifiedChecked records that verify found these rows whole at time
+// t, a check that began at since. The rows come named as CheckedRow, in
+// the order of their ids: verify gathers every row it found whole and
+// marks them at its end in that order, so that each page of the table is
+// written once, where marking them in the order verify found them (of
+// their digests) wrote most pages once per chunk. A statement marks
+// rowsChunk rows, a transaction markChunk, so that writers wait for one
+// such transaction at most. Only a row that is still the row of the blob
+// whose check is given with its id, and was first stored before since, is
+// marked: gc may have deleted the row verify read and a writer's new row
+// taken its id, for another blob or for the same one stored anew, whose
+// file verify did not hash. A row stored at since itself is left for the
+// next verify: with equal times it may be such a new row. An error leaves
+// the chunks before it marked.
 func (x *Index) MarkVerifiedChecked(ctx context.Context, rows []CheckedRow, since, t time.Time) error {
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), markChunk)]
@@ -399,16 +321,10 @@ func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same func
 	return nil
 }
 
-// markByID marks verified at t the rows with these ids (in order) first
-// stored before since, a statement per rowsChunk ids. It fails with
+// markByIDMatching marks verified at t the rows with these ids (in order)
+// first stored before since, a statement per rowsChunk ids. It fails with
 // errRowsChanged, leaving the transaction to be rolled back, when a row it
-// marked is not the row of the blob want gives for its id.
-func markByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int64]cas.Blob, since, t time.Time) error {
-	return markByIDMatching(ctx, tx, ids, wanted(want), since, t)
-}
-
-// markByIDMatching is markByID with the test of a marked row's blob given
-// as a function.
+// marked is not the row same expects for its id.
 func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id int64, digest []byte, ext string) bool,
 	since, t time.Time) error {
 	for part := ids; len(part) > 0; {

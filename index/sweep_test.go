@@ -124,46 +124,14 @@ func testBlobsWithRows(t *testing.T) {
 	}
 }
 
-func TestMarkVerifiedRows(t *testing.T) { forEachBackend(t, testMarkVerifiedRows) }
-
-func testMarkVerifiedRows(t *testing.T) {
-	ctx := context.Background()
-	c := &clock{time.Unix(1_000_000, 0)}
-	x := MustOpen(t, WithClock(c.now))
-	a, b := newPart("r", 1, "t", "c", "a"), newPart("r", 2, "t", "c", "b")
-	mustRecord(t, x, a, b)
-	c.t = c.t.Add(time.Minute)
-	since := c.t
-	c.t = c.t.Add(time.Minute)
-	late := newPart("r", 3, "t", "c", "stored after the check began")
-	mustRecord(t, x, late)
-	rows := shardRowsOf(t, x, a.Blob, b.Blob, late.Blob)
-	var ids []BlobID
-	for _, p := range []NewPart{late, b, a} {
-		ids = append(ids, BlobID{ID: rows[p.Blob].ID, Blob: p.Blob})
-	}
-	at := c.t.Add(time.Minute)
-	if err := x.MarkVerifiedRows(ctx, ids, since, at); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []NewPart{a, b} {
-		if r, err := x.Blob(ctx, p.Blob); err != nil || !r.VerifiedAt.Equal(at) {
-			t.Errorf("%s: verified at %v, %v; want %v", p.Key, r.VerifiedAt, err, at)
-		}
-	}
-	if r, err := x.Blob(ctx, late.Blob); err != nil || !r.VerifiedAt.IsZero() {
-		t.Errorf("a row stored after the check began: verified at %v, %v; want never", r.VerifiedAt, err)
-	}
-}
-
-// TestMarkVerifiedRowsIDTaken: verify read a row, gc deleted it, and a
+// TestMarkVerifiedIDTaken: verify read a row, gc deleted it, and a
 // writer's new row for another blob took its id, with a clock that stepped
 // back so that the new row looks stored before the check began, or at the
 // same time. Marking the id verify read must not mark the new row, whose
 // file verify never hashed.
-func TestMarkVerifiedRowsIDTaken(t *testing.T) { forEachBackend(t, testMarkVerifiedRowsIDTaken) }
+func TestMarkVerifiedIDTaken(t *testing.T) { forEachBackend(t, testMarkVerifiedIDTaken) }
 
-func testMarkVerifiedRowsIDTaken(t *testing.T) {
+func testMarkVerifiedIDTaken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// back is how far before the check's start the new row is stored.
@@ -198,7 +166,7 @@ func testMarkVerifiedRowsIDTaken(t *testing.T) {
 			// On PostgreSQL ids are never given again: the mark names the
 			// new row's id with the blob verify read, as SQLite's reuse does.
 			c.t = since.Add(time.Minute)
-			if err := x.MarkVerifiedRows(ctx, []BlobID{{ID: freshID, Blob: read.Blob}}, since, c.t); err != nil {
+			if err := x.MarkVerifiedChecked(ctx, []CheckedRow{{ID: freshID, Check: RowCheck(read.Blob.Digest, read.Blob.Ext)}}, since, c.t); err != nil {
 				t.Fatal(err)
 			}
 			if r, err := x.Blob(ctx, fresh.Blob); err != nil || !r.VerifiedAt.IsZero() {
@@ -208,14 +176,14 @@ func testMarkVerifiedRowsIDTaken(t *testing.T) {
 	}
 }
 
-// TestMarkVerifiedRowsStoredAtStart: a row first stored at the very time
+// TestMarkVerifiedStoredAtStart: a row first stored at the very time
 // the check began may have been stored after verify read the row whose id
 // it took, the same blob stored again: it is left for the next verify.
-func TestMarkVerifiedRowsStoredAtStart(t *testing.T) {
-	forEachBackend(t, testMarkVerifiedRowsStoredAtStart)
+func TestMarkVerifiedStoredAtStart(t *testing.T) {
+	forEachBackend(t, testMarkVerifiedStoredAtStart)
 }
 
-func testMarkVerifiedRowsStoredAtStart(t *testing.T) {
+func testMarkVerifiedStoredAtStart(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Unix(1_000_000, 0)}
 	x := MustOpen(t, WithClock(c.now))
@@ -223,7 +191,7 @@ func testMarkVerifiedRowsStoredAtStart(t *testing.T) {
 	mustRecord(t, x, p)
 	since := c.t
 	id := shardRowsOf(t, x, p.Blob)[p.Blob].ID
-	if err := x.MarkVerifiedRows(ctx, []BlobID{{ID: id, Blob: p.Blob}}, since, since.Add(time.Minute)); err != nil {
+	if err := x.MarkVerifiedChecked(ctx, []CheckedRow{{ID: id, Check: RowCheck(p.Blob.Digest, p.Blob.Ext)}}, since, since.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := x.Blob(ctx, p.Blob); err != nil || !r.VerifiedAt.IsZero() {
