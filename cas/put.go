@@ -214,25 +214,12 @@ func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) 
 // PutHashedNameUnsynced is PutBytesNameUnsynced for content hashed already.
 // It leaves the temp pool's filling to its caller (see RefillTempPool).
 func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutResult, syncName func() error, err error) {
-	if err := CheckExt(h.blob.Ext); err != nil {
-		return PutResult{}, nil, fmt.Errorf("cas: put: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
+	p, err := s.WriteHashed(ctx, h)
+	if err != nil {
 		return PutResult{}, nil, err
 	}
-	res, id, err := s.putBytesSync(h, false)
-	if err != nil || res.Existed || s.durability != SyncFull {
-		return res, nil, err
-	}
-	shard := BlobsDir + "/" + res.Blob.Shard()
-	return res, func() error {
-		s.syncs.Add(1)
-		if err := s.fs.SyncDir(shard); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), err)
-		}
-		s.rememberSynced(res.Blob, id)
-		return nil
-	}, nil
+	syncName, err = p.Commit()
+	return p.Result(), syncName, err
 }
 
 func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult, error) {
@@ -244,27 +231,16 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 // putBytesSync is putBytes, syncing the shard directory after the rename
 // only when syncName is set. A new blob's file, durable, is returned as id
 // (see rememberSynced).
-func (s *Store) putBytesSync(h Hashed, syncName bool) (res PutResult, id *fileID, err error) {
-	data, b := h.data, h.blob
-	res = PutResult{Blob: b, Size: int64(len(data))}
-	if s.presentBytes(b, data) {
-		res.Existed = true
-		return res, nil, nil
+func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, *fileID, error) {
+	p, err := s.writePending(h)
+	if err != nil {
+		return PutResult{Blob: h.blob, Size: int64(len(h.data))}, nil, err
 	}
-	tmp, f, ok := s.takeTemp()
-	if !ok {
-		if tmp, f, err = s.createTemp(b.Shard()); err != nil {
-			return res, nil, err
-		}
+	if p.f == nil {
+		return p.res, nil, nil
 	}
-	if _, err := f.Write(data); err != nil {
-		s.discard(tmp, f)
-		return res, nil, s.writeError(b, err)
-	}
-	if id, err = s.commitSync(tmp, f, b, syncName); err != nil {
-		return res, nil, err
-	}
-	return res, id, nil
+	id, err := s.commitSync(p.tmp, p.f, p.res.Blob, syncName)
+	return p.res, id, err
 }
 
 // stageStream writes head followed by the rest of r to a temp file. The

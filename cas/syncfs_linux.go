@@ -7,6 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// haveSyncFS says whether syncfs flushes a file system in one call.
+const haveSyncFS = true
+
 // syncfs flushes the whole file system holding f to stable storage, data and
 // metadata, and reports write-back errors (Linux 5.8 and later).
 func syncfs(f *os.File) error {

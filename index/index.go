@@ -95,6 +95,10 @@ type Index struct {
 	// schemaHash is PostgreSQL's hash of the index's schema name, which
 	// its advisory lock keys include (see lockKey).
 	schemaHash int32
+	// logSynced is set when a commit syncs SQLite's log
+	// (synchronous=FULL): see RecordGatheringLogUnsynced.
+	logSynced bool
+	unsynced  logUnsynced
 	// sweepTried, when set (by tests), is called each time
 	// AcquireSweepLock finds the sweep lock taken.
 	sweepTried func()
@@ -230,7 +234,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(time.Minute)
-	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor,
+		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
 	if err := x.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -526,6 +531,7 @@ func (x *Index) Close() error {
 			st.Close()
 		}
 	}
+	x.closeLogUnsynced()
 	return x.db.Close()
 }
 

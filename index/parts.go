@@ -274,6 +274,11 @@ func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() 
 // gathered so far is recorded again before gather is called anew. A nil
 // gather commits at once.
 func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error)) ([]Recorded, error) {
+	return x.recordGathering(ctx, ps, gather, nil)
+}
+
+func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error),
+	logSync func() bool) ([]Recorded, error) {
 	ps, err := recordable(ps)
 	if err != nil {
 		return nil, fmt.Errorf("index: record: %w", err)
@@ -283,7 +288,12 @@ func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func()
 		newRuns map[runKey]int64
 		all     = ps // every part gathered so far
 	)
-	err = x.write(ctx, func(tx *sql.Tx) error {
+	// syncLog, with logSync, is logSync's answer (see writeTx).
+	var syncLog *bool
+	if logSync != nil {
+		syncLog = new(bool)
+	}
+	err = x.writeTx(ctx, syncLog, func(tx *sql.Tx) error {
 		out = make([]Recorded, 0, len(all))
 		newRuns = map[runKey]int64{}
 		now := x.now().UnixNano()
@@ -359,12 +369,17 @@ func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func()
 					return err
 				}
 			}
-			if gather == nil {
-				return nil
+			var more []NewPart
+			if gather != nil {
+				if more, err = gather(); err != nil {
+					return err
+				}
 			}
-			more, err := gather()
-			if err != nil || len(more) == 0 {
-				return err
+			if len(more) == 0 {
+				if logSync != nil {
+					*syncLog = logSync()
+				}
+				return nil
 			}
 			if batch, err = recordable(more); err != nil {
 				return err
@@ -518,34 +533,54 @@ func suffixed(key, ext string, n int) string {
 // other processes hold the lock. On PostgreSQL the transaction first takes
 // the writers' advisory lock (see writeLockKey).
 func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
+	return x.writeTx(ctx, nil, f)
+}
+
+// writeTx is write; with syncLog, the transaction commits without syncing
+// the log, on the index's connection for that (see logUnsynced), and the
+// log is synced after the commit only if f sets *syncLog.
+func (x *Index) writeTx(ctx context.Context, syncLog *bool, f func(*sql.Tx) error) error {
 	err := retryBusy(ctx, x.retry, func() error {
-		tx, err := x.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
+		if syncLog != nil {
+			return x.commitLogUnsynced(ctx, syncLog, f)
 		}
-		if x.pg {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
-				tx.Rollback()
-				return err
-			}
-			if err := checkBlobLease(ctx, tx); err != nil { // see WithBlobLease
-				tx.Rollback()
-				return err
-			}
-		}
-		if err := f(tx); err != nil {
+		return x.commitTx(ctx, x.db, f)
+	})
+	return x.connError(err)
+}
+
+// beginner is what a transaction begins on: the pool or one connection.
+type beginner interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}
+
+// commitTx runs f in a transaction begun on b and commits it.
+func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error) error {
+	tx, err := b.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if x.pg {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
 			tx.Rollback()
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			if x.pg && (connLost(err) || ctx.Err() != nil) {
-				return &commitUnknown{err}
-			}
+		if err := checkBlobLease(ctx, tx); err != nil { // see WithBlobLease
+			tx.Rollback()
 			return err
 		}
-		return nil
-	})
-	return x.connError(err)
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		if x.pg && (connLost(err) || ctx.Err() != nil) {
+			return &commitUnknown{err}
+		}
+		return err
+	}
+	return nil
 }
 
 // ListOptions filters List. The zero value lists the newest version of every

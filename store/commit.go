@@ -28,16 +28,24 @@ type committer struct {
 	pending []*commitReq
 	// arrived wakes a committer waiting for its blob when a write queues.
 	arrived chan struct{}
-	// batches counts the writes of each transaction, for tests.
+	// batches counts the writes of each transaction, and handed the
+	// writes handed over, for tests.
 	batches []int
+	handed  int
 }
 
 type commitReq struct {
 	parts []index.NewPart
 	// ready, when set, says whether the write's blobs are in place: the
 	// transaction's statements run before it is called, its commit after
-	// (see index.RecordGathering).
-	ready func() error
+	// (see index.RecordGathering). It also says whether their names wait
+	// for the group's barrier (see blobGroup), which then follows the
+	// commit; a transaction of such writes only commits without syncing
+	// the log.
+	ready func() (barrier bool, err error)
+	// barrier is ready's answer; barrierErr, the barrier's error.
+	barrier    bool
+	barrierErr error
 	// blob, when set, is closed once ready no longer waits; while the first
 	// write's is open, other writes join its transaction.
 	blob <-chan struct{}
@@ -49,16 +57,20 @@ type commitReq struct {
 // record records a write's parts, in a transaction of its own or with the
 // parts of writes concurrent with it.
 func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
-	return s.recordWhenReady(ctx, parts, nil, nil)
+	recs, _, err := s.recordWhenReady(ctx, parts, nil, nil)
+	return recs, err
 }
 
 // recordWhenReady is record for a write whose blobs are still being made
 // durable: ready (see commitReq) is called before the commit, and blob is
-// closed once it no longer waits.
-func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() error, blob <-chan struct{}) ([]index.Recorded, error) {
+// closed once it no longer waits. barrierErr is the error of the barrier
+// that followed the commit, when ready asked for one.
+func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() (bool, error),
+	blob <-chan struct{}) (recs []index.Recorded, barrierErr error, err error) {
 	c := &s.commits
 	req := &commitReq{parts: parts, ready: ready, blob: blob, done: make(chan struct{})}
 	c.mu.Lock()
+	c.handed++
 	c.pending = append(c.pending, req)
 	if c.busy {
 		if c.arrived != nil {
@@ -71,7 +83,7 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 		// Once queued, a write waits for its rows' fate whatever its
 		// context says: they may be committing.
 		<-req.done
-		return req.recs, req.err
+		return req.recs, req.barrierErr, req.err
 	}
 	c.busy = true
 	if c.arrived == nil {
@@ -91,7 +103,7 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 	}
 	c.busy = false
 	c.mu.Unlock()
-	return req.recs, req.err
+	return req.recs, req.barrierErr, req.err
 }
 
 // take returns the writes queued since the committer last looked.
@@ -117,7 +129,7 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	}()
 	first := batch[0]
 	if len(batch) == 1 && first == own && first.blob == nil {
-		own.recs, own.err = s.recordTx(ctx, own.parts, own.ready)
+		s.recordTx(ctx, own)
 		return batch
 	}
 	// The rows of other writes, or of writes that may join, do not fail
@@ -159,12 +171,21 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		}
 		for _, r := range batch {
 			if r.ready != nil {
-				if err := r.ready(); err != nil {
+				var err error
+				if r.barrier, err = r.ready(); err != nil {
 					return nil, err
 				}
 			}
 		}
 		return nil, nil
+	}
+	logSync := func() bool {
+		for _, r := range batch {
+			if !r.barrier {
+				return true
+			}
+		}
+		return false
 	}
 	// A test's stand-in for a shared transaction that failed.
 	var err error
@@ -173,12 +194,13 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	}
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.recordGathering(ctx, all, gather)
+		recs, err = s.recordGathering(ctx, all, gather, logSync)
 	}
 	if err == nil {
 		for _, r := range batch {
 			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
 		}
+		s.barrierAfter(batch)
 		return batch
 	}
 	// A commit whose answer was lost may have recorded every part: writing
@@ -194,27 +216,60 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		return batch
 	}
 	for _, r := range batch {
-		r.recs, r.err = s.recordTx(ctx, r.parts, r.ready)
+		s.recordTx(ctx, r)
 	}
 	return batch
 }
 
-// recordTx records parts in one transaction, counting the log syncs.
-func (s *Store) recordTx(ctx context.Context, parts []index.NewPart, ready func() error) ([]index.Recorded, error) {
+// recordTx records r's parts in one transaction, and takes the barrier
+// after it that r's ready may ask for.
+func (s *Store) recordTx(ctx context.Context, r *commitReq) {
 	var gather func() ([]index.NewPart, error)
-	if ready != nil {
-		gather = func() ([]index.NewPart, error) { return nil, ready() }
+	if r.ready != nil {
+		gather = func() ([]index.NewPart, error) {
+			var err error
+			r.barrier, err = r.ready()
+			return nil, err
+		}
 	}
-	return s.recordGathering(ctx, parts, gather)
+	r.recs, r.err = s.recordGathering(ctx, r.parts, gather, func() bool { return !r.barrier })
+	if r.err == nil {
+		s.barrierAfter([]*commitReq{r})
+	}
+}
+
+// barrierAfter takes, once a transaction has committed, the group's
+// barrier that its writes' names wait for, if any do, and tells them how
+// it went. It also makes the transaction durable, if it left its log
+// unsynced.
+func (s *Store) barrierAfter(batch []*commitReq) {
+	for _, r := range batch {
+		if r.barrier {
+			err := s.group.wait(s.blobs)
+			for _, r := range batch {
+				if r.barrier {
+					r.barrierErr = err
+				}
+			}
+			return
+		}
+	}
 }
 
 // recordGathering records parts, and those gather returns, in one
-// transaction (see index.RecordGathering), counting the log syncs.
-func (s *Store) recordGathering(ctx context.Context, parts []index.NewPart, gather func() ([]index.NewPart, error)) ([]index.Recorded, error) {
-	if s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost {
+// transaction (see index.RecordGatheringLogUnsynced), counting the log
+// syncs.
+func (s *Store) recordGathering(ctx context.Context, parts []index.NewPart, gather func() ([]index.NewPart, error),
+	logSync func() bool) ([]index.Recorded, error) {
+	unsynced := false
+	recs, err := s.index.RecordGatheringLogUnsynced(ctx, parts, gather, func() bool {
+		unsynced = !logSync()
+		return !unsynced
+	})
+	if s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost && !unsynced {
 		s.commitSyncs.Add(1)
 	}
-	return s.index.RecordGathering(ctx, parts, gather)
+	return recs, err
 }
 
 // Barriers returns how many file-system barriers this Store's writes have

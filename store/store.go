@@ -68,6 +68,8 @@ type Store struct {
 	writers writerLock
 	// commits gathers the rows of concurrent writes into one transaction.
 	commits committer
+	// group shares the barriers of concurrent one-part writes.
+	group blobGroup
 	// commitSyncs counts the index transactions that synced the log.
 	commitSyncs atomic.Int64
 	// marker is the store's marker in UnsyncedDir; recovered the parts

@@ -45,6 +45,13 @@ import (
 //
 // The caller holds the shared lock, so gc cannot sweep meanwhile.
 func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
+	// Counted in the group first, so that writes begun together share
+	// its barriers (see blobGroup).
+	var gw *groupWrite
+	if nameLater && s.groupable(len(ci.Data)) {
+		gw = s.group.enter()
+		defer gw.leave()
+	}
 	// Hashed once: the statements name the blob, the put writes it.
 	hashed := cas.Hash(ci.Data, ci.Ext)
 	np.Blob = hashed.Blob()
@@ -54,11 +61,16 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		put     cas.PutResult
 		putErr  error
 		putDone = make(chan struct{})
+		// grouped is set when the group's barrier made the blob's bytes
+		// durable: its name waits for the barrier after the commit.
+		grouped *cas.Pending
 		// naming is set, and named closed, by the directory's sync.
 		naming  bool
 		nameErr error
 		named   = make(chan struct{})
 		recs    []index.Recorded
+		// barrierErr is the error of the barrier after the commit.
+		barrierErr error
 		// recorded is closed once the statements' goroutine has recorded
 		// the part, or failed to.
 		recorded chan struct{}
@@ -66,23 +78,33 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 
 	// ready is called by the index before its commit, perhaps more than
 	// once: it waits for the blob to be in place.
-	ready := func() error {
+	ready := func() (bool, error) {
 		// A test's way to stop a writer whose statements have run.
 		s.fault("write:ready")
 		<-putDone
-		return putErr
+		return grouped != nil, putErr
 	}
 
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
 	err := s.fault("write:record")
-	if err == nil && s.statementsEarly(len(ci.Data)) {
+	early := err == nil && s.statementsEarly(len(ci.Data))
+	startStatements := func() {
+		if !early || recorded != nil {
+			return
+		}
 		s.writersSeen.early.Add(1)
 		recorded = make(chan struct{})
 		go func() {
 			defer close(recorded)
-			recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
+			recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
 		}()
+	}
+	// In the group, once the bytes are written (see putInGroup): the
+	// statements' goroutine would keep a thread from writes that the
+	// group's barrier waits for.
+	if gw == nil {
+		startStatements()
 	}
 
 	// The blob. Its directory's sync starts as soon as it is renamed into
@@ -90,16 +112,28 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	// the sync ends.
 	func() {
 		defer close(putDone)
-		// A test's stand-in for a blob write that failed.
-		if putErr = s.fault("write:blob"); putErr != nil {
-			return
+		if gw != nil {
+			// However the put ends, it writes nothing more that a
+			// barrier should wait for.
+			defer gw.written()
+		}
+		// A test's stand-in for a blob write that failed (in the group,
+		// once its bytes are written: see putInGroup).
+		if gw == nil {
+			if putErr = s.fault("write:blob"); putErr != nil {
+				return
+			}
 		}
 		if !nameLater {
 			put, putErr = s.blobs.PutHashed(ctx, hashed)
 			return
 		}
 		var syncName func() error
-		put, syncName, putErr = s.blobs.PutHashedNameUnsynced(ctx, hashed)
+		if gw != nil {
+			put, syncName, grouped, putErr = s.putInGroup(ctx, gw, hashed, startStatements)
+		} else {
+			put, syncName, putErr = s.blobs.PutHashedNameUnsynced(ctx, hashed)
+		}
 		if putErr != nil || syncName == nil {
 			return
 		}
@@ -115,14 +149,18 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	if recorded != nil {
 		<-recorded
 	} else if putErr == nil && err == nil {
-		recs, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
+		recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
 	}
+
 	if err == nil && putErr == nil {
 		// A test's way to stop a writer with its row committed.
 		s.fault("write:committed")
 	}
 	if naming {
 		<-named
+	}
+	if nameErr == nil {
+		nameErr = barrierErr
 	}
 	if putErr != nil {
 		// Nothing to roll back: the statements, if they ran, were.
@@ -145,10 +183,59 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", nameErr)
 	}
+	if grouped != nil {
+		grouped.NameSynced()
+	}
 	return []hook.Stored{{
 		Key: recs[0].Key, Path: s.blobs.Path(put.Blob), Digest: put.Blob.Digest,
 		Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: put.Existed,
 	}}, nil
+}
+
+// groupable reports whether a durable one-part write of size bytes may
+// share barriers with the writes concurrent with it (see blobGroup): on
+// SQLite (on PostgreSQL, the log is the server's to sync), where one call
+// makes the file system durable.
+func (s *Store) groupable(size int) bool {
+	return size <= groupMax && !s.index.IsPostgres() && s.blobs.CanBarrier()
+}
+
+// putInGroup is the put of a write in the group: its bytes written without
+// a sync, then, once a barrier begun after that has ended, renamed into
+// place (grouped: its name waits for the next barrier). Alone in the
+// group, it syncs its own file and returns its name's sync, as
+// PutHashedNameUnsynced does. written is called once new bytes are
+// written, before any sync.
+func (s *Store) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, written func()) (res cas.PutResult,
+	syncName func() error, grouped *cas.Pending, err error) {
+	p, err := s.blobs.WriteHashed(ctx, h)
+	if err != nil {
+		gw.written()
+		return cas.PutResult{}, nil, nil, err
+	}
+	if p.Result().Existed {
+		gw.written()
+		return p.Result(), nil, nil, nil
+	}
+	written()
+	if err := s.fault("write:blob"); err != nil {
+		p.Discard()
+		gw.written()
+		return cas.PutResult{}, nil, nil, err
+	}
+	alone, err := gw.bytesWritten(s.blobs)
+	switch {
+	case err != nil:
+		p.Discard()
+		return cas.PutResult{}, nil, nil, err
+	case alone:
+		syncName, err = p.Commit()
+		return p.Result(), syncName, nil, err
+	}
+	if err := p.CommitSynced(); err != nil {
+		return cas.PutResult{}, nil, nil, err
+	}
+	return p.Result(), nil, p, nil
 }
 
 // earlyWithoutSyncMax bounds the blobs whose write, without a sync, runs
