@@ -51,6 +51,130 @@ func testBlobIDsInShard(t *testing.T) {
 	}
 }
 
+// TestBlobKeysInShard: every shard's ids and digest starts, read from
+// blobs_digest alone, are those of BlobsInShard's rows, in the order of
+// their digests; rows whose digests start alike (another digest of the
+// same start, the same digest with another extension) are each there.
+func TestBlobKeysInShard(t *testing.T) { forEachBackend(t, testBlobKeysInShard) }
+
+func testBlobKeysInShard(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 400 {
+		ps = append(ps, newPart(fmt.Sprint("run-", i%4), i, "t", "c", fmt.Sprint("content ", i)))
+	}
+	twin := ps[0]
+	twin.Key, twin.Step = "twin/1_t_c.txt", 1
+	twin.Run = "twin"
+	twin.Blob.Digest[cas.DigestSize-1] ^= 0xff
+	json := ps[0]
+	json.Key, json.Step, json.Run = "json/1_t_c.json", 1, "json"
+	json.Blob.Ext = ".json"
+	ps = append(ps, twin, json)
+	mustRecord(t, x, ps...)
+	if _, err := x.Prune(ctx, PruneOptions{Run: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for sh := range 256 {
+		rows, err := x.BlobsInShard(ctx, byte(sh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.BlobKeysInShard(ctx, byte(sh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// BlobsInShard's order is by whole digest: by id within a start.
+		want := make([]BlobKey, len(rows))
+		for i, r := range rows {
+			want[i] = BlobKey{ID: r.ID, Key: KeyOf(r.Blob.Digest)}
+		}
+		slices.SortStableFunc(want, func(a, b BlobKey) int {
+			if c := slices.Compare(a.Key[:], b.Key[:]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("shard %02x: keys %v, want %v", sh, got, want)
+		}
+		total += len(got)
+	}
+	if total != 402 {
+		t.Errorf("%d rows in all, want 402", total)
+	}
+}
+
+// TestBlobsByID: the blobs of rows named by id, those of rows whose
+// digests start alike told apart; an id with no row is left out.
+func TestBlobsByID(t *testing.T) { forEachBackend(t, testBlobsByID) }
+
+func testBlobsByID(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	a := newPart("r", 1, "t", "c", "a")
+	twin := newPart("r", 2, "t", "c", "a")
+	twin.Blob.Digest[cas.DigestSize-1] ^= 0xff
+	json := newPart("r", 3, "t", "c", "a")
+	json.Key, json.Blob.Ext = "r/3_t_c.json", ".json"
+	mustRecord(t, x, a, twin, json)
+	rows := shardRowsOf(t, x, a.Blob, twin.Blob, json.Blob)
+	ids := []int64{rows[a.Blob].ID, rows[twin.Blob].ID, rows[json.Blob].ID, 1 << 40}
+	got, err := x.BlobsByID(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]cas.Blob{ids[0]: a.Blob, ids[1]: twin.Blob, ids[2]: json.Blob}
+	if len(got) != len(want) {
+		t.Errorf("BlobsByID = %v, want %v", got, want)
+	}
+	for id, b := range want {
+		if got[id] != b {
+			t.Errorf("id %d: %s, want %s", id, got[id], b)
+		}
+	}
+	// More ids than one statement takes.
+	many := make([]int64, 2500)
+	for i := range many {
+		many[i] = int64(i + 1)
+	}
+	if got, err := x.BlobsByID(ctx, many); err != nil || len(got) != 3 {
+		t.Errorf("BlobsByID of 2500 ids = %d blobs, %v; want 3", len(got), err)
+	}
+}
+
+// TestUnusualRowsByKey: an unusual row is found by its id and its digest's
+// start, with its blob and flags; a used and loose row is not, nor an
+// unusual row's id given with another start.
+func TestUnusualRowsByKey(t *testing.T) { forEachBackend(t, testUnusualRowsByKey) }
+
+func testUnusualRowsByKey(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	used, unused := newPart("keep", 1, "t", "c", "used"), newPart("gone", 1, "t", "c", "unused")
+	mustRecord(t, x, used, unused)
+	if _, err := x.Prune(ctx, PruneOptions{Run: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := x.UnusualBlobRows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := shardRowsOf(t, x, used.Blob, unused.Blob)
+	r, ok := u.ByKey(BlobKey{ID: rows[unused.Blob].ID, Key: KeyOf(unused.Blob.Digest)})
+	if !ok || r.Blob != unused.Blob || r.ID != rows[unused.Blob].ID || r.Used || r.Packed {
+		t.Errorf("unused row by key = %+v, %v; want it unused and loose", r, ok)
+	}
+	if r, ok := u.ByKey(BlobKey{ID: rows[used.Blob].ID, Key: KeyOf(used.Blob.Digest)}); ok {
+		t.Errorf("used row by key = %+v, want none", r)
+	}
+	if r, ok := u.ByKey(BlobKey{ID: rows[unused.Blob].ID, Key: KeyOf(used.Blob.Digest)}); ok {
+		t.Errorf("unused row's id with another key = %+v, want none", r)
+	}
+}
+
 // TestUnusualBlobRows: the rows no part uses and the rows naming a pack
 // are read with their flags; every other row, a row stored since, and an
 // id given with another blob than its row's count as used and loose.

@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -324,6 +326,17 @@ func (c gcCandidate) entry(b cas.Blob) cas.Entry {
 // error reading rows or listing files is returned, and gc deletes nothing.
 // A row found used whose blob the walk did not see is looked at again
 // before it counts as missing: a writer may have stored it since.
+//
+// The rows no part uses and those naming a pack are read whole first
+// (index.UnusualRows); of the others, used and loose, a shard's ids and
+// digest starts alone are read from blobs_digest, which costs no lookup of
+// each row in the table (that lookup was most of the mark's time). They
+// are matched with the files by digest start (see matchByKey): a start
+// with as many files as rows keeps its files, and one with more or fewer
+// has its rows read whole and matched exactly, so that a file no row
+// names is found even beside a row whose digest starts alike, and a used
+// row's missing file is found even beside another file of its start.
+// Every removal is decided again exactly under gc.lock by the sweep.
 func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
 	m := gcMark{candidates: map[cas.Blob]gcCandidate{}, looseCopies: map[cas.Blob]cas.Entry{}}
 	listErr := func(what string, err error) error {
@@ -356,7 +369,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
-	ahead, err := newShardRows(ctx, s.index)
+	ahead, err := newShardKeys(ctx, s.index)
 	if err != nil {
 		return m, listErr("unused blobs", err)
 	}
@@ -364,8 +377,12 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	// about their number is not grown and copied again and again.
 	m.candidates = make(map[cas.Blob]gcCandidate, ahead.unusual.Len())
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
+	// Scratch of every shard: the rows known by their keys alone, and the
+	// files they are matched with.
+	var byKey []index.BlobKey
+	var files []cas.Blob
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
-		rows, err := ahead.get(ctx, sh)
+		keys, err := ahead.get(ctx, sh)
 		if err != nil {
 			return listErr("referenced blobs", err)
 		}
@@ -399,8 +416,8 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				m.keptYoung++
 			}
 		}
-		for _, id := range rows {
-			r := ahead.row(id)
+		// row takes a row whose blob is known for the files of its blob.
+		row := func(r index.ShardBlob) error {
 			m.packs = m.packs || r.Packed
 			e, isLoose := loose[r.Blob]
 			p, isPacked := inPack[r.Blob]
@@ -431,6 +448,39 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 					m.candidates[r.Blob] = c
 				}
 			}
+			return nil
+		}
+		// The unusual rows (unused or packed) are known whole; the rest
+		// are used and loose, known by their keys alone, and matched with
+		// the files by key: where a key has as many files as rows, its
+		// files are used, and where not, its rows are read whole.
+		byKey = byKey[:0]
+		for _, k := range keys {
+			r, ok := ahead.unusual.ByKey(k)
+			if !ok {
+				byKey = append(byKey, k)
+				continue
+			}
+			if err := row(r); err != nil {
+				return err
+			}
+		}
+		var whole []int64
+		whole, files = matchByKey(byKey, loose, inPack, files)
+		if len(whole) > 0 {
+			blobs, err := s.index.BlobsByID(ctx, whole)
+			if err != nil {
+				return listErr("referenced blobs", err)
+			}
+			for _, id := range whole {
+				// A row deleted since the read is gone; one that took the
+				// id since is used, as every row not read as unusual.
+				if b, ok := blobs[id]; ok {
+					if err := row(index.ShardBlob{ID: id, Blob: b, Used: true}); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		// Files no row names.
 		for b, e := range loose {
@@ -442,7 +492,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		if infoErr != nil {
 			return listErr("blob files", infoErr)
 		}
-		done += len(rows)
+		done += len(keys)
 		if progress != nil {
 			progress(done, max(total, done))
 		}
@@ -508,6 +558,65 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	}
 	m.missing = missing
 	return m, nil
+}
+
+// matchByKey matches the rows of one shard that are known by their keys
+// alone (used and loose rows, whose blobs are not read) with the files of
+// the shard no other row took, loose or packed. Where a key has as many
+// files as rows, the files are taken as the rows' blobs and leave loose
+// and inPack: a file may so be kept for a row of another blob whose digest
+// starts alike, or of the same digest with another extension, whose own
+// file is gone, which keeps garbage, never removes a blob in use. Where a
+// key has more files than rows, one of them at least is no row's; where
+// fewer, a row's blob is missing: the ids of these rows are returned, to
+// be read whole and matched exactly. Files whose key no row has stay in
+// the maps. files is scratch space, returned to be used again.
+func matchByKey(rows []index.BlobKey, loose, inPack map[cas.Blob]cas.Entry, files []cas.Blob) (whole []int64, _ []cas.Blob) {
+	if len(rows) == 0 {
+		return nil, files
+	}
+	files = files[:0]
+	for b := range loose {
+		files = append(files, b)
+	}
+	for b := range inPack {
+		if _, ok := loose[b]; !ok {
+			files = append(files, b)
+		}
+	}
+	keyOf := func(b cas.Blob) uint64 { return binary.BigEndian.Uint64(b.Digest[:]) }
+	rowKey := func(r index.BlobKey) uint64 { return binary.BigEndian.Uint64(r.Key[:]) }
+	slices.SortFunc(files, func(a, b cas.Blob) int { return cmp.Compare(keyOf(a), keyOf(b)) })
+	// In the order the index gives them already, but for an index that
+	// orders its keys otherwise.
+	slices.SortFunc(rows, func(a, b index.BlobKey) int { return cmp.Compare(rowKey(a), rowKey(b)) })
+	i := 0
+	for j := 0; j < len(rows); {
+		k := rowKey(rows[j])
+		nextRow := j + 1
+		for nextRow < len(rows) && rowKey(rows[nextRow]) == k {
+			nextRow++
+		}
+		for i < len(files) && keyOf(files[i]) < k {
+			i++
+		}
+		nextFile := i
+		for nextFile < len(files) && keyOf(files[nextFile]) == k {
+			nextFile++
+		}
+		if nextFile-i == nextRow-j {
+			for _, b := range files[i:nextFile] {
+				delete(loose, b)
+				delete(inPack, b)
+			}
+		} else {
+			for _, r := range rows[j:nextRow] {
+				whole = append(whole, r.ID)
+			}
+		}
+		i, j = nextFile, nextRow
+	}
+	return whole, files
 }
 
 // shardOf returns the shard number of a path blobs/xx/… inside a shard.
