@@ -136,8 +136,8 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	// candidates, and loose copies of blobs whose rows name a pack.
 	onDisk := map[cas.Blob]cas.Entry{}
 	if m.packs {
-		for b, c := range m.candidates {
-			onDisk[b] = c.entry(b)
+		for _, g := range m.garbage {
+			onDisk[g.blob] = g.entry(g.blob)
 		}
 		for b, e := range m.looseCopies {
 			if _, ok := onDisk[b]; !ok {
@@ -145,25 +145,19 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			}
 		}
 	}
-	sizeOf := func(b cas.Blob) int64 { return m.candidates[b].size }
-	packed := func(b cas.Blob) bool { return m.candidates[b].pack != "" }
 	if o.DryRun {
-		candidates := make([]cas.Blob, 0, len(m.candidates))
-		for b := range m.candidates {
-			candidates = append(candidates, b)
-		}
-		slices.SortFunc(candidates, byFileName)
-		res.Removed = make([]cas.Blob, 0, len(candidates))
-		for _, b := range candidates {
-			if packed(b) {
+		slices.SortFunc(m.garbage, func(a, b gcGarbage) int { return byFileName(a.blob, b.blob) })
+		res.Removed = make([]cas.Blob, 0, len(m.garbage))
+		for _, g := range m.garbage {
+			if g.pack != "" {
 				// Its bytes go when its pack is rewritten.
 				res.UnusedPacked++
-				res.UnusedPackedBytes += sizeOf(b)
+				res.UnusedPackedBytes += g.size
 				continue
 			}
 			res.RemovedBlobs++
-			res.FreedBytes += sizeOf(b)
-			res.Removed = append(res.Removed, b)
+			res.FreedBytes += g.size
+			res.Removed = append(res.Removed, g.blob)
 		}
 		// As the sweep would: one a live writer holds stays.
 		for _, t := range oldTemps {
@@ -174,9 +168,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			}
 		}
 		if m.packs {
-			dying := make(map[cas.Blob]bool, len(candidates))
-			for _, b := range candidates {
-				dying[b] = true
+			dying := make(map[cas.Blob]bool, len(m.garbage))
+			for _, g := range m.garbage {
+				dying[g.blob] = true
 			}
 			res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
 			if err != nil {
@@ -208,21 +202,21 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	sw.unlock()
 	var errs []string
-	res.Removed = make([]cas.Blob, 0, len(m.candidates))
-	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
-		if packed(b) {
+	res.Removed = make([]cas.Blob, 0, len(m.garbage))
+	err = sw.sweep(ctx, m.garbage, cutoff, now, stillHeld, func(g *gcGarbage) {
+		if g.pack != "" {
 			// Its bytes go when its pack is rewritten, below.
 			res.UnusedPacked++
-			res.UnusedPackedBytes += sizeOf(b)
+			res.UnusedPackedBytes += g.size
 			return
 		}
-		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+		if err := s.blobs.Remove(ctx, g.blob); err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())
 			return
 		}
 		res.RemovedBlobs++
-		res.FreedBytes += sizeOf(b)
-		res.Removed = append(res.Removed, b)
+		res.FreedBytes += g.size
+		res.Removed = append(res.Removed, g.blob)
 	})
 	if err != nil {
 		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
@@ -280,8 +274,13 @@ func keysOf(ps []index.Part) []string {
 // size follows the garbage, not the store.
 type gcMark struct {
 	// candidates are the blobs no row uses and whose file (or pack) is
-	// older than the grace period, with what the walk saw of them.
+	// older than the grace period, with what the walk saw of them: the
+	// remote mark's.
 	candidates map[cas.Blob]gcCandidate
+	// garbage are the local mark's candidates, each blob once: in a list,
+	// which takes less than half the memory of a map of a tenth of a
+	// million blobs, and which the sweep orders as it takes them.
+	garbage []gcGarbage
 	// packs says the store has pack files or rows naming packs.
 	packs     bool
 	keptYoung int
@@ -306,6 +305,12 @@ type gcCandidate struct {
 	pack string
 	// id is the blob's row id, 0 when no row names it.
 	id int64
+}
+
+// gcGarbage is a candidate of the local mark, with its blob.
+type gcGarbage struct {
+	blob cas.Blob
+	gcCandidate
 }
 
 // entry returns the walk's entry for candidate b, as the pack sweep
@@ -338,7 +343,7 @@ func (c gcCandidate) entry(b cas.Blob) cas.Entry {
 // row's missing file is found even beside another file of its start.
 // Every removal is decided again exactly under gc.lock by the sweep.
 func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{candidates: map[cas.Blob]gcCandidate{}, looseCopies: map[cas.Blob]cas.Entry{}}
+	m := gcMark{looseCopies: map[cas.Blob]cas.Entry{}}
 	listErr := func(what string, err error) error {
 		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
 	}
@@ -373,9 +378,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	if err != nil {
 		return m, listErr("unused blobs", err)
 	}
-	// The candidates are mostly the rows no part uses: the map made at
+	// The candidates are mostly the rows no part uses: the list made at
 	// about their number is not grown and copied again and again.
-	m.candidates = make(map[cas.Blob]gcCandidate, ahead.unusual.Len())
+	m.garbage = make([]gcGarbage, 0, ahead.unusual.Len()+64)
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	// Scratch of every shard: the rows known by their keys alone, and the
 	// files they are matched with.
@@ -394,9 +399,10 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			inPack[e.Blob] = e
 		}
 		// The walk gives loose files by name alone: their times and sizes
-		// are read here, for the few that are not used.
+		// are read here, for the few that are not used. id is the blob's
+		// row's, 0 for a file no row names.
 		var infoErr error
-		unused := func(b cas.Blob, e cas.Entry) {
+		unused := func(b cas.Blob, e cas.Entry, id int64) {
 			e, err := s.blobs.Info(e)
 			if err != nil {
 				infoErr = err
@@ -407,11 +413,11 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				return
 			}
 			if old(e.ModTime) {
-				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
+				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano(), id: id}
 				if isPacked(e) {
 					c.pack = e.RelPath
 				}
-				m.candidates[b] = c
+				m.garbage = append(m.garbage, gcGarbage{blob: b, gcCandidate: c})
 			} else {
 				m.keptYoung++
 			}
@@ -442,11 +448,7 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			case !isLoose && !isPacked:
 				m.stale = append(m.stale, r.Blob)
 			default:
-				unused(r.Blob, e)
-				if c, ok := m.candidates[r.Blob]; ok {
-					c.id = r.ID
-					m.candidates[r.Blob] = c
-				}
+				unused(r.Blob, e, r.ID)
 			}
 			return nil
 		}
@@ -482,12 +484,15 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				}
 			}
 		}
-		// Files no row names.
+		// Files no row names, each blob once: a packed copy, when there is
+		// one, rather than a loose one.
 		for b, e := range loose {
-			unused(b, e)
+			if _, ok := inPack[b]; !ok {
+				unused(b, e, 0)
+			}
 		}
 		for b, e := range inPack {
-			unused(b, e)
+			unused(b, e, 0)
 		}
 		if infoErr != nil {
 			return listErr("blob files", infoErr)

@@ -205,3 +205,48 @@ func TestMatchByKey(t *testing.T) {
 		})
 	}
 }
+
+// TestGCCountsABlobOnce: a blob no row names that is both in a pack and
+// loose is one candidate, the packed one: a dry run counts it once, as
+// unused packed bytes, and removes no file of it.
+func TestGCCountsABlobOnce(t *testing.T) {
+	ctx := context.Background()
+	s, c, want, stored := packedStore(t)
+	if _, err := s.Prune(ctx, index.PruneOptions{Run: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	var dead []cas.Blob
+	for key, st := range stored {
+		if key[0] == 'c' {
+			dead = append(dead, blobOf(t, s, st))
+		}
+	}
+	if _, err := s.index.DeleteBlobRows(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	// A loose copy of one of them, as a pack that stopped before removing
+	// the loose files leaves.
+	var copied cas.Blob
+	for key, st := range stored {
+		if key[0] == 'c' {
+			copied = blobOf(t, s, st)
+			p := s.blobs.Path(copied)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, want[key], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	c.t = c.t.Add(2 * DefaultGrace)
+	res, err := s.GC(ctx, GCOptions{Grace: DefaultGrace, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.UnusedPacked != len(dead) || res.RemovedBlobs != 0 {
+		t.Errorf("dry run = %d unused packed, %d removed; want %d and 0: %s counted twice",
+			res.UnusedPacked, res.RemovedBlobs, len(dead), copied)
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -98,20 +99,28 @@ func (w *sweeper) unlock() {
 // (files no row names) get a last look at the rows in the hold that
 // unlinks them: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
-// held, before each delete. remove unlinks one blob.
-func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate, cutoff, now time.Time,
-	heldIndex func() error, remove func(cas.Blob)) error {
-	var rows []index.BlobID
-	var noRow []cas.Blob
-	for b, c := range candidates {
-		if c.id != 0 {
-			rows = append(rows, index.BlobID{ID: c.id, Blob: b})
-		} else {
-			noRow = append(noRow, b)
+// held, before each delete. remove unlinks one blob. The candidates are
+// reordered in place: those with no row first, by file name, then the
+// others by id.
+func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now time.Time,
+	heldIndex func() error, remove func(*gcGarbage)) error {
+	slices.SortFunc(candidates, func(a, b gcGarbage) int {
+		switch {
+		case (a.id == 0) != (b.id == 0):
+			if a.id == 0 {
+				return -1
+			}
+			return 1
+		case a.id == 0:
+			return byFileName(a.blob, b.blob)
 		}
+		return cmp.Compare(a.id, b.id)
+	})
+	split := slices.IndexFunc(candidates, func(g gcGarbage) bool { return g.id != 0 })
+	if split < 0 {
+		split = len(candidates)
 	}
-	slices.SortFunc(noRow, byFileName)
-	slices.SortFunc(rows, func(a, b index.BlobID) int { return int(min(max(a.ID-b.ID, -1), 1)) })
+	noRow, rows := candidates[:split], candidates[split:]
 	n := sweepRows
 	// fit sizes the next batch from how long this hold took with n.
 	fit := func() {
@@ -123,19 +132,29 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 			n = min(sweepMaxRows, n*2)
 		}
 	}
+	// Scratch of every batch.
+	var (
+		blobs  []cas.Blob
+		ids    []index.BlobID
+		byBlob = map[cas.Blob]*gcGarbage{}
+	)
 	for len(noRow) > 0 {
 		if err := w.lock(ctx); err != nil {
 			return err
 		}
 		look := noRow[:min(len(noRow), n)]
 		noRow = noRow[len(look):]
-		has, err := w.s.index.BlobsWithRows(ctx, look)
+		blobs = blobs[:0]
+		for _, g := range look {
+			blobs = append(blobs, g.blob)
+		}
+		has, err := w.s.index.BlobsWithRows(ctx, blobs)
 		if err != nil {
 			return err
 		}
-		for _, b := range look {
-			if !has[b] {
-				remove(b)
+		for i := range look {
+			if !has[look[i].blob] {
+				remove(&look[i])
 			}
 		}
 		fit()
@@ -150,7 +169,13 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 		}
 		chunk := rows[:min(len(rows), n)]
 		rows = rows[len(chunk):]
-		gone, err := w.s.index.DeleteUnusedRows(ctx, chunk, cutoff, now)
+		ids = ids[:0]
+		clear(byBlob)
+		for i := range chunk {
+			ids = append(ids, index.BlobID{ID: chunk[i].id, Blob: chunk[i].blob})
+			byBlob[chunk[i].blob] = &chunk[i]
+		}
+		gone, err := w.s.index.DeleteUnusedRows(ctx, ids, cutoff, now)
 		if err != nil {
 			return err
 		}
@@ -158,7 +183,9 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 			return err
 		}
 		for _, b := range gone {
-			remove(b)
+			if g := byBlob[b]; g != nil {
+				remove(g)
+			}
 		}
 		fit()
 		w.unlock()
