@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -203,14 +204,21 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	sw.unlock()
 	var errs []string
 	res.Removed = make([]cas.Blob, 0, len(m.garbage))
+	// The sweep unlinks from two goroutines: mu guards res and errs.
+	var mu sync.Mutex
 	err = sw.sweep(ctx, m.garbage, cutoff, now, stillHeld, func(g *gcGarbage) {
 		if g.pack != "" {
 			// Its bytes go when its pack is rewritten, below.
+			mu.Lock()
 			res.UnusedPacked++
 			res.UnusedPackedBytes += g.size
+			mu.Unlock()
 			return
 		}
-		if err := s.blobs.Remove(ctx, g.blob); err != nil && !errors.Is(err, cas.ErrNotFound) {
+		err := s.blobs.Remove(ctx, g.blob)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())
 			return
 		}

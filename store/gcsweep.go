@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -99,7 +100,8 @@ func (w *sweeper) unlock() {
 // (files no row names) get a last look at the rows in the hold that
 // unlinks them: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
-// held, before each delete. remove unlinks one blob. The candidates are
+// held, before each delete. remove unlinks one blob; it is called from two
+// goroutines at once (see removeAll). The candidates are
 // reordered in place: those with no row first, by file name, then the
 // others by id.
 func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now time.Time,
@@ -123,20 +125,13 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 	noRow, rows := candidates[:split], candidates[split:]
 	n := sweepRows
 	// fit sizes the next batch from how long this hold took with n.
-	fit := func() {
-		took := time.Since(w.held)
-		switch {
-		case took > sweepHold && n > sweepMinRows:
-			n = max(sweepMinRows, n/2)
-		case took < sweepHold/3 && n < sweepMaxRows:
-			n = min(sweepMaxRows, n*2)
-		}
-	}
+	fit := func() { n = nextBatch(n, time.Since(w.held)) }
 	// Scratch of every batch.
 	var (
 		blobs  []cas.Blob
 		ids    []index.BlobID
 		byBlob = map[cas.Blob]*gcGarbage{}
+		batch  []*gcGarbage
 	)
 	for len(noRow) > 0 {
 		if err := w.lock(ctx); err != nil {
@@ -152,11 +147,13 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 		if err != nil {
 			return err
 		}
+		batch = batch[:0]
 		for i := range look {
 			if !has[look[i].blob] {
-				remove(&look[i])
+				batch = append(batch, &look[i])
 			}
 		}
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 	}
@@ -182,13 +179,55 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 		if err := w.s.fault("gc:rows-deleted"); err != nil {
 			return err
 		}
+		batch = batch[:0]
 		for _, b := range gone {
 			if g := byBlob[b]; g != nil {
-				remove(g)
+				batch = append(batch, g)
 			}
 		}
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 	}
 	return nil
+}
+
+// nextBatch returns how many blobs the next hold of the sweep takes, after
+// a hold that took took with n: n scaled to a hold of sweepHold, by half
+// to twice n, between sweepMinRows and sweepMaxRows. (Halving past
+// sweepHold and doubling below a third of it left holds of 5 to 15 ms,
+// 10 on average: more holds, each with its gap and its wait for gc.lock.)
+func nextBatch(n int, took time.Duration) int {
+	next := 2 * n
+	if took > 0 {
+		next = int(min(float64(2*n), float64(n)*float64(sweepHold)/float64(took)))
+	}
+	return min(sweepMaxRows, max(sweepMinRows, n/2, next))
+}
+
+// removeMin is the fewest unlinks removeAll gives a goroutine of its own.
+const removeMin = 16
+
+// removeAll calls remove for each of gs, on two goroutines when there are
+// enough of them: while gc holds gc.lock the writers wait, and the index's
+// delete took one core; the unlinks of a hold's files, a third of its
+// time, take both.
+func removeAll(gs []*gcGarbage, remove func(*gcGarbage)) {
+	if len(gs) < 2*removeMin {
+		for _, g := range gs {
+			remove(g)
+		}
+		return
+	}
+	half := len(gs) / 2
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, g := range gs[half:] {
+			remove(g)
+		}
+	})
+	for _, g := range gs[:half] {
+		remove(g)
+	}
+	wg.Wait()
 }
