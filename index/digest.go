@@ -1,6 +1,10 @@
 package index
 
-import "github.com/toolcas/toolcas/cas"
+import (
+	"bytes"
+
+	"github.com/toolcas/toolcas/cas"
+)
 
 // The blobs table is indexed by the first digestKeyLen bytes of each
 // digest (blobs_digest, an index of the expression substr(digest, 1, 8)):
@@ -34,3 +38,6 @@ type DigestKey [digestKeyLen]byte
 
 // KeyOf returns the start of digest d that blobs_digest holds.
 func KeyOf(d cas.Digest) DigestKey { return DigestKey(d[:digestKeyLen]) }
+
+// CompareKeys orders digest starts as blobs_digest does, byte by byte.
+func CompareKeys(a, b DigestKey) int { return bytes.Compare(a[:], b[:]) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -241,6 +242,11 @@ func (x *Index) BlobsByID(ctx context.Context, ids []int64) (map[int64]cas.Blob,
 // UnusualBlobRows read them, in the order of their ids.
 type UnusualRows struct {
 	rows []unusualRow
+	// order holds the rows' indexes by shard, digest start and id, and
+	// shards where each shard's begin in it, once InShard is called.
+	once   sync.Once
+	order  []int32
+	shards [257]int
 }
 
 // unusualRow is one of UnusualRows, in less memory than a ShardBlob: a
@@ -269,17 +275,44 @@ func (u *UnusualRows) Row(r BlobID) ShardBlob {
 	return ShardBlob{ID: r.ID, Blob: r.Blob, Used: true}
 }
 
-// ByKey returns the row with k's id, with its blob and its Used and
-// Packed flags, when it is one of the unusual rows and its digest starts
-// as k says; ok is false for every other row, which is used and loose
-// (or was stored since the read, or took the id of a row deleted since).
-func (u *UnusualRows) ByKey(k BlobKey) (r ShardBlob, ok bool) {
-	i, ok := slices.BinarySearchFunc(u.rows, k.ID, func(a unusualRow, id int64) int { return cmp.Compare(a.id, id) })
-	if !ok || KeyOf(u.rows[i].digest) != k.Key {
-		return ShardBlob{}, false
+// InShard returns the rows whose digest starts with the byte shard, with
+// their blobs and their Used and Packed flags, in the order in which
+// BlobKeysInShard gives a shard's rows (by digest start, then id), so that
+// a mark takes the two lists together; every row of a shard not among
+// them is used and loose (or was stored since the read, or took the id of
+// a row deleted since, when its digest start is not the one here). The
+// order is made once, at the first call.
+func (u *UnusualRows) InShard(shard byte) []ShardBlob {
+	u.once.Do(u.orderByShard)
+	order := u.order[u.shards[shard]:u.shards[int(shard)+1]]
+	out := make([]ShardBlob, len(order))
+	for i, j := range order {
+		r := u.rows[j]
+		out[i] = ShardBlob{ID: r.id, Blob: cas.Blob{Digest: r.digest, Ext: r.ext}, Used: r.used, Packed: r.packed}
 	}
-	row := u.rows[i]
-	return ShardBlob{ID: row.id, Blob: cas.Blob{Digest: row.digest, Ext: row.ext}, Used: row.used, Packed: row.packed}, true
+	return out
+}
+
+// orderByShard orders the rows for InShard: their indexes by digest start,
+// then id, and where each shard's begin.
+func (u *UnusualRows) orderByShard() {
+	u.order = make([]int32, len(u.rows))
+	for i := range u.order {
+		u.order[i] = int32(i)
+	}
+	slices.SortFunc(u.order, func(a, b int32) int {
+		ra, rb := &u.rows[a], &u.rows[b]
+		if c := CompareKeys(KeyOf(ra.digest), KeyOf(rb.digest)); c != 0 {
+			return c
+		}
+		return cmp.Compare(ra.id, rb.id)
+	})
+	for _, j := range u.order {
+		u.shards[int(u.rows[j].digest[0])+1]++
+	}
+	for sh := 1; sh <= 256; sh++ {
+		u.shards[sh] += u.shards[sh-1]
+	}
 }
 
 // UnusualBlobRows reads the blob rows that no part uses or that name a

@@ -145,33 +145,71 @@ func testBlobsByID(t *testing.T) {
 	}
 }
 
-// TestUnusualRowsByKey: an unusual row is found by its id and its digest's
-// start, with its blob and flags; a used and loose row is not, nor an
-// unusual row's id given with another start.
-func TestUnusualRowsByKey(t *testing.T) { forEachBackend(t, testUnusualRowsByKey) }
+// TestUnusualRowsInShard: a shard's unusual rows come with their blobs
+// and flags in the order of BlobKeysInShard's (digest start, then id),
+// rows whose digests start alike among them; used and loose rows are not
+// there, and every unusual row is in its shard once.
+func TestUnusualRowsInShard(t *testing.T) { forEachBackend(t, testUnusualRowsInShard) }
 
-func testUnusualRowsByKey(t *testing.T) {
+func testUnusualRowsInShard(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	used, unused := newPart("keep", 1, "t", "c", "used"), newPart("gone", 1, "t", "c", "unused")
-	mustRecord(t, x, used, unused)
-	if _, err := x.Prune(ctx, PruneOptions{Run: "gone"}); err != nil {
-		t.Fatal(err)
+	var ps []NewPart
+	for i := range 300 {
+		ps = append(ps, newPart(fmt.Sprint("run-", i%3), i, "t", "c", fmt.Sprint("content ", i)))
+	}
+	// Rows whose digests start as the first's, stored after it, unused.
+	twin := newPart("run-1", 1000, "t", "c", "twin")
+	twin.Blob.Digest = ps[0].Blob.Digest
+	twin.Blob.Digest[cas.DigestSize-1] ^= 0xff
+	json := newPart("run-1", 1001, "t", "c", "json")
+	json.Blob = cas.Blob{Digest: ps[0].Blob.Digest, Ext: ".json"}
+	json.Key = "run-1/1001_t_c.json"
+	ps = append(ps, twin, json)
+	mustRecord(t, x, ps...)
+	for _, run := range []string{"run-0", "run-1"} {
+		if _, err := x.Prune(ctx, PruneOptions{Run: run}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	u, err := x.UnusualBlobRows(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := shardRowsOf(t, x, used.Blob, unused.Blob)
-	r, ok := u.ByKey(BlobKey{ID: rows[unused.Blob].ID, Key: KeyOf(unused.Blob.Digest)})
-	if !ok || r.Blob != unused.Blob || r.ID != rows[unused.Blob].ID || r.Used || r.Packed {
-		t.Errorf("unused row by key = %+v, %v; want it unused and loose", r, ok)
+	total := 0
+	for sh := range 256 {
+		rows, err := x.BlobsInShard(ctx, byte(sh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := x.BlobKeysInShard(ctx, byte(sh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := map[int64]ShardBlob{}
+		for _, r := range rows {
+			byID[r.ID] = r
+		}
+		// The unused rows, in the order of the shard's keys.
+		var want []ShardBlob
+		for _, k := range keys {
+			if r := byID[k.ID]; !r.Used {
+				want = append(want, ShardBlob{ID: r.ID, Blob: r.Blob})
+			}
+		}
+		got := u.InShard(byte(sh))
+		if len(got) != len(want) {
+			t.Fatalf("shard %02x: %d unusual rows, want %d", sh, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || got[i].Blob != want[i].Blob || got[i].Used || got[i].Packed {
+				t.Errorf("shard %02x row %d = %+v, want %+v unused and loose", sh, i, got[i], want[i])
+			}
+		}
+		total += len(got)
 	}
-	if r, ok := u.ByKey(BlobKey{ID: rows[used.Blob].ID, Key: KeyOf(used.Blob.Digest)}); ok {
-		t.Errorf("used row by key = %+v, want none", r)
-	}
-	if r, ok := u.ByKey(BlobKey{ID: rows[unused.Blob].ID, Key: KeyOf(used.Blob.Digest)}); ok {
-		t.Errorf("unused row's id with another key = %+v, want none", r)
+	if total != 202 {
+		t.Errorf("%d unusual rows in all, want 202", total)
 	}
 }
 

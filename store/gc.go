@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -391,9 +390,9 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	m.garbage = make([]gcGarbage, 0, ahead.unusual.Len()+64)
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
 	// Scratch of every shard: the rows known by their keys alone, and the
-	// files they are matched with.
+	// count of files of each key they are matched with.
 	var byKey []index.BlobKey
-	var files []cas.Blob
+	fileKeys := map[index.DigestKey]int{}
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
 		keys, err := ahead.get(ctx, sh)
 		if err != nil {
@@ -463,20 +462,28 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		// The unusual rows (unused or packed) are known whole; the rest
 		// are used and loose, known by their keys alone, and matched with
 		// the files by key: where a key has as many files as rows, its
-		// files are used, and where not, its rows are read whole.
+		// files are used, and where not, its rows are read whole. Both
+		// lists come in the order of their keys, then ids, and are
+		// walked together.
+		if !slices.IsSortedFunc(keys, compareBlobKeys) {
+			slices.SortFunc(keys, compareBlobKeys)
+		}
+		unusual := ahead.unusual.InShard(sh)
 		byKey = byKey[:0]
 		for _, k := range keys {
-			r, ok := ahead.unusual.ByKey(k)
-			if !ok {
+			for len(unusual) > 0 && compareBlobKeys(index.BlobKey{ID: unusual[0].ID, Key: index.KeyOf(unusual[0].Blob.Digest)}, k) < 0 {
+				unusual = unusual[1:]
+			}
+			if len(unusual) == 0 || unusual[0].ID != k.ID || index.KeyOf(unusual[0].Blob.Digest) != k.Key {
 				byKey = append(byKey, k)
 				continue
 			}
-			if err := row(r); err != nil {
+			if err := row(unusual[0]); err != nil {
 				return err
 			}
+			unusual = unusual[1:]
 		}
-		var whole []int64
-		whole, files = matchByKey(byKey, loose, inPack, files)
+		whole := matchByKey(byKey, loose, inPack, fileKeys)
 		if len(whole) > 0 {
 			blobs, err := s.index.BlobsByID(ctx, whole)
 			if err != nil {
@@ -574,62 +581,70 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 }
 
 // matchByKey matches the rows of one shard that are known by their keys
-// alone (used and loose rows, whose blobs are not read) with the files of
-// the shard no other row took, loose or packed. Where a key has as many
-// files as rows, the files are taken as the rows' blobs and leave loose
-// and inPack: a file may so be kept for a row of another blob whose digest
-// starts alike, or of the same digest with another extension, whose own
-// file is gone, which keeps garbage, never removes a blob in use. Where a
-// key has more files than rows, one of them at least is no row's; where
-// fewer, a row's blob is missing: the ids of these rows are returned, to
-// be read whole and matched exactly. Files whose key no row has stay in
-// the maps. files is scratch space, returned to be used again.
-func matchByKey(rows []index.BlobKey, loose, inPack map[cas.Blob]cas.Entry, files []cas.Blob) (whole []int64, _ []cas.Blob) {
+// alone (used and loose rows, whose blobs are not read), in the order of
+// their keys, with the files of the shard no other row took, loose or
+// packed. Where a key has as many files as rows, the files are taken as
+// the rows' blobs and leave loose and inPack: a file may so be kept for a
+// row of another blob whose digest starts alike, or of the same digest
+// with another extension, whose own file is gone, which keeps garbage,
+// never removes a blob in use. Where a key has more files than rows, one
+// of them at least is no row's; where fewer, a row's blob is missing: the
+// ids of these rows are returned, to be read whole and matched exactly.
+// Files whose key no row has stay in the maps. count is scratch space.
+func matchByKey(rows []index.BlobKey, loose, inPack map[cas.Blob]cas.Entry, count map[index.DigestKey]int) (whole []int64) {
 	if len(rows) == 0 {
-		return nil, files
+		return nil
 	}
-	files = files[:0]
+	clear(count)
 	for b := range loose {
-		files = append(files, b)
+		count[index.KeyOf(b.Digest)]++
 	}
 	for b := range inPack {
 		if _, ok := loose[b]; !ok {
-			files = append(files, b)
+			count[index.KeyOf(b.Digest)]++
 		}
 	}
-	keyOf := func(b cas.Blob) uint64 { return binary.BigEndian.Uint64(b.Digest[:]) }
-	rowKey := func(r index.BlobKey) uint64 { return binary.BigEndian.Uint64(r.Key[:]) }
-	slices.SortFunc(files, func(a, b cas.Blob) int { return cmp.Compare(keyOf(a), keyOf(b)) })
-	// In the order the index gives them already, but for an index that
-	// orders its keys otherwise.
-	slices.SortFunc(rows, func(a, b index.BlobKey) int { return cmp.Compare(rowKey(a), rowKey(b)) })
-	i := 0
+	// taken marks a key whose files the rows took.
+	const taken = -1
+	took := false
 	for j := 0; j < len(rows); {
-		k := rowKey(rows[j])
-		nextRow := j + 1
-		for nextRow < len(rows) && rowKey(rows[nextRow]) == k {
-			nextRow++
+		k := rows[j].Key
+		next := j + 1
+		for next < len(rows) && rows[next].Key == k {
+			next++
 		}
-		for i < len(files) && keyOf(files[i]) < k {
-			i++
-		}
-		nextFile := i
-		for nextFile < len(files) && keyOf(files[nextFile]) == k {
-			nextFile++
-		}
-		if nextFile-i == nextRow-j {
-			for _, b := range files[i:nextFile] {
-				delete(loose, b)
-				delete(inPack, b)
-			}
+		if count[k] == next-j {
+			count[k] = taken
+			took = true
 		} else {
-			for _, r := range rows[j:nextRow] {
+			for _, r := range rows[j:next] {
 				whole = append(whole, r.ID)
 			}
 		}
-		i, j = nextFile, nextRow
+		j = next
 	}
-	return whole, files
+	if took {
+		for b := range loose {
+			if count[index.KeyOf(b.Digest)] == taken {
+				delete(loose, b)
+			}
+		}
+		for b := range inPack {
+			if count[index.KeyOf(b.Digest)] == taken {
+				delete(inPack, b)
+			}
+		}
+	}
+	return whole
+}
+
+// compareBlobKeys orders rows as BlobKeysInShard gives them: by key, then
+// id.
+func compareBlobKeys(a, b index.BlobKey) int {
+	if c := index.CompareKeys(a.Key, b.Key); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }
 
 // shardOf returns the shard number of a path blobs/xx/… inside a shard.
