@@ -101,9 +101,8 @@ func (w *sweeper) unlock() {
 // unlinks them: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
 // held, before each delete. remove unlinks one blob; it is called from two
-// goroutines at once (see removeAll). The candidates are
-// reordered in place: those with no row first, by file name, then the
-// others by id.
+// goroutines at once (see removeAll). The candidates are reordered in
+// place: those with no row first, by file name, then the others by id.
 func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now time.Time,
 	heldIndex func() error, remove func(*gcGarbage)) error {
 	slices.SortFunc(candidates, func(a, b gcGarbage) int {
