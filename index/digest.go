@@ -1,6 +1,10 @@
 package index
 
-import "github.com/toolcas/toolcas/cas"
+import (
+	"bytes"
+
+	"github.com/toolcas/toolcas/cas"
+)
 
 // The blobs table is indexed by the first digestKeyLen bytes of each
 // digest (blobs_digest, an index of the expression substr(digest, 1, 8)):
@@ -27,3 +31,13 @@ func digestKey(d cas.Digest) []byte { return d[:digestKeyLen] }
 // keyBound returns the start of a bound of a range of digests: a digest
 // at or above (below) the bound has a start at or above (below) it.
 func keyBound(b []byte) []byte { return b[:min(len(b), digestKeyLen)] }
+
+// DigestKey is the start of a digest that blobs_digest holds: two blobs
+// whose digests start alike share it.
+type DigestKey [digestKeyLen]byte
+
+// KeyOf returns the start of digest d that blobs_digest holds.
+func KeyOf(d cas.Digest) DigestKey { return DigestKey(d[:digestKeyLen]) }
+
+// CompareKeys orders digest starts as blobs_digest does, byte by byte.
+func CompareKeys(a, b DigestKey) int { return bytes.Compare(a[:], b[:]) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -139,10 +140,113 @@ func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error
 	return out, nil
 }
 
+// shardKeysSQL is BlobKeysInShard's query: blobs_digest alone, which
+// holds each row's digest start and id, in that order.
+func shardKeysSQL(bounded bool) string {
+	q := `SELECT substr(digest, 1, 8), id FROM blobs WHERE substr(digest, 1, 8) >= ?`
+	if bounded {
+		q += ` AND substr(digest, 1, 8) < ?`
+	}
+	return q + ` ORDER BY substr(digest, 1, 8), id`
+}
+
+// BlobKey is a blob row as blobs_digest holds it: its id and the start of
+// its digest, neither the whole digest nor the extension.
+type BlobKey struct {
+	ID  int64
+	Key DigestKey
+}
+
+// BlobKeysInShard returns the ids and digest starts of the rows whose
+// digest starts with the byte shard, in the order of their digest starts,
+// then ids. They are read from blobs_digest alone, without a row of the
+// table: a mark of a million rows reads them five times as fast as their
+// blobs (BlobIDsInShard), which a lookup of each row in the table costs.
+// Rows whose digests start alike are told apart by BlobsByID, when a mark
+// needs to.
+func (x *Index) BlobKeysInShard(ctx context.Context, shard byte) ([]BlobKey, error) {
+	q, args := shardKeysSQL(shard < 0xff), []any{[]byte{shard}}
+	if shard < 0xff {
+		args = append(args, []byte{shard + 1})
+	}
+	var out []BlobKey
+	err := x.read(ctx, func() error {
+		out = out[:0]
+		rows, err := x.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var key sql.RawBytes
+		for rows.Next() {
+			var r BlobKey
+			if err := rows.Scan(&key, &r.ID); err != nil {
+				return err
+			}
+			if len(key) != digestKeyLen {
+				return fmt.Errorf("blob row with a %d-byte digest start", len(key))
+			}
+			r.Key = DigestKey(key)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: blob keys of shard %02x: %w", shard, err)
+	}
+	return out, nil
+}
+
+// BlobsByID returns the blobs of the rows with these ids, by id; an id
+// with no row is left out.
+func (x *Index) BlobsByID(ctx context.Context, ids []int64) (map[int64]cas.Blob, error) {
+	out := make(map[int64]cas.Blob, len(ids))
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), rowsChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		q := `SELECT id, digest, ext FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+		err := x.read(ctx, func() error {
+			rows, err := x.db.QueryContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var (
+					id     int64
+					digest []byte
+					ext    string
+				)
+				if err := rows.Scan(&id, &digest, &ext); err != nil {
+					return err
+				}
+				if len(digest) != cas.DigestSize {
+					return fmt.Errorf("blob row with a %d-byte digest", len(digest))
+				}
+				out[id] = cas.Blob{Digest: cas.Digest(digest), Ext: ext}
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("index: blobs by id: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // UnusualRows are the blob rows that no part uses or that name a pack, as
 // UnusualBlobRows read them, in the order of their ids.
 type UnusualRows struct {
 	rows []unusualRow
+	// order holds the rows' indexes by shard, digest start and id, and
+	// shards where each shard's begin in it, once InShard is called.
+	once   sync.Once
+	order  []int32
+	shards [257]int
 }
 
 // unusualRow is one of UnusualRows, in less memory than a ShardBlob: a
@@ -169,6 +273,46 @@ func (u *UnusualRows) Row(r BlobID) ShardBlob {
 		return ShardBlob{ID: r.ID, Blob: r.Blob, Used: u.rows[i].used, Packed: u.rows[i].packed}
 	}
 	return ShardBlob{ID: r.ID, Blob: r.Blob, Used: true}
+}
+
+// InShard returns the rows whose digest starts with the byte shard, with
+// their blobs and their Used and Packed flags, in the order in which
+// BlobKeysInShard gives a shard's rows (by digest start, then id), so that
+// a mark takes the two lists together; every row of a shard not among
+// them is used and loose (or was stored since the read, or took the id of
+// a row deleted since, when its digest start is not the one here). The
+// order is made once, at the first call.
+func (u *UnusualRows) InShard(shard byte) []ShardBlob {
+	u.once.Do(u.orderByShard)
+	order := u.order[u.shards[shard]:u.shards[int(shard)+1]]
+	out := make([]ShardBlob, len(order))
+	for i, j := range order {
+		r := u.rows[j]
+		out[i] = ShardBlob{ID: r.id, Blob: cas.Blob{Digest: r.digest, Ext: r.ext}, Used: r.used, Packed: r.packed}
+	}
+	return out
+}
+
+// orderByShard orders the rows for InShard: their indexes by digest start,
+// then id, and where each shard's begin.
+func (u *UnusualRows) orderByShard() {
+	u.order = make([]int32, len(u.rows))
+	for i := range u.order {
+		u.order[i] = int32(i)
+	}
+	slices.SortFunc(u.order, func(a, b int32) int {
+		ra, rb := &u.rows[a], &u.rows[b]
+		if c := CompareKeys(KeyOf(ra.digest), KeyOf(rb.digest)); c != 0 {
+			return c
+		}
+		return cmp.Compare(ra.id, rb.id)
+	})
+	for _, j := range u.order {
+		u.shards[int(u.rows[j].digest[0])+1]++
+	}
+	for sh := 1; sh <= 256; sh++ {
+		u.shards[sh] += u.shards[sh-1]
+	}
 }
 
 // UnusualBlobRows reads the blob rows that no part uses or that name a

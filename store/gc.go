@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -134,8 +136,8 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	// candidates, and loose copies of blobs whose rows name a pack.
 	onDisk := map[cas.Blob]cas.Entry{}
 	if m.packs {
-		for b, c := range m.candidates {
-			onDisk[b] = c.entry(b)
+		for _, g := range m.garbage {
+			onDisk[g.blob] = g.entry(g.blob)
 		}
 		for b, e := range m.looseCopies {
 			if _, ok := onDisk[b]; !ok {
@@ -143,25 +145,19 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			}
 		}
 	}
-	sizeOf := func(b cas.Blob) int64 { return m.candidates[b].size }
-	packed := func(b cas.Blob) bool { return m.candidates[b].pack != "" }
 	if o.DryRun {
-		candidates := make([]cas.Blob, 0, len(m.candidates))
-		for b := range m.candidates {
-			candidates = append(candidates, b)
-		}
-		slices.SortFunc(candidates, byFileName)
-		res.Removed = make([]cas.Blob, 0, len(candidates))
-		for _, b := range candidates {
-			if packed(b) {
+		slices.SortFunc(m.garbage, func(a, b gcGarbage) int { return byFileName(a.blob, b.blob) })
+		res.Removed = make([]cas.Blob, 0, len(m.garbage))
+		for _, g := range m.garbage {
+			if g.pack != "" {
 				// Its bytes go when its pack is rewritten.
 				res.UnusedPacked++
-				res.UnusedPackedBytes += sizeOf(b)
+				res.UnusedPackedBytes += g.size
 				continue
 			}
 			res.RemovedBlobs++
-			res.FreedBytes += sizeOf(b)
-			res.Removed = append(res.Removed, b)
+			res.FreedBytes += g.size
+			res.Removed = append(res.Removed, g.blob)
 		}
 		// As the sweep would: one a live writer holds stays.
 		for _, t := range oldTemps {
@@ -172,9 +168,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 			}
 		}
 		if m.packs {
-			dying := make(map[cas.Blob]bool, len(candidates))
-			for _, b := range candidates {
-				dying[b] = true
+			dying := make(map[cas.Blob]bool, len(m.garbage))
+			for _, g := range m.garbage {
+				dying[g.blob] = true
 			}
 			res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
 			if err != nil {
@@ -206,21 +202,28 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	}
 	sw.unlock()
 	var errs []string
-	res.Removed = make([]cas.Blob, 0, len(m.candidates))
-	err = sw.sweep(ctx, m.candidates, cutoff, now, stillHeld, func(b cas.Blob) {
-		if packed(b) {
+	res.Removed = make([]cas.Blob, 0, len(m.garbage))
+	// The sweep unlinks from two goroutines: mu guards res and errs.
+	var mu sync.Mutex
+	err = sw.sweep(ctx, m.garbage, cutoff, now, stillHeld, func(g *gcGarbage) {
+		if g.pack != "" {
 			// Its bytes go when its pack is rewritten, below.
+			mu.Lock()
 			res.UnusedPacked++
-			res.UnusedPackedBytes += sizeOf(b)
+			res.UnusedPackedBytes += g.size
+			mu.Unlock()
 			return
 		}
-		if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+		err := s.blobs.Remove(ctx, g.blob)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())
 			return
 		}
 		res.RemovedBlobs++
-		res.FreedBytes += sizeOf(b)
-		res.Removed = append(res.Removed, b)
+		res.FreedBytes += g.size
+		res.Removed = append(res.Removed, g.blob)
 	})
 	if err != nil {
 		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
@@ -278,8 +281,13 @@ func keysOf(ps []index.Part) []string {
 // size follows the garbage, not the store.
 type gcMark struct {
 	// candidates are the blobs no row uses and whose file (or pack) is
-	// older than the grace period, with what the walk saw of them.
+	// older than the grace period, with what the walk saw of them: the
+	// remote mark's.
 	candidates map[cas.Blob]gcCandidate
+	// garbage are the local mark's candidates, each blob once: in a list,
+	// which takes less than half the memory of a map of a tenth of a
+	// million blobs, and which the sweep orders as it takes them.
+	garbage []gcGarbage
 	// packs says the store has pack files or rows naming packs.
 	packs     bool
 	keptYoung int
@@ -306,6 +314,12 @@ type gcCandidate struct {
 	id int64
 }
 
+// gcGarbage is a candidate of the local mark, with its blob.
+type gcGarbage struct {
+	blob cas.Blob
+	gcCandidate
+}
+
 // entry returns the walk's entry for candidate b, as the pack sweep
 // reads it.
 func (c gcCandidate) entry(b cas.Blob) cas.Entry {
@@ -324,8 +338,19 @@ func (c gcCandidate) entry(b cas.Blob) cas.Entry {
 // error reading rows or listing files is returned, and gc deletes nothing.
 // A row found used whose blob the walk did not see is looked at again
 // before it counts as missing: a writer may have stored it since.
+//
+// The rows no part uses and those naming a pack are read whole first
+// (index.UnusualRows); of the others, used and loose, a shard's ids and
+// digest starts alone are read from blobs_digest, which costs no lookup of
+// each row in the table (that lookup was most of the mark's time). They
+// are matched with the files by digest start (see matchByKey): a start
+// with as many files as rows keeps its files, and one with more or fewer
+// has its rows read whole and matched exactly, so that a file no row
+// names is found even beside a row whose digest starts alike, and a used
+// row's missing file is found even beside another file of its start.
+// Every removal is decided again exactly under gc.lock by the sweep.
 func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{candidates: map[cas.Blob]gcCandidate{}, looseCopies: map[cas.Blob]cas.Entry{}}
+	m := gcMark{looseCopies: map[cas.Blob]cas.Entry{}}
 	listErr := func(what string, err error) error {
 		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
 	}
@@ -356,16 +381,20 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 		total += len(es)
 	}
 	done := 0
-	ahead, err := newShardRows(ctx, s.index)
+	ahead, err := newShardKeys(ctx, s.index)
 	if err != nil {
 		return m, listErr("unused blobs", err)
 	}
-	// The candidates are mostly the rows no part uses: the map made at
+	// The candidates are mostly the rows no part uses: the list made at
 	// about their number is not grown and copied again and again.
-	m.candidates = make(map[cas.Blob]gcCandidate, ahead.unusual.Len())
+	m.garbage = make([]gcGarbage, 0, ahead.unusual.Len()+64)
 	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
+	// Scratch of every shard: the rows known by their keys alone, and the
+	// count of files of each key they are matched with.
+	var byKey []index.BlobKey
+	fileKeys := map[index.DigestKey]int{}
 	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
-		rows, err := ahead.get(ctx, sh)
+		keys, err := ahead.get(ctx, sh)
 		if err != nil {
 			return listErr("referenced blobs", err)
 		}
@@ -377,9 +406,10 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			inPack[e.Blob] = e
 		}
 		// The walk gives loose files by name alone: their times and sizes
-		// are read here, for the few that are not used.
+		// are read here, for the few that are not used. id is the blob's
+		// row's, 0 for a file no row names.
 		var infoErr error
-		unused := func(b cas.Blob, e cas.Entry) {
+		unused := func(b cas.Blob, e cas.Entry, id int64) {
 			e, err := s.blobs.Info(e)
 			if err != nil {
 				infoErr = err
@@ -390,17 +420,17 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 				return
 			}
 			if old(e.ModTime) {
-				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano()}
+				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano(), id: id}
 				if isPacked(e) {
 					c.pack = e.RelPath
 				}
-				m.candidates[b] = c
+				m.garbage = append(m.garbage, gcGarbage{blob: b, gcCandidate: c})
 			} else {
 				m.keptYoung++
 			}
 		}
-		for _, id := range rows {
-			r := ahead.row(id)
+		// row takes a row whose blob is known for the files of its blob.
+		row := func(r index.ShardBlob) error {
 			m.packs = m.packs || r.Packed
 			e, isLoose := loose[r.Blob]
 			p, isPacked := inPack[r.Blob]
@@ -425,24 +455,64 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 			case !isLoose && !isPacked:
 				m.stale = append(m.stale, r.Blob)
 			default:
-				unused(r.Blob, e)
-				if c, ok := m.candidates[r.Blob]; ok {
-					c.id = r.ID
-					m.candidates[r.Blob] = c
+				unused(r.Blob, e, r.ID)
+			}
+			return nil
+		}
+		// The unusual rows (unused or packed) are known whole; the rest
+		// are used and loose, known by their keys alone, and matched with
+		// the files by key: where a key has as many files as rows, its
+		// files are used, and where not, its rows are read whole. Both
+		// lists come in the order of their keys, then ids, and are
+		// walked together.
+		if !slices.IsSortedFunc(keys, compareBlobKeys) {
+			slices.SortFunc(keys, compareBlobKeys)
+		}
+		unusual := ahead.unusual.InShard(sh)
+		byKey = byKey[:0]
+		for _, k := range keys {
+			for len(unusual) > 0 && compareBlobKeys(index.BlobKey{ID: unusual[0].ID, Key: index.KeyOf(unusual[0].Blob.Digest)}, k) < 0 {
+				unusual = unusual[1:]
+			}
+			if len(unusual) == 0 || unusual[0].ID != k.ID || index.KeyOf(unusual[0].Blob.Digest) != k.Key {
+				byKey = append(byKey, k)
+				continue
+			}
+			if err := row(unusual[0]); err != nil {
+				return err
+			}
+			unusual = unusual[1:]
+		}
+		whole := matchByKey(byKey, loose, inPack, fileKeys)
+		if len(whole) > 0 {
+			blobs, err := s.index.BlobsByID(ctx, whole)
+			if err != nil {
+				return listErr("referenced blobs", err)
+			}
+			for _, id := range whole {
+				// A row deleted since the read is gone; one that took the
+				// id since is used, as every row not read as unusual.
+				if b, ok := blobs[id]; ok {
+					if err := row(index.ShardBlob{ID: id, Blob: b, Used: true}); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		// Files no row names.
+		// Files no row names, each blob once: a packed copy, when there is
+		// one, rather than a loose one.
 		for b, e := range loose {
-			unused(b, e)
+			if _, ok := inPack[b]; !ok {
+				unused(b, e, 0)
+			}
 		}
 		for b, e := range inPack {
-			unused(b, e)
+			unused(b, e, 0)
 		}
 		if infoErr != nil {
 			return listErr("blob files", infoErr)
 		}
-		done += len(rows)
+		done += len(keys)
 		if progress != nil {
 			progress(done, max(total, done))
 		}
@@ -508,6 +578,73 @@ func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress fun
 	}
 	m.missing = missing
 	return m, nil
+}
+
+// matchByKey matches the rows of one shard that are known by their keys
+// alone (used and loose rows, whose blobs are not read), in the order of
+// their keys, with the files of the shard no other row took, loose or
+// packed. Where a key has as many files as rows, the files are taken as
+// the rows' blobs and leave loose and inPack: a file may so be kept for a
+// row of another blob whose digest starts alike, or of the same digest
+// with another extension, whose own file is gone, which keeps garbage,
+// never removes a blob in use. Where a key has more files than rows, one
+// of them at least is no row's; where fewer, a row's blob is missing: the
+// ids of these rows are returned, to be read whole and matched exactly.
+// Files whose key no row has stay in the maps. count is scratch space.
+func matchByKey(rows []index.BlobKey, loose, inPack map[cas.Blob]cas.Entry, count map[index.DigestKey]int) (whole []int64) {
+	if len(rows) == 0 {
+		return nil
+	}
+	clear(count)
+	for b := range loose {
+		count[index.KeyOf(b.Digest)]++
+	}
+	for b := range inPack {
+		if _, ok := loose[b]; !ok {
+			count[index.KeyOf(b.Digest)]++
+		}
+	}
+	// taken marks a key whose files the rows took.
+	const taken = -1
+	took := false
+	for j := 0; j < len(rows); {
+		k := rows[j].Key
+		next := j + 1
+		for next < len(rows) && rows[next].Key == k {
+			next++
+		}
+		if count[k] == next-j {
+			count[k] = taken
+			took = true
+		} else {
+			for _, r := range rows[j:next] {
+				whole = append(whole, r.ID)
+			}
+		}
+		j = next
+	}
+	if took {
+		for b := range loose {
+			if count[index.KeyOf(b.Digest)] == taken {
+				delete(loose, b)
+			}
+		}
+		for b := range inPack {
+			if count[index.KeyOf(b.Digest)] == taken {
+				delete(inPack, b)
+			}
+		}
+	}
+	return whole
+}
+
+// compareBlobKeys orders rows as BlobKeysInShard gives them: by key, then
+// id.
+func compareBlobKeys(a, b index.BlobKey) int {
+	if c := index.CompareKeys(a.Key, b.Key); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
 }
 
 // shardOf returns the shard number of a path blobs/xx/… inside a shard.

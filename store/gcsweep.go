@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -98,46 +100,59 @@ func (w *sweeper) unlock() {
 // (files no row names) get a last look at the rows in the hold that
 // unlinks them: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
-// held, before each delete. remove unlinks one blob.
-func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate, cutoff, now time.Time,
-	heldIndex func() error, remove func(cas.Blob)) error {
-	var rows []index.BlobID
-	var noRow []cas.Blob
-	for b, c := range candidates {
-		if c.id != 0 {
-			rows = append(rows, index.BlobID{ID: c.id, Blob: b})
-		} else {
-			noRow = append(noRow, b)
+// held, before each delete. remove unlinks one blob; it is called from two
+// goroutines at once (see removeAll). The candidates are reordered in
+// place: those with no row first, by file name, then the others by id.
+func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now time.Time,
+	heldIndex func() error, remove func(*gcGarbage)) error {
+	slices.SortFunc(candidates, func(a, b gcGarbage) int {
+		switch {
+		case (a.id == 0) != (b.id == 0):
+			if a.id == 0 {
+				return -1
+			}
+			return 1
+		case a.id == 0:
+			return byFileName(a.blob, b.blob)
 		}
+		return cmp.Compare(a.id, b.id)
+	})
+	split := slices.IndexFunc(candidates, func(g gcGarbage) bool { return g.id != 0 })
+	if split < 0 {
+		split = len(candidates)
 	}
-	slices.SortFunc(noRow, byFileName)
-	slices.SortFunc(rows, func(a, b index.BlobID) int { return int(min(max(a.ID-b.ID, -1), 1)) })
+	noRow, rows := candidates[:split], candidates[split:]
 	n := sweepRows
 	// fit sizes the next batch from how long this hold took with n.
-	fit := func() {
-		took := time.Since(w.held)
-		switch {
-		case took > sweepHold && n > sweepMinRows:
-			n = max(sweepMinRows, n/2)
-		case took < sweepHold/3 && n < sweepMaxRows:
-			n = min(sweepMaxRows, n*2)
-		}
-	}
+	fit := func() { n = nextBatch(n, time.Since(w.held)) }
+	// Scratch of every batch.
+	var (
+		blobs  []cas.Blob
+		ids    []index.BlobID
+		byBlob = map[cas.Blob]*gcGarbage{}
+		batch  []*gcGarbage
+	)
 	for len(noRow) > 0 {
 		if err := w.lock(ctx); err != nil {
 			return err
 		}
 		look := noRow[:min(len(noRow), n)]
 		noRow = noRow[len(look):]
-		has, err := w.s.index.BlobsWithRows(ctx, look)
+		blobs = blobs[:0]
+		for _, g := range look {
+			blobs = append(blobs, g.blob)
+		}
+		has, err := w.s.index.BlobsWithRows(ctx, blobs)
 		if err != nil {
 			return err
 		}
-		for _, b := range look {
-			if !has[b] {
-				remove(b)
+		batch = batch[:0]
+		for i := range look {
+			if !has[look[i].blob] {
+				batch = append(batch, &look[i])
 			}
 		}
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 	}
@@ -150,18 +165,68 @@ func (w *sweeper) sweep(ctx context.Context, candidates map[cas.Blob]gcCandidate
 		}
 		chunk := rows[:min(len(rows), n)]
 		rows = rows[len(chunk):]
-		gone, err := w.s.index.DeleteUnusedRows(ctx, chunk, cutoff, now)
+		ids = ids[:0]
+		clear(byBlob)
+		for i := range chunk {
+			ids = append(ids, index.BlobID{ID: chunk[i].id, Blob: chunk[i].blob})
+			byBlob[chunk[i].blob] = &chunk[i]
+		}
+		gone, err := w.s.index.DeleteUnusedRows(ctx, ids, cutoff, now)
 		if err != nil {
 			return err
 		}
 		if err := w.s.fault("gc:rows-deleted"); err != nil {
 			return err
 		}
+		batch = batch[:0]
 		for _, b := range gone {
-			remove(b)
+			if g := byBlob[b]; g != nil {
+				batch = append(batch, g)
+			}
 		}
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 	}
 	return nil
+}
+
+// nextBatch returns how many blobs the next hold of the sweep takes, after
+// a hold that took took with n: n scaled to a hold of sweepHold, by half
+// to twice n, between sweepMinRows and sweepMaxRows. (Halving past
+// sweepHold and doubling below a third of it left holds of 5 to 15 ms,
+// 10 on average: more holds, each with its gap and its wait for gc.lock.)
+func nextBatch(n int, took time.Duration) int {
+	next := 2 * n
+	if took > 0 {
+		next = int(min(float64(2*n), float64(n)*float64(sweepHold)/float64(took)))
+	}
+	return min(sweepMaxRows, max(sweepMinRows, n/2, next))
+}
+
+// removeMin is the fewest unlinks removeAll gives a goroutine of its own.
+const removeMin = 16
+
+// removeAll calls remove for each of gs, on two goroutines when there are
+// enough of them: while gc holds gc.lock the writers wait, and the index's
+// delete took one core; the unlinks of a hold's files, a third of its
+// time, take both.
+func removeAll(gs []*gcGarbage, remove func(*gcGarbage)) {
+	if len(gs) < 2*removeMin {
+		for _, g := range gs {
+			remove(g)
+		}
+		return
+	}
+	half := len(gs) / 2
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, g := range gs[half:] {
+			remove(g)
+		}
+	})
+	for _, g := range gs[:half] {
+		remove(g)
+	}
+	wg.Wait()
 }

@@ -175,3 +175,28 @@ func TestSweepGap(t *testing.T) {
 		t.Errorf("gap before the first hold = %v, want none", got)
 	}
 }
+
+// TestNextBatch: the sweep's batches are sized for holds of sweepHold,
+// from how long the last one took: scaled by the time, but by half to
+// twice the last batch at most, within sweepMinRows and sweepMaxRows.
+func TestNextBatch(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		took time.Duration
+		want int
+	}{
+		{250, sweepHold, 250},
+		{250, sweepHold / 2, 500},
+		{250, sweepHold * 3 / 4, 333},
+		{300, sweepHold * 3 / 2, 200},
+		{250, 10 * sweepHold, 125},
+		{250, sweepHold / 10, 500},
+		{250, 0, 500},
+		{sweepMaxRows, sweepHold / 2, sweepMaxRows},
+		{sweepMinRows, 10 * sweepHold, sweepMinRows},
+	} {
+		if got := nextBatch(tc.n, tc.took); got != tc.want {
+			t.Errorf("nextBatch(%d, %v) = %d, want %d", tc.n, tc.took, got, tc.want)
+		}
+	}
+}
