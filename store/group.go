@@ -56,8 +56,8 @@ type barrierWait struct {
 // barrier waits for its writes to have written their bytes.
 const groupMax = 1 << 20
 
-// groupDelay is how long the write that would start a barrier, with
-// others in flight, waits for one more write to begin.
+// groupDelay is how long the write that would start a barrier waits for
+// as many writes to begin as overlapped before (see awaitExpected).
 const groupDelay = 200 * time.Microsecond
 
 // groupWrite is one write's place in a blobGroup.
