@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,9 +123,15 @@ func TestGetGrepInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	// Wait until it is matching: 100 ms of CPU time used.
+	// Wait until it is matching: the blob is open and 100 ms of CPU time
+	// used. CPU time alone is not enough: a child built with -race can
+	// spend that long starting, before main has installed its handler.
+	blobs, err := filepath.EvalSymlinks(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for cpuTicks(cmd.Process.Pid) < 10 {
+	for !opened(cmd.Process.Pid, blobs) || cpuTicks(cmd.Process.Pid) < 10 {
 		if time.Now().After(deadline) {
 			t.Fatal("get never started matching")
 		}
@@ -145,6 +152,21 @@ func TestGetGrepInterrupt(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("get --grep still running 20 s after SIGINT")
 	}
+}
+
+// opened reports whether a process has a file under dir open.
+func opened(pid int, dir string) bool {
+	fds := "/proc/" + strconv.Itoa(pid) + "/fd"
+	entries, err := os.ReadDir(fds)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // cpuTicks returns the user and system clock ticks a process has used.
