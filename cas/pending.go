@@ -7,10 +7,9 @@ import (
 
 // Pending is content written to a temp file in its blob's shard, neither
 // synced nor named yet: the first half of a put, for a writer that makes
-// the bytes of several puts durable with one barrier (see Barrier) before
-// naming them. Commit finishes it as PutHashedNameUnsynced would;
-// CommitSynced, once a barrier begun after the write has ended, only names
-// it. A Pending is for one goroutine; its temp file is removed unless it
+// the bytes and names of several puts durable with one barrier (see
+// Barrier). Commit finishes it as PutHashedNameUnsynced would;
+// CommitUnsynced only names it. A Pending is for one goroutine; its temp file is removed unless it
 // is committed.
 type Pending struct {
 	s   *Store
@@ -83,11 +82,58 @@ func (p *Pending) Commit() (syncName func() error, err error) {
 	}, nil
 }
 
-// CommitSynced renames the content into place, its bytes made durable by a
-// barrier (see Barrier) begun after WriteHashed returned; its name is not
-// synced. Once a barrier begun after CommitSynced has ended, the blob is
-// durable, and NameSynced says so.
-func (p *Pending) CommitSynced() error {
+// CommitThenSync renames the content into place at once, and returns
+// sync, which makes its bytes and its name durable with one wait: the
+// file's datasync and its shard directory's sync issued together, where
+// Commit syncs the bytes first and the name after (nil when there is
+// nothing to sync). Until sync has returned, a power cut may leave the
+// name without the bytes, as with CommitUnsynced. sync must be called
+// once the commit has returned: it closes the file.
+func (p *Pending) CommitThenSync() (sync func() error, err error) {
+	if p.f == nil {
+		return nil, nil
+	}
+	s, b, f := p.s, p.res.Blob, p.f
+	p.f = nil
+	if s.durability != SyncFull {
+		return nil, s.renameSync(p.tmp, f, b, false)
+	}
+	var id *fileID
+	if fid, ok := identify(f); ok {
+		id = &fid
+	}
+	if err := s.renameInto(p.tmp, b, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	shard := BlobsDir + "/" + b.Shard()
+	return func() error {
+		s.syncs.Add(2)
+		bytesSynced := make(chan error, 1)
+		go func() { bytesSynced <- datasync(f) }()
+		dirErr := s.fs.SyncDir(shard)
+		err := <-bytesSynced
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return s.writeError(b, err)
+		}
+		if dirErr != nil {
+			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), dirErr)
+		}
+		s.rememberSynced(b, id)
+		return nil
+	}, nil
+}
+
+// CommitUnsynced renames the content into place without a sync: neither
+// its bytes nor its name are durable until a barrier (see Barrier) begun
+// after it has ended, and NameSynced then says so. Until then a power cut
+// may leave the name without the bytes: a writer that commits a row for
+// such a blob before the barrier must be able to check the blob after an
+// unclean shutdown.
+func (p *Pending) CommitUnsynced() error {
 	if p.f == nil {
 		return nil
 	}
@@ -100,7 +146,7 @@ func (p *Pending) CommitSynced() error {
 	return err
 }
 
-// NameSynced records that a barrier begun after CommitSynced has ended, so
+// NameSynced records that a barrier begun after CommitUnsynced has ended, so
 // that a put finding the blob again costs no sync (see syncPresent).
 func (p *Pending) NameSynced() {
 	if !p.res.Existed {

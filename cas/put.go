@@ -410,6 +410,12 @@ func (s *Store) renameSync(tmp string, f file, b Blob, syncName bool) error {
 		s.fs.Remove(tmp)
 		return s.writeError(b, err)
 	}
+	return s.renameInto(tmp, b, syncName)
+}
+
+// renameInto renames the temp file tmp to b's name, and syncs the shard
+// directory when syncName is set; tmp is removed if the rename fails.
+func (s *Store) renameInto(tmp string, b Blob, syncName bool) error {
 	err := s.fs.Rename(tmp, b.RelPath())
 	// A streamed blob's temp file is in blobs/ and its shard is made on
 	// first use, or again when packing removed it since (see createTemp).

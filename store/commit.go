@@ -57,16 +57,17 @@ type commitReq struct {
 // record records a write's parts, in a transaction of its own or with the
 // parts of writes concurrent with it.
 func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
-	recs, _, err := s.recordWhenReady(ctx, parts, nil, nil)
+	recs, _, err := s.recordWhenReady(ctx, parts, nil, nil, nil)
 	return recs, err
 }
 
 // recordWhenReady is record for a write whose blobs are still being made
 // durable: ready (see commitReq) is called before the commit, and blob is
-// closed once it no longer waits. barrierErr is the error of the barrier
-// that followed the commit, when ready asked for one.
+// closed once it no longer waits; queued, when set, is called once the
+// committer has the parts. barrierErr is the error of the barrier that
+// followed the commit, when ready asked for one.
 func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() (bool, error),
-	blob <-chan struct{}) (recs []index.Recorded, barrierErr error, err error) {
+	blob <-chan struct{}, queued func()) (recs []index.Recorded, barrierErr error, err error) {
 	c := &s.commits
 	req := &commitReq{parts: parts, ready: ready, blob: blob, done: make(chan struct{})}
 	c.mu.Lock()
@@ -80,6 +81,9 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 			}
 		}
 		c.mu.Unlock()
+		if queued != nil {
+			queued()
+		}
 		// Once queued, a write waits for its rows' fate whatever its
 		// context says: they may be committing.
 		<-req.done
@@ -90,6 +94,9 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 		c.arrived = make(chan struct{}, 1)
 	}
 	c.mu.Unlock()
+	if queued != nil {
+		queued()
+	}
 	// A test's way to hold the committer while other writes queue.
 	s.fault("write:commit")
 	c.mu.Lock()
@@ -151,6 +158,9 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	// then recorded alone, where only that one fails again.
 	c := &s.commits
 	joining := first.blob != nil
+	// inPlace is set once the first write's blob is in place: the writes
+	// queued until then still join.
+	inPlace := false
 	gather := func() ([]index.NewPart, error) {
 		for joining {
 			if more := c.take(); len(more) > 0 {
@@ -163,9 +173,13 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 				}
 				return parts, nil
 			}
+			if inPlace {
+				joining = false
+				break
+			}
 			select {
 			case <-first.blob:
-				joining = false
+				inPlace = true
 			case <-c.arrived:
 			}
 		}
@@ -245,6 +259,9 @@ func (s *Store) recordTx(ctx context.Context, r *commitReq) {
 func (s *Store) barrierAfter(batch []*commitReq) {
 	for _, r := range batch {
 		if r.barrier {
+			// A test's way to stop a writer between the commit and the
+			// barrier.
+			s.fault("write:barrier")
 			err := s.group.wait(s.blobs)
 			for _, r := range batch {
 				if r.barrier {

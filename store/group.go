@@ -8,29 +8,34 @@ import (
 	"github.com/toolcas/toolcas/cas"
 )
 
-// blobGroup makes the blobs of concurrent one-part writes durable together:
-// each write puts its bytes in a temp file without a sync, and one barrier
-// of the file system (cas.Store.Barrier) makes every waiting write's bytes
-// durable; each then renames its blob into place, their rows commit
-// without syncing the log, and one more barrier makes the names and the
-// log durable. Two barriers serve as many writes as overlap, where each
-// write alone costs its blob's sync, its directory's and its log's.
+// blobGroup makes concurrent one-part writes durable together, with one
+// barrier of the file system (cas.Store.Barrier) for all of them: each
+// write puts its bytes in a temp file without a sync, hands its statements
+// to the committer, and renames its blob into place once every write of
+// the group has handed its own, so that their rows commit in one
+// transaction, which leaves SQLite's log unsynced; then one barrier makes
+// their bytes, their names and the log durable before any write returns.
+// One barrier serves as many writes as overlap, where each write alone
+// costs its blob's sync, its directory's and its log's.
 //
-// A barrier starts once no write of the group is still writing its temp
-// file, so that the writes that began together share it; the one after a
-// commit is asked for by the committer, once for its transaction (see
-// Store.commit), and serves whatever writes wait meanwhile. A write that
-// finds itself alone in the group when its bytes are written takes no
-// barrier: it syncs its own file, as a lone write does, whose syncs flush
-// nothing but its own (a barrier flushes every file of the file system,
-// whoever wrote it).
+// Until that barrier ends, a power cut may keep a row whose blob lost its
+// name or its bytes: the store's marker, made durable before the first
+// such write, has the next Open re-hash the blobs it covers and drop the
+// rows of those that did not survive whole (see recoverMarker). No caller
+// was told of such a row.
+//
+// A write that finds itself alone in the group when it has handed its
+// statements takes no barrier: it syncs its own file, name and log, as a
+// lone write does, whose syncs flush nothing but its own (a barrier
+// flushes every file of the file system, whoever wrote it).
 type blobGroup struct {
 	mu sync.Mutex
-	// inflight counts the group's writes begun and not returned; writing,
-	// those still writing their temp files.
-	inflight, writing int
-	// entered, when made, is closed by the next write to begin.
-	entered chan struct{}
+	// inflight counts the group's writes begun and not returned; handing,
+	// those that have not yet handed their statements over.
+	inflight, handing int
+	// entered, when made, is closed by the next write to begin; handed,
+	// by the write that leaves none handing.
+	entered, handed chan struct{}
 	// expect is how many writes are expected to overlap: as many as did
 	// before, until a wait for them ends without them.
 	expect int
@@ -52,85 +57,101 @@ type barrierWait struct {
 	err  error
 }
 
-// groupMax bounds the size of a blob written in a group: the group's
-// barrier waits for its writes to have written their bytes.
+// groupMax bounds the size of a blob written in a group: the writes of a
+// group wait for each other to have written their bytes, and the next
+// Open after an unclean shutdown re-hashes the blobs a marker covers up to
+// this size.
 const groupMax = 1 << 20
 
-// groupDelay is how long the write that would start a barrier waits for
+// groupDelay is how long a write that has handed its statements waits for
 // as many writes to begin as overlapped before (see awaitExpected).
 const groupDelay = 200 * time.Microsecond
+
+// handDelay is how long at most a write that has handed its statements
+// waits for the writes begun before it to hand theirs (see awaitHanded):
+// less than a barrier and a transaction of their own would cost them.
+const handDelay = time.Millisecond
 
 // groupWrite is one write's place in a blobGroup.
 type groupWrite struct {
 	g       *blobGroup
-	writing bool
+	handing bool
 }
 
-// enter counts a write that has begun and is writing its temp file; leave
-// must follow.
+// enter counts a write that has begun; leave must follow.
 func (g *blobGroup) enter() *groupWrite {
 	g.mu.Lock()
 	g.inflight++
-	g.writing++
+	g.handing++
 	if g.entered != nil {
 		close(g.entered)
 		g.entered = nil
 	}
 	g.expect = max(g.expect, g.inflight)
 	g.mu.Unlock()
-	return &groupWrite{g: g, writing: true}
+	return &groupWrite{g: g, handing: true}
 }
 
-// written says that w writes nothing more, or needs no barrier for its
-// bytes (a dedup hit, a failed write).
-func (w *groupWrite) written() {
-	if !w.writing {
-		return
-	}
-	w.writing = false
+// handedOver says that w's statements are with the committer, or that w
+// hands none the group's transaction could share (a dedup hit, a failed
+// write). It may be called more than once.
+func (w *groupWrite) handedOver() {
 	g := w.g
 	g.mu.Lock()
-	g.writing--
-	g.handOffLocked()
+	w.handedLocked()
 	g.mu.Unlock()
+}
+
+func (w *groupWrite) handedLocked() {
+	if !w.handing {
+		return
+	}
+	w.handing = false
+	g := w.g
+	g.handing--
+	if g.handing == 0 && g.handed != nil {
+		close(g.handed)
+		g.handed = nil
+	}
 }
 
 // leave says that w has returned.
 func (w *groupWrite) leave() {
-	w.written()
-	w.g.mu.Lock()
-	w.g.inflight--
-	w.g.mu.Unlock()
-}
-
-// bytesWritten waits for a barrier begun after w's temp file was written,
-// and returns its error; or, alone reports that no other write of the
-// group is in flight or waiting, and then no barrier was taken: the write
-// syncs its own file.
-func (w *groupWrite) bytesWritten(blobs *cas.Store) (alone bool, err error) {
 	g := w.g
 	g.mu.Lock()
-	if g.writing == 1 && !g.running {
-		// A barrier would start now, or none be taken. Writes begun with
-		// this one may not have been counted yet: a goroutine just
-		// started waits for a thread while this one runs. Those that can
-		// run do so first, and are counted; with others in flight, this
-		// one waits a moment for one more to begin, still counted as
-		// writing, so that no barrier starts meanwhile.
+	w.handedLocked()
+	g.inflight--
+	g.mu.Unlock()
+}
+
+// gather waits, once w has written its bytes (and, when started is set,
+// started its statements, which hand themselves over), for the writes
+// begun with it to hand theirs, so that one transaction and one barrier
+// serve them all; and reports whether w is alone: no other write of the
+// group in flight, no barrier running or awaited. A write alone syncs its
+// own file.
+func (w *groupWrite) gather(started bool) (alone bool) {
+	g := w.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !started {
+		w.handedLocked()
+	}
+	g.awaitHanded()
+	if !g.running {
+		// Writes begun with this one may not have been counted yet: a
+		// goroutine just started waits for a thread while this one runs.
+		// Those that can run do so first, and are counted; with others
+		// expected, this one waits a moment for one more to begin.
 		g.mu.Unlock()
 		runtime.Gosched()
 		g.mu.Lock()
 		if g.inflight < g.expect {
 			g.awaitExpected()
 		}
+		g.awaitHanded()
 	}
-	w.writing = false
-	g.writing--
-	if g.alone() {
-		g.mu.Unlock()
-		return true, nil
-	}
-	return false, g.waitLocked(blobs)
+	return g.alone()
 }
 
 // awaitExpected waits, with g.mu held, until as many writes are in flight
@@ -154,21 +175,42 @@ func (g *blobGroup) awaitExpected() {
 	}
 }
 
+// awaitHanded waits, with g.mu held, until no write of the group is still
+// to hand its statements over, or handDelay has passed: a write that
+// began a moment ago writes at most groupMax bytes first, and writes that
+// keep beginning must not hold this one back.
+func (g *blobGroup) awaitHanded() {
+	if g.handing == 0 {
+		return
+	}
+	t := time.NewTimer(handDelay)
+	defer t.Stop()
+	for g.handing > 0 {
+		if g.handed == nil {
+			g.handed = make(chan struct{})
+		}
+		handed := g.handed
+		g.mu.Unlock()
+		select {
+		case <-handed:
+			g.mu.Lock()
+		case <-t.C:
+			g.mu.Lock()
+			return
+		}
+	}
+}
+
 // alone reports, with g.mu held, whether the group's one write in flight
-// has written its bytes and nothing waits for a barrier.
+// has handed its statements over and nothing waits for a barrier.
 func (g *blobGroup) alone() bool {
-	return g.inflight == 1 && g.writing == 0 && !g.running && len(g.waiting) == 0
+	return g.inflight == 1 && g.handing == 0 && !g.running && len(g.waiting) == 0
 }
 
 // wait waits for a barrier begun after the call, and returns its error.
 func (g *blobGroup) wait(blobs *cas.Store) error {
-	g.mu.Lock()
-	return g.waitLocked(blobs)
-}
-
-// waitLocked is wait with g.mu held; it unlocks it.
-func (g *blobGroup) waitLocked(blobs *cas.Store) error {
 	w := &barrierWait{turn: make(chan bool, 1)}
+	g.mu.Lock()
 	g.waiting = append(g.waiting, w)
 	g.handOffLocked()
 	g.mu.Unlock()
@@ -179,10 +221,10 @@ func (g *blobGroup) waitLocked(blobs *cas.Store) error {
 }
 
 // handOffLocked starts a barrier, by giving the first waiter its turn,
-// when some wait, none is running, and no write is still writing: one of
-// those would ask for the next barrier a moment later.
+// when some wait and none is running: one running began before they
+// asked, and they wait for the next.
 func (g *blobGroup) handOffLocked() {
-	if g.running || g.writing > 0 || len(g.waiting) == 0 {
+	if g.running || len(g.waiting) == 0 {
 		return
 	}
 	g.running = true

@@ -23,11 +23,14 @@ import (
 // UnsyncedDir, at the store root, holds a marker for each open store that
 // writes with one barrier for blob and row: such a write syncs its blob's
 // shard directory while its row commits, so that until it returns, a
-// power cut may keep the row and lose the blob's name. The marker says
-// which blobs such rows can use; a marker whose owner is gone (its lock is
-// free) makes the next store opened for writing check those blobs and drop
-// the rows of any that did not survive. No caller was told of such a row:
-// a write returns only once both its syncs are done.
+// power cut may keep the row and lose the blob's name; writes in a group
+// (see blobGroup) rename their blobs before any sync, so that it may keep
+// the name and lose the bytes. The marker says which blobs such rows can
+// use; a marker whose owner is gone (its lock is free) makes the next
+// store opened for writing check those blobs, re-hashing those of at most
+// groupMax bytes, and drop the rows of any that did not survive whole (and
+// remove the files of those that survived damaged). No caller was told of
+// such a row: a write returns only once its syncs are done.
 const UnsyncedDir = "unsynced"
 
 // markerMargin widens the check after an unclean shutdown to blobs used
@@ -150,8 +153,9 @@ func (s *Store) closeMarker() {
 
 // recoverUnsynced checks, for every marker whose owner is gone, the blobs
 // it covers, and drops the rows of those whose file did not survive (and
-// that no pack holds, and that repair did not quarantine). It returns the
-// parts dropped.
+// that no pack holds, and that repair did not quarantine), or survived
+// with other bytes than its name says, when it is small enough to have
+// been written in a group. It returns the parts dropped.
 func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
 	dir := filepath.Join(s.dir, UnsyncedDir)
 	des, err := os.ReadDir(dir)
@@ -212,9 +216,18 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 	if err != nil {
 		return nil, err
 	}
-	var lost []cas.Blob
+	var lost, damaged []cas.Blob
 	for _, b := range blobs {
-		_, err := s.blobs.Stat(ctx, b)
+		info, err := s.blobs.Stat(ctx, b)
+		if err == nil && info.Size <= groupMax {
+			// A write in a group renames its blob before the barrier that
+			// makes its bytes durable: its name may have survived without
+			// them.
+			if err = s.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
+				damaged = append(damaged, b)
+				continue
+			}
+		}
 		if err == nil || errors.Is(err, cas.ErrCorrupt) {
 			continue // there; whether it is whole is verify's to say
 		}
@@ -226,13 +239,32 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 		}
 		lost = append(lost, b)
 	}
-	if len(lost) == 0 {
+	if len(lost) == 0 && len(damaged) == 0 {
 		return nil, nil
 	}
-	return s.index.DeletePartsOf(ctx, lost)
+	gone, err := s.index.DeletePartsOf(ctx, append(lost, damaged...))
+	if err != nil || len(damaged) == 0 {
+		return gone, err
+	}
+	// The damaged files go too, or verify would report them until gc took
+	// them: with gc's lock, so that no writer is between a blob it wrote
+	// anew at that name and its row, and only those still damaged.
+	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
+	if err != nil {
+		return gone, err
+	}
+	defer unlock()
+	for _, b := range damaged {
+		if err := s.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
+			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+				return gone, err
+			}
+		}
+	}
+	return gone, nil
 }
 
 // Recovered returns the parts that Open dropped because their blob did
-// not survive an unclean shutdown (a power cut between a write's row
-// commit and its blob's directory sync; no caller was told of them).
+// not survive an unclean shutdown whole (a power cut between a write's row
+// commit and its last sync; no caller was told of them).
 func (s *Store) Recovered() []index.Part { return s.recovered }

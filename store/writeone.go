@@ -19,29 +19,32 @@ import (
 
 // writeOne writes one part (the usual step) with the index's work done
 // while the blob's bytes go to disk, and, durable, with the time of about
-// two barriers, not three:
+// one barrier, not three:
 //
-//  1. the blob is written (synced and renamed into place, when durable) by
-//     the caller's goroutine, at once, while another one runs the index
-//     transaction's statements (unless another store writes: see
-//     statementsEarly);
+//  1. the blob is written by the caller's goroutine, at once, while
+//     another one runs the index transaction's statements (unless another
+//     store writes: see statementsEarly);
 //  2. the transaction commits only once the blob is in place, so that no
 //     row is ever visible before its blob;
 //  3. with nameLater (durable, whether the row's commit syncs the log or
-//     not: see RecentKeysMayBeLostOnPowerCut), the blob's
-//     shard directory is synced while the row commits, and the write
-//     returns once both are done.
+//     not: see RecentKeysMayBeLostOnPowerCut), the blob is renamed into
+//     place before any sync, and its bytes' and its shard directory's
+//     syncs run while the row commits (cas.Pending.CommitThenSync); the
+//     write returns once all are done. Writes that overlap share one
+//     barrier after one commit instead (see blobGroup). A blob over
+//     groupMax, or on PostgreSQL, is synced before its name, whose sync
+//     alone runs beside the commit.
 //
 // The blob, not the statements, is written by the caller's goroutine:
 // it is what the step waits for, and a goroutine just started may wait
 // for a thread to run it (on a busy machine, longer than the statements
 // take), which the statements can afford and the blob cannot.
 //
-// With nameLater, a power cut between the commit and the directory's sync
-// may keep the row and lose the blob's name. The store's marker, made
+// With nameLater, a power cut between the commit and the syncs may keep
+// the row and lose the blob's name or bytes. The store's marker, made
 // durable before the first such write, lets the next Open drop such rows
 // (see recoverUnsynced); no caller was told of them, since a write returns
-// only after both syncs.
+// only after its syncs.
 //
 // The caller holds the shared lock, so gc cannot sweep meanwhile.
 func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
@@ -61,8 +64,9 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		put     cas.PutResult
 		putErr  error
 		putDone = make(chan struct{})
-		// grouped is set when the group's barrier made the blob's bytes
-		// durable: its name waits for the barrier after the commit.
+		// grouped is set when the blob was renamed into place unsynced:
+		// its bytes and name wait for the group's barrier after the
+		// commit.
 		grouped *cas.Pending
 		// naming is set, and named closed, by the directory's sync.
 		naming  bool
@@ -89,16 +93,21 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	// the transaction is rolled back, nothing of it committed.
 	err := s.fault("write:record")
 	early := err == nil && s.statementsEarly(len(ci.Data))
-	startStatements := func() {
+	startStatements := func() bool {
 		if !early || recorded != nil {
-			return
+			return recorded != nil
 		}
 		s.writersSeen.early.Add(1)
 		recorded = make(chan struct{})
+		var queued func()
+		if gw != nil {
+			queued = gw.handedOver
+		}
 		go func() {
 			defer close(recorded)
-			recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
+			recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone, queued)
 		}()
+		return true
 	}
 	// In the group, once the bytes are written (see putInGroup): the
 	// statements' goroutine would keep a thread from writes that the
@@ -113,9 +122,9 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	func() {
 		defer close(putDone)
 		if gw != nil {
-			// However the put ends, it writes nothing more that a
-			// barrier should wait for.
-			defer gw.written()
+			// However the put ends, it has nothing more for the
+			// group's transaction.
+			defer gw.handedOver()
 		}
 		// A test's stand-in for a blob write that failed (in the group,
 		// once its bytes are written: see putInGroup).
@@ -140,8 +149,9 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		naming = true
 		go func() {
 			defer close(named)
-			if nameErr = s.fault("write:name"); nameErr == nil {
-				nameErr = syncName()
+			// A test's stand-in for a sync that failed, once it ran.
+			if nameErr = syncName(); nameErr == nil {
+				nameErr = s.fault("write:name")
 			}
 		}()
 	}()
@@ -149,7 +159,7 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 	if recorded != nil {
 		<-recorded
 	} else if putErr == nil && err == nil {
-		recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone)
+		recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone, nil)
 	}
 
 	if err == nil && putErr == nil {
@@ -201,38 +211,33 @@ func (s *Store) groupable(size int) bool {
 }
 
 // putInGroup is the put of a write in the group: its bytes written without
-// a sync, then, once a barrier begun after that has ended, renamed into
-// place (grouped: its name waits for the next barrier). Alone in the
-// group, it syncs its own file and returns its name's sync, as
-// PutHashedNameUnsynced does. written is called once new bytes are
-// written, before any sync.
-func (s *Store) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, written func()) (res cas.PutResult,
+// a sync, then, once the writes begun with it have handed their
+// statements over (see blobGroup.gather), renamed into place without a
+// sync (grouped: bytes and name wait for the barrier after the commit).
+// Alone in the group, it renames its blob at once too, and returns the
+// sync of its bytes and name together (cas.Pending.CommitThenSync), which
+// runs beside the commit. written is called once new bytes are
+// written, before any sync: it starts the statements, which hand
+// themselves over, and says whether it did.
+func (s *Store) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, written func() bool) (res cas.PutResult,
 	syncName func() error, grouped *cas.Pending, err error) {
 	p, err := s.blobs.WriteHashed(ctx, h)
 	if err != nil {
-		gw.written()
 		return cas.PutResult{}, nil, nil, err
 	}
 	if p.Result().Existed {
-		gw.written()
 		return p.Result(), nil, nil, nil
 	}
-	written()
+	started := written()
 	if err := s.fault("write:blob"); err != nil {
 		p.Discard()
-		gw.written()
 		return cas.PutResult{}, nil, nil, err
 	}
-	alone, err := gw.bytesWritten(s.blobs)
-	switch {
-	case err != nil:
-		p.Discard()
-		return cas.PutResult{}, nil, nil, err
-	case alone:
-		syncName, err = p.Commit()
+	if gw.gather(started) {
+		syncName, err = p.CommitThenSync()
 		return p.Result(), syncName, nil, err
 	}
-	if err := p.CommitSynced(); err != nil {
+	if err := p.CommitUnsynced(); err != nil {
 		return cas.PutResult{}, nil, nil, err
 	}
 	return p.Result(), nil, p, nil

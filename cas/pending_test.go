@@ -1,0 +1,84 @@
+package cas
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// CommitThenSync names a blob before any sync, and its sync then issues
+// the file's sync and its shard directory's sync together and closes the
+// file: the blob reads back whole at once, and once synced, a put of the
+// same bytes finds it with no sync of its own.
+func TestCommitThenSync(t *testing.T) {
+	ctx := context.Background()
+	var rec *recordingFS
+	s := MustOpen(t, WithTempPool(0), withFileSystem(func(inner fileSystem) fileSystem {
+		rec = newRecordingFS(inner)
+		return rec
+	}))
+	data := pattern(16<<10, 7)
+	rec.mu.Lock()
+	rec.log = nil
+	rec.mu.Unlock()
+	p, err := s.WriteHashed(ctx, Hash(data, ".txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Result().Blob
+	syncs := s.Syncs()
+	sync, err := p.CommitThenSync()
+	if err != nil || sync == nil {
+		t.Fatalf("CommitThenSync = %v, %v; want a sync", sync != nil, err)
+	}
+	if got := strings.Join(shape(rec.events()), "; "); got != "create TMP; write TMP; rename TMP BLOB" {
+		t.Errorf("calls before the sync = %s, want the blob written and named, nothing synced", got)
+	}
+	if err := s.Verify(ctx, b); err != nil {
+		t.Errorf("Verify before the sync: %v", err)
+	}
+	before := len(rec.events())
+	if err := sync(); err != nil {
+		t.Fatal(err)
+	}
+	after := shape(rec.events()[before:])
+	if len(after) != 3 || after[2] != "close TMP" || !(after[0] == "sync TMP" && after[1] == "syncdir SHARD" ||
+		after[0] == "syncdir SHARD" && after[1] == "sync TMP") {
+		t.Errorf("the sync's calls = %q, want the file's and the shard's syncs, then the file closed", after)
+	}
+	if n := s.Syncs() - syncs; n != 2 {
+		t.Errorf("the sync counted %d syncs, want 2", n)
+	}
+
+	// The hits, on a store of plain files (whose identity a hit checks):
+	// before the sync, a hit syncs the blob itself; after it, none.
+	plain := MustOpen(t)
+	for i, want := range []int64{2, 0} {
+		p, err := plain.WriteHashed(ctx, Hash(pattern(16<<10, byte(20+i)), ".txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sync, err := p.CommitThenSync()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if err := sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		syncs := plain.Syncs()
+		res, err := plain.PutBytes(ctx, pattern(16<<10, byte(20+i)), ".txt")
+		if err != nil || !res.Existed {
+			t.Fatalf("the same bytes again: %+v, %v; want found", res, err)
+		}
+		if n := plain.Syncs() - syncs; n != want {
+			t.Errorf("synced %v: a hit took %d syncs, want %d", i == 1, n, want)
+		}
+		if i == 0 {
+			if err := sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
