@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -80,32 +79,9 @@ func testRecoverDropsRows(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	s.Close()
-	cmd := childCmd("unsyncedwriter", dir, "5", mode)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var returned []string
-	sc := bufio.NewScanner(out)
-	committed := false
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "RETURNED "); ok {
-			returned = append(returned, rest)
-		}
-		if line == "COMMITTED" {
-			committed = true
-			break
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if !committed || len(returned) != 5 {
-		t.Fatalf("the writer stopped after %d writes, committed %v", len(returned), committed)
+	returned := killAtCommit(t, "unsyncedwriter", dir, "5", mode)
+	if len(returned) != 5 {
+		t.Fatalf("the writer stopped after %d writes, want 5", len(returned))
 	}
 	markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir))
 	if len(markers) != 1 {
@@ -160,6 +136,31 @@ func testRecoverDropsRows(t *testing.T, mode string) {
 	if res, err := s.Verify(ctx, VerifyOptions{}); err != nil || !res.OK {
 		t.Errorf("verify after recovery: %+v, %v", res, err)
 	}
+}
+
+// killAtCommit runs a writer child until it says COMMITTED, kills it with
+// SIGKILL, and returns the "key digest" of each write it said RETURNED of.
+func killAtCommit(t *testing.T, role string, args ...string) []string {
+	t.Helper()
+	cmd, sc := startTalkingChild(t, role, args...)
+	var returned []string
+	committed := false
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "RETURNED "); ok {
+			returned = append(returned, rest)
+		}
+		if line == "COMMITTED" {
+			committed = true
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if !committed {
+		t.Fatalf("the %s stopped after %d writes without committing its last", role, len(returned))
+	}
+	return returned
 }
 
 func partKeys(ps []index.Part) []string {
@@ -375,32 +376,9 @@ func TestRecoverDropsGroupedRowsWhoseBytesWereLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	cmd := childCmd("groupwriter", dir, "3")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var returned []string
-	sc := bufio.NewScanner(out)
-	committed := false
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "RETURNED "); ok {
-			returned = append(returned, rest)
-		}
-		if line == "COMMITTED" {
-			committed = true
-			break
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if !committed || len(returned) != 3 {
-		t.Fatalf("the writer stopped after %d writes, committed %v", len(returned), committed)
+	returned := killAtCommit(t, "groupwriter", dir, "3")
+	if len(returned) != 3 {
+		t.Fatalf("the writer stopped after %d writes, want 3", len(returned))
 	}
 
 	// What the power cut left of each of the group's blobs.
