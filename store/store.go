@@ -383,9 +383,11 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	one := len(casItems) == 1 && !s.sequential
 	nameLater := one && s.blobs.Durability() == cas.SyncFull
 	if nameLater {
-		if err := s.ensureMarker(ctx); err != nil {
+		release, err := s.holdMarker(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+		defer release()
 	}
 	unlock, err := s.sharedLock(ctx)
 	if err != nil {

@@ -40,13 +40,32 @@ const markerMargin = 10 * time.Minute
 // marker is an open store's marker in UnsyncedDir, made on its first write
 // and removed by Close. Its file holds the largest blob id when it was
 // made and the time, and stays locked (flock) while the store is open.
+// Once no write it covers is in flight, it is moved up to the present now
+// and then (see refreshMarker), so that the check after an unclean
+// shutdown covers the last minutes of writes, not all since Open.
 type marker struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	// at is the time the file holds.
+	at time.Time
 	// keep leaves the marker for the next Open to recover: a row whose
 	// blob's name may not be durable could not be taken back.
 	keep bool
+	// writes is held shared by each write the marker covers, from before
+	// its row commits until its syncs are done.
+	writes sync.RWMutex
+}
+
+// markerRefresh is how old a marker gets before a write that finds no
+// other in flight moves it up.
+const markerRefresh = time.Minute
+
+// markerLine is a marker's content: the largest blob id and the time,
+// each of a fixed width, so that a marker written again in place leaves
+// nothing of what it held.
+func markerLine(maxID int64, at time.Time) []byte {
+	return fmt.Appendf(nil, "%020d %020d\n", maxID, at.UnixNano())
 }
 
 // ensureMarker makes the store's marker durable before its first write
@@ -75,9 +94,10 @@ func (s *Store) ensureMarker(ctx context.Context) error {
 	for range 10 {
 		var f *os.File
 		var path string
-		f, path, err2 = makeMarker(dir, maxID, s.now())
+		at := s.now()
+		f, path, err2 = makeMarker(dir, maxID, at)
 		if err2 == nil {
-			m.f, m.path = f, path
+			m.f, m.path, m.at = f, path, at
 			return nil
 		}
 		if !errors.Is(err2, fs.ErrNotExist) && !errors.Is(err2, unix.EWOULDBLOCK) {
@@ -117,7 +137,7 @@ func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fail(err)
 	}
-	if _, err := fmt.Fprintf(f, "%d %d\n", maxID, now.UnixNano()); err != nil {
+	if _, err := f.Write(markerLine(maxID, now)); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -133,6 +153,51 @@ func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error
 		return nil, "", fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return f, path, nil
+}
+
+// holdMarker makes the store's marker durable, if it is not yet, and holds
+// it for a write it covers; release ends the hold, and moves the marker up
+// when it is old and no other write holds it.
+func (s *Store) holdMarker(ctx context.Context) (release func(), err error) {
+	if err := s.ensureMarker(ctx); err != nil {
+		return nil, err
+	}
+	m := &s.marker
+	m.writes.RLock()
+	return func() {
+		m.writes.RUnlock()
+		s.refreshMarker(ctx)
+	}, nil
+}
+
+// refreshMarker moves the marker up to the largest blob id and the time
+// now, once it is older than markerRefresh and no write it covers is in
+// flight: every blob such a write used is then durable. Whatever the file
+// holds after a crash while it is written (what it held, what it is given,
+// or a line that does not read whole, which covers every blob) covers
+// every write still to come; so it needs no sync of its own.
+func (s *Store) refreshMarker(ctx context.Context) {
+	m := &s.marker
+	m.mu.Lock()
+	due := m.f != nil && !m.keep && s.now().Sub(m.at) >= markerRefresh
+	m.mu.Unlock()
+	if !due || !m.writes.TryLock() {
+		return
+	}
+	defer m.writes.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f == nil || m.keep {
+		return
+	}
+	maxID, err := s.index.MaxBlobID(context.WithoutCancel(ctx))
+	if err != nil {
+		return // moved up by a later write
+	}
+	at := s.now()
+	if _, err := m.f.WriteAt(markerLine(maxID, at), 0); err == nil {
+		m.at = at
+	}
 }
 
 // closeMarker removes the store's marker: every write has returned, so

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -454,5 +455,95 @@ func TestRecoverDropsGroupedRowsWhoseBytesWereLost(t *testing.T) {
 		if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(100+i) {
 			t.Errorf("the group's content %d written again: %v", i, err)
 		}
+	}
+}
+
+// The marker moves up to the present once it is a minute old and no write
+// it covers is in flight, so that the check after an unclean shutdown
+// covers the last minutes of writes, not every write since Open: a blob
+// written long before the move is not looked at, one written after it is.
+func TestMarkerMovesUp(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := MustOpenDir(t, dir, WithCreate(), WithClock(clock))
+	content := func() (maxID, at int64) {
+		t.Helper()
+		des, err := os.ReadDir(filepath.Join(dir, UnsyncedDir))
+		if err != nil || len(des) != 1 {
+			t.Fatalf("markers %v, %v; want one", des, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, UnsyncedDir, des[0].Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 {
+			t.Fatalf("marker %q", b)
+		}
+		maxID, _ = strconv.ParseInt(f[0], 10, 64)
+		at, _ = strconv.ParseInt(f[1], 10, 64)
+		return maxID, at
+	}
+	first := mustWrite(t, s, item("r", 1, text16K(1)))
+	made := clock().UnixNano()
+	if id, at := content(); id != 0 || at != made {
+		t.Fatalf("marker (%d, %d), want (0, %d)", id, at, made)
+	}
+
+	// Twenty minutes on, a write with another in flight leaves it alone.
+	advance(20 * time.Minute)
+	s.marker.writes.RLock()
+	mustWrite(t, s, item("r", 2, text16K(2)))
+	s.marker.writes.RUnlock()
+	if id, at := content(); id != 0 || at != made {
+		t.Errorf("with a write in flight the marker became (%d, %d), want (0, %d)", id, at, made)
+	}
+	// The next write alone moves it up past every blob so far.
+	mustWrite(t, s, item("r", 3, text16K(3)))
+	maxID, err := s.index.MaxBlobID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, at := content(); id != maxID || at != clock().UnixNano() {
+		t.Errorf("marker (%d, %d), want (%d, %d)", id, at, maxID, clock().UnixNano())
+	}
+	// Within the minute it stays.
+	advance(time.Second)
+	last := mustWrite(t, s, item("r", 4, text16K(4)))
+	if id, _ := content(); id != maxID {
+		t.Errorf("a second later the marker covers ids past %d, want past %d", id, maxID)
+	}
+
+	// An unclean shutdown, and a power cut that lost the first write's
+	// blob and the last's: only the last is the marker's to drop.
+	des, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir))
+	path := filepath.Join(dir, UnsyncedDir, des[0].Name())
+	kept, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.WriteFile(path, kept, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []hook.Stored{first[0], last[0]} {
+		os.Chmod(st.Path, 0o644)
+		if err := os.Remove(st.Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2, err := Open(ctx, dir, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := partKeys(s2.Recovered()); !slices.Equal(got, []string{last[0].Key}) {
+		t.Errorf("recovered %v, want [%s]", got, last[0].Key)
 	}
 }
