@@ -188,6 +188,14 @@ func TestGroupBarrierFails(t *testing.T) {
 	if rows := g.rows(t); rows != 0 {
 		t.Errorf("%d rows after the failed barrier, want none", rows)
 	}
+	// Their blobs were named before the barrier: the marker stays for
+	// the next Open to check them.
+	g.s.marker.mu.Lock()
+	keep := g.s.marker.keep
+	g.s.marker.mu.Unlock()
+	if !keep {
+		t.Error("the marker is not kept after the failed barrier")
+	}
 	res, err := g.s.Verify(ctx, VerifyOptions{})
 	if err != nil || len(res.Corrupt) > 0 || len(res.Missing) > 0 || len(res.Temp) > 0 {
 		t.Errorf("verify after the failed barrier: %+v, %v", res, err)

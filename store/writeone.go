@@ -182,14 +182,17 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	if nameErr != nil {
-		// The row is committed, but the blob's name may not be durable:
-		// the row goes again, and the blob is gc's.
+		// The row is committed, but the blob's name, or its bytes, may
+		// not be durable: the row goes again, and the blob is gc's. The
+		// marker stays for the next Open, which re-hashes the blob and
+		// removes it if it is damaged, and drops the row if it could not
+		// go here.
 		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), []int64{recs[0].ID}); derr != nil {
 			nameErr = errors.Join(nameErr, derr)
-			s.marker.mu.Lock()
-			s.marker.keep = true
-			s.marker.mu.Unlock()
 		}
+		s.marker.mu.Lock()
+		s.marker.keep = true
+		s.marker.mu.Unlock()
 		s.expire(puts)
 		return nil, fmt.Errorf("store: %w", nameErr)
 	}
