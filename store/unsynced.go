@@ -23,9 +23,9 @@ import (
 // UnsyncedDir, at the store root, holds a marker for each open store that
 // writes with one barrier for blob and row: such a write syncs its blob's
 // shard directory while its row commits, so that until it returns, a
-// power cut may keep the row and lose the blob's name; writes in a group
-// (see blobGroup) rename their blobs before any sync, so that it may keep
-// the name and lose the bytes. The marker says which blobs such rows can
+// power cut may keep the row and lose the blob's name; a write of at most
+// groupMax bytes renames its blob before any sync (see writeOne and
+// blobGroup), so that it may keep the name and lose the bytes. The marker says which blobs such rows can
 // use; a marker whose owner is gone (its lock is free) makes the next
 // store opened for writing check those blobs, re-hashing those of at most
 // groupMax bytes, and drop the rows of any that did not survive whole (and
@@ -49,8 +49,9 @@ type marker struct {
 	path string
 	// at is the time the file holds.
 	at time.Time
-	// keep leaves the marker for the next Open to recover: a row whose
-	// blob's name may not be durable could not be taken back.
+	// keep leaves the marker for the next Open to recover: a sync failed
+	// after a blob was named, and the blob, or a row that could not be
+	// taken back, is left for that Open to check.
 	keep bool
 	// writes is held shared by each write the marker covers, from before
 	// its row commits until its syncs are done.
@@ -220,7 +221,7 @@ func (s *Store) closeMarker() {
 // it covers, and drops the rows of those whose file did not survive (and
 // that no pack holds, and that repair did not quarantine), or survived
 // with other bytes than its name says, when it is small enough to have
-// been written in a group. It returns the parts dropped.
+// been named before its bytes were synced. It returns the parts dropped.
 func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
 	dir := filepath.Join(s.dir, UnsyncedDir)
 	des, err := os.ReadDir(dir)
