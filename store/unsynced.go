@@ -286,9 +286,9 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 	for _, b := range blobs {
 		info, err := s.blobs.Stat(ctx, b)
 		if err == nil && info.Size <= groupMax {
-			// A write in a group renames its blob before the barrier that
-			// makes its bytes durable: its name may have survived without
-			// them.
+			// A write of a blob this small renames it before the sync
+			// that makes its bytes durable: its name may have survived
+			// without them.
 			if err = s.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
 				damaged = append(damaged, b)
 				continue
