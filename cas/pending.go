@@ -9,8 +9,9 @@ import (
 // synced nor named yet: the first half of a put, for a writer that makes
 // the bytes and names of several puts durable with one barrier (see
 // Barrier). Commit finishes it as PutHashedNameUnsynced would;
-// CommitUnsynced only names it. A Pending is for one goroutine; its temp file is removed unless it
-// is committed.
+// CommitUnsynced only names it; CommitThenSync names it and returns the
+// sync of bytes and name together. A Pending is for one goroutine; its
+// temp file is removed unless it is committed.
 type Pending struct {
 	s   *Store
 	res PutResult
@@ -87,8 +88,8 @@ func (p *Pending) Commit() (syncName func() error, err error) {
 // file's datasync and its shard directory's sync issued together, where
 // Commit syncs the bytes first and the name after (nil when there is
 // nothing to sync). Until sync has returned, a power cut may leave the
-// name without the bytes, as with CommitUnsynced. sync must be called
-// once the commit has returned: it closes the file.
+// name without the bytes, as with CommitUnsynced. sync must be called,
+// once: it closes the file.
 func (p *Pending) CommitThenSync() (sync func() error, err error) {
 	if p.f == nil {
 		return nil, nil

@@ -157,21 +157,8 @@ func (w *groupWrite) gather(started bool) (alone bool) {
 // awaitExpected waits, with g.mu held, until as many writes are in flight
 // as are expected, or groupDelay has passed; then fewer are expected.
 func (g *blobGroup) awaitExpected() {
-	t := time.NewTimer(groupDelay)
-	defer t.Stop()
-	for g.inflight < g.expect {
-		if g.entered == nil {
-			g.entered = make(chan struct{})
-		}
-		entered := g.entered
-		g.mu.Unlock()
-		select {
-		case <-entered:
-			g.mu.Lock()
-		case <-t.C:
-			g.mu.Lock()
-			g.expect = g.inflight
-		}
+	if !g.awaitLocked(func() bool { return g.inflight >= g.expect }, &g.entered, groupDelay) {
+		g.expect = g.inflight
 	}
 }
 
@@ -180,25 +167,34 @@ func (g *blobGroup) awaitExpected() {
 // began a moment ago writes at most groupMax bytes first, and writes that
 // keep beginning must not hold this one back.
 func (g *blobGroup) awaitHanded() {
-	if g.handing == 0 {
-		return
+	g.awaitLocked(func() bool { return g.handing == 0 }, &g.handed, handDelay)
+}
+
+// awaitLocked waits, with g.mu held, until done reports true, looking
+// again each time the channel at *wake (made here when nil, closed by
+// whoever changes what done looks at) is closed; it gives up after d and
+// reports whether done came true.
+func (g *blobGroup) awaitLocked(done func() bool, wake *chan struct{}, d time.Duration) bool {
+	if done() {
+		return true
 	}
-	t := time.NewTimer(handDelay)
+	t := time.NewTimer(d)
 	defer t.Stop()
-	for g.handing > 0 {
-		if g.handed == nil {
-			g.handed = make(chan struct{})
+	for !done() {
+		if *wake == nil {
+			*wake = make(chan struct{})
 		}
-		handed := g.handed
+		ch := *wake
 		g.mu.Unlock()
 		select {
-		case <-handed:
+		case <-ch:
 			g.mu.Lock()
 		case <-t.C:
 			g.mu.Lock()
-			return
+			return done()
 		}
 	}
+	return true
 }
 
 // alone reports, with g.mu held, whether the group's one write in flight

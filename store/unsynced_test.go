@@ -112,6 +112,15 @@ func testRecoverDropsRows(t *testing.T, mode string) {
 	if rec := s.Recovered(); len(rec) != 1 || rec[0].Key != "w/5_t_c.txt" {
 		t.Errorf("recovered %v, want the last write's row", partKeys(rec))
 	}
+	checkRecovered(t, s, returned, 5)
+}
+
+// checkRecovered checks a store after its recovery: every write a killed
+// writer saw return (as killAtCommit gives them) reads back, rows rows are
+// left and each reads, no marker is left, and verify finds it whole.
+func checkRecovered(t *testing.T, s *Store, returned []string, rows int) {
+	t.Helper()
+	ctx := context.Background()
 	for _, r := range returned {
 		key, digest, _ := strings.Cut(r, " ")
 		c, err := s.Read(ctx, "", key)
@@ -123,15 +132,15 @@ func testRecoverDropsRows(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 5 {
-		t.Errorf("%d rows left, want 5", len(all))
+	if len(all) != rows {
+		t.Errorf("%d rows left, want %d: %v", len(all), rows, partKeys(all))
 	}
 	for _, p := range all {
 		if _, err := s.Read(ctx, "", p.Key); err != nil {
 			t.Errorf("row %s: %v", p.Key, err)
 		}
 	}
-	if markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(markers) != 0 {
+	if markers, _ := os.ReadDir(filepath.Join(s.Dir(), UnsyncedDir)); len(markers) != 0 {
 		t.Errorf("markers left after recovery: %v", markers)
 	}
 	if res, err := s.Verify(ctx, VerifyOptions{}); err != nil || !res.OK {
@@ -423,32 +432,8 @@ func TestRecoverDropsGroupedRowsWhoseBytesWereLost(t *testing.T) {
 	if want := []string{"g1/1_t_c.txt", "g2/1_t_c.txt", "g3/1_t_c.txt"}; !slices.Equal(got, want) {
 		t.Errorf("recovered %v, want %v", got, want)
 	}
-	for _, r := range returned {
-		key, digest, _ := strings.Cut(r, " ")
-		c, err := s.Read(ctx, "", key)
-		if err != nil || c.Digest.String() != digest {
-			t.Errorf("returned %s (%s): %v", key, digest, err)
-		}
-	}
-	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 4 {
-		t.Errorf("%d rows left, want 4: %v", len(all), partKeys(all))
-	}
-	for _, p := range all {
-		if _, err := s.Read(ctx, "", p.Key); err != nil {
-			t.Errorf("row %s: %v", p.Key, err)
-		}
-	}
-	if markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(markers) != 0 {
-		t.Errorf("markers left after recovery: %v", markers)
-	}
 	// The damaged files went with their rows.
-	if res, err := s.Verify(ctx, VerifyOptions{}); err != nil || !res.OK {
-		t.Errorf("verify after recovery: %+v, %v", res, err)
-	}
+	checkRecovered(t, s, returned, 4)
 	// The group's content is written again whole.
 	for i := range groupWriters {
 		st := mustWrite(t, s, item(fmt.Sprint("g", i), 2, text16K(100+i)))
