@@ -204,3 +204,96 @@ func (c *cancelAfterRead) Read(p []byte) (int, error) {
 	defer c.cancel()
 	return c.r.Read(p)
 }
+
+// TestRenameInShard renames within a shard directory, and from blobs/ into
+// one, through the directories' cached descriptors: a plain rename moves
+// the file, and a symbolic link at the new
+// name is replaced, never written through; a name that is not plain ("..")
+// goes through the Root and is refused; and once the shard directory is
+// made anew, a rename into the new one works after the miss.
+func TestRenameInShard(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	shard := filepath.Join(dir, BlobsDir, "00")
+	if err := os.MkdirAll(shard, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	rfs := newRootFS(root)
+	defer rfs.close()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(shard, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".tmp-1", "one")
+	if err := rfs.Rename(BlobsDir+"/00/.tmp-1", BlobsDir+"/00/a"); err != nil {
+		t.Fatalf("Rename in the shard = %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(shard, "a")); err != nil || string(got) != "one" {
+		t.Errorf("renamed file holds %q, %v; want one", got, err)
+	}
+	// A pooled temp file, in blobs/, into the shard.
+	if err := os.WriteFile(filepath.Join(dir, BlobsDir, ".tmp-p"), []byte("pooled"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rfs.Rename(BlobsDir+"/.tmp-p", BlobsDir+"/00/p"); err != nil {
+		t.Fatalf("Rename from blobs/ into the shard = %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(shard, "p")); err != nil || string(got) != "pooled" {
+		t.Errorf("file renamed from blobs/ holds %q, %v; want pooled", got, err)
+	}
+	target := filepath.Join(outside, "target")
+	if err := os.WriteFile(target, []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(shard, "b")); err != nil {
+		t.Fatal(err)
+	}
+	write(".tmp-2", "two")
+	if err := rfs.Rename(BlobsDir+"/00/.tmp-2", BlobsDir+"/00/b"); err != nil {
+		t.Fatalf("Rename onto a link = %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(shard, "b")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the link was not replaced by the file: %v, %v", fi, err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "outside" {
+		t.Errorf("the link's target now holds %q", got)
+	}
+	write(".tmp-3", "three")
+	if err := rfs.Rename(BlobsDir+"/00/.tmp-3", BlobsDir+"/00/.."); err == nil {
+		t.Error(`Rename onto ".." succeeded`)
+	}
+	if got, err := os.ReadFile(filepath.Join(shard, ".tmp-3")); err != nil || string(got) != "three" {
+		t.Errorf(`after the refused rename onto "..", the file holds %q, %v`, got, err)
+	}
+	// The shard directory made anew, as packing and another process do.
+	for _, name := range []string{"a", "b", "p", ".tmp-3"} {
+		os.Remove(filepath.Join(shard, name))
+	}
+	if err := os.Remove(shard); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(shard, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(".tmp-4", "four")
+	err = rfs.Rename(BlobsDir+"/00/.tmp-4", BlobsDir+"/00/c")
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Rename in the removed shard's handle = %v, want not exist", err)
+		}
+		err = rfs.Rename(BlobsDir+"/00/.tmp-4", BlobsDir+"/00/c")
+	}
+	if err != nil {
+		t.Fatalf("Rename in the remade shard = %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(shard, "c")); err != nil || string(got) != "four" {
+		t.Errorf("file renamed in the remade shard holds %q, %v", got, err)
+	}
+}

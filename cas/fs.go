@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +60,10 @@ type rootFS struct {
 	// retired counts the shard Roots dropped because their directory was
 	// removed; each is closed once no call uses it.
 	retired int
+	// blobs is the blobs directory, where the temp pool's files are,
+	// opened through root on first use, for renames out of it (see
+	// shardRoot.dir). mu guards it.
+	blobs *os.File
 }
 
 // shardRoot is a shard directory's cached Root and the number of calls
@@ -68,6 +73,49 @@ type shardRoot struct {
 	root    *os.Root
 	refs    int
 	dropped bool
+	// dir is the shard directory opened through root on first use, for
+	// the calls a descriptor of the directory itself serves in one system
+	// call: a rename into the shard, a sync of its entries. os.Root opens
+	// the directory again for each. rootFS.mu guards it.
+	dir *os.File
+}
+
+// close closes the Root and the directory's descriptor, once no call uses
+// them. The caller holds rootFS.mu.
+func (sr *shardRoot) close() {
+	sr.root.Close()
+	if sr.dir != nil {
+		sr.dir.Close()
+	}
+}
+
+// blobsDir returns the blobs directory's descriptor, opened on first use.
+func (r *rootFS) blobsDir() (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.blobs == nil {
+		f, err := r.root.Open(BlobsDir)
+		if err != nil {
+			return nil, err
+		}
+		r.blobs = f
+	}
+	return r.blobs, nil
+}
+
+// shardDir returns sr's directory's descriptor, opened on first use. The
+// caller holds a reference to sr.
+func (r *rootFS) shardDir(sr *shardRoot) (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sr.dir == nil {
+		f, err := sr.root.Open(".")
+		if err != nil {
+			return nil, err
+		}
+		sr.dir = f
+	}
+	return sr.dir, nil
 }
 
 func newRootFS(root *os.Root) *rootFS {
@@ -78,12 +126,22 @@ func newRootFS(root *os.Root) *rootFS {
 // root: the shard's own Root for blobs/<shard>/<file>. The caller calls
 // release once done with the Root.
 func (r *rootFS) resolve(name string) (root *os.Root, base string, release func()) {
+	sr, base, release := r.resolveShard(name)
+	if sr == nil {
+		return r.root, base, release
+	}
+	return sr.root, base, release
+}
+
+// resolveShard is resolve, returning the shard's cached entry, or nil for a
+// name outside the shards or a shard that could not be opened.
+func (r *rootFS) resolveShard(name string) (sr *shardRoot, base string, release func()) {
 	shard, base, ok := splitShard(name)
 	if !ok {
-		return r.root, name, func() {}
+		return nil, name, func() {}
 	}
 	r.mu.Lock()
-	sr := r.shards[shard]
+	sr = r.shards[shard]
 	if sr != nil {
 		sr.refs++
 	}
@@ -91,7 +149,7 @@ func (r *rootFS) resolve(name string) (root *os.Root, base string, release func(
 	if sr == nil {
 		opened, err := r.root.OpenRoot(BlobsDir + "/" + shard)
 		if err != nil {
-			return r.root, name, func() {}
+			return nil, name, func() {}
 		}
 		r.mu.Lock()
 		if sr = r.shards[shard]; sr != nil {
@@ -103,12 +161,12 @@ func (r *rootFS) resolve(name string) (root *os.Root, base string, release func(
 		sr.refs++
 		r.mu.Unlock()
 	}
-	return sr.root, base, func() {
+	return sr, base, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		sr.refs--
 		if sr.dropped && sr.refs == 0 {
-			sr.root.Close()
+			sr.close()
 		}
 	}
 }
@@ -139,7 +197,7 @@ func (r *rootFS) drop(shard string, root *os.Root) {
 	sr.dropped = true
 	r.retired++
 	if sr.refs == 0 {
-		sr.root.Close()
+		sr.close()
 	}
 }
 
@@ -188,12 +246,20 @@ func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error)
 }
 
 func (r *rootFS) Rename(oldname, newname string) error {
-	ro, bo, releaseOld := r.resolve(oldname)
-	rn, bn, releaseNew := r.resolve(newname)
+	so, bo, releaseOld := r.resolveShard(oldname)
+	sn, bn, releaseNew := r.resolveShard(newname)
 	var err error
-	if ro == rn {
-		err = ro.Rename(bo, bn)
-	} else {
+	switch {
+	case so != nil && so == sn:
+		// Both in one shard directory: one system call on its descriptor.
+		err = renameAt(func() (*os.File, error) { return r.shardDir(so) }, bo,
+			func() (*os.File, error) { return r.shardDir(sn) }, bn,
+			func() error { return so.root.Rename(bo, bn) })
+	case so == nil && sn != nil && path.Dir(oldname) == BlobsDir:
+		// A pooled temp file into its shard.
+		err = renameAt(r.blobsDir, path.Base(oldname), func() (*os.File, error) { return r.shardDir(sn) }, bn,
+			func() error { return r.root.Rename(oldname, newname) })
+	default:
 		err = r.root.Rename(oldname, newname)
 	}
 	releaseOld()
@@ -254,12 +320,17 @@ func (r *rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 func (r *rootFS) SyncDir(name string) error {
-	root, base, release := r.resolve(name + "/.")
-	if root == r.root {
-		base = name
+	sr, _, release := r.resolveShard(name + "/.")
+	if sr != nil {
+		defer release()
+		f, err := r.shardDir(sr)
+		if err != nil {
+			return err
+		}
+		return f.Sync()
 	}
-	f, err := root.Open(base)
 	release()
+	f, err := r.root.Open(name)
 	if err != nil {
 		return err
 	}
@@ -283,8 +354,12 @@ func (r *rootFS) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range r.shards {
-		v.root.Close()
+		v.close()
 		delete(r.shards, k)
+	}
+	if r.blobs != nil {
+		r.blobs.Close()
+		r.blobs = nil
 	}
 }
 
@@ -292,4 +367,10 @@ func (r *rootFS) close() {
 // has no space left.
 func isDiskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// plainName reports whether name is one element naming an entry of its
+// directory: not empty, not "." or "..", without a separator.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, `/\`) && !strings.ContainsRune(name, 0)
 }
