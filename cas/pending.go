@@ -169,6 +169,15 @@ func (s *Store) CanBarrier() bool {
 	return s.durability == SyncFull && haveSyncFS
 }
 
+// BarrierCheap reports whether Barrier may be taken now without waiting long
+// for what other writers left unwritten: CanBarrier, and the machine held
+// at most BarrierUnwrittenMax bytes written and not yet on disk when last
+// looked at (at most barrierGaugeAge ago). Where it is not, a sync of each
+// file costs the files' own bytes only.
+func (s *Store) BarrierCheap() bool {
+	return s.CanBarrier() && s.gauge.cheapNow()
+}
+
 // Barrier makes everything written to the file system that holds the store
 // durable, whoever wrote it, with one call (syncfs(2)): the bytes and names
 // of any number of blobs, and the index's log beside them. It flushes the

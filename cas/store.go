@@ -130,6 +130,8 @@ type Store struct {
 	pool tempPool
 	// synced remembers the young blob files this Store synced itself.
 	synced syncedBlobs
+	// gauge says whether a barrier is cheap now (BarrierCheap).
+	gauge barrierGauge
 }
 
 // Syncs returns how many barriers (fsync of a blob file or a shard
@@ -170,6 +172,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	rfs := newRootFS(root)
 	s := &Store{dir: abs, root: root, rootFS: rfs, fs: rfs, durability: c.durability, now: c.now}
+	s.gauge.unwritten, s.gauge.now = UnwrittenBytes, c.now
 	if c.wrapFS != nil {
 		s.fs = c.wrapFS(s.fs)
 	}

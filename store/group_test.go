@@ -225,3 +225,61 @@ func TestGroupAloneSyncsItsOwn(t *testing.T) {
 		t.Errorf("a lone write took %d barriers, %d of them the group's; want 3, none", b, s.group.barriers)
 	}
 }
+
+// While one barrier for the file system would wait for much that others
+// left unwritten, writes begun together take none of the group's: each
+// syncs its own blob before naming it, and its log, and every one reads
+// back after. Once the barrier is cheap again, they share one.
+func TestGroupOffWhileBarrierDear(t *testing.T) {
+	ctx := context.Background()
+	var cheap atomic.Bool
+	s := MustOpen(t, withBarrierCheap(cheap.Load))
+	if !s.blobs.CanBarrier() || s.index.IsPostgres() {
+		t.Skip("no one-call barrier here (PostgreSQL, or not Linux)")
+	}
+	write := func(round int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make([]error, groupWriters)
+		got := make([][]hook.Stored, groupWriters)
+		texts := make([]string, groupWriters)
+		for i := range groupWriters {
+			texts[i] = fmt.Sprintf("round %d write %d\n%s", round, i, text16K(i))
+			wg.Go(func() { got[i], errs[i] = s.Write(ctx, []hook.Item{item(fmt.Sprint("run", i), round, texts[i])}) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, write %d: %v", round, i, err)
+			}
+			if c, err := s.Read(ctx, "", got[i][0].Key); err != nil || string(c.Data) != texts[i] {
+				t.Errorf("round %d: Read(%s) = %v", round, got[i][0].Key, err)
+			}
+		}
+	}
+	before, commits := s.Barriers(), s.commitSyncs.Load()
+	write(1)
+	if s.group.barriers != 0 {
+		t.Errorf("the group took %d barriers while they were dear, want none", s.group.barriers)
+	}
+	// Each write: its blob's sync, its shard directory's, and a commit
+	// that syncs the log (some commits may hold several writes' rows).
+	if b, c := s.Barriers()-before, s.commitSyncs.Load()-commits; b < 2*groupWriters || c < 1 {
+		t.Errorf("while barriers were dear, %d writes took %d syncs of blobs and directories and %d synced commits; want at least %d and 1",
+			groupWriters, b, c, 2*groupWriters)
+	}
+	cheap.Store(true)
+	// Not every write begun together need meet the others in time for
+	// the group (no write here waits for the others, as newGroupTest's
+	// do): rounds until one shares a barrier.
+	for round := 2; round < 50 && s.group.barriers == 0; round++ {
+		write(round)
+	}
+	if s.group.barriers == 0 {
+		t.Error("once barriers were cheap again, no writes begun together shared one in 48 rounds")
+	}
+	res, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || !res.OK {
+		t.Errorf("verify: %+v, %v", res, err)
+	}
+}

@@ -381,7 +381,7 @@ func busyWritersAgainstGC(t *testing.T, noIntent bool, timeout time.Duration) ([
 // MustOpenDir opens the store at dir, closing it when the test ends.
 func MustOpenDir(tb testing.TB, dir string, opts ...Option) *Store {
 	tb.Helper()
-	s, err := Open(context.Background(), dir, opts...)
+	s, err := Open(context.Background(), dir, append([]Option{barrierAlwaysCheap}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

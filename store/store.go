@@ -81,6 +81,9 @@ type Store struct {
 	sequential bool
 	// writersSeen caches what unsynced/ says of other writers (alone).
 	writersSeen writersSeen
+	// barrierCheap says whether one barrier for the file system costs
+	// little now (cas.Store.BarrierCheap).
+	barrierCheap func() bool
 
 	// remote is set, and blobs nil, on a store in an object store (see
 	// OpenAt and remote.go).
@@ -110,6 +113,18 @@ type config struct {
 	indexURL string
 	// remote is what WithCacheDir and WithS3Options say, for OpenAt.
 	remote remoteConfig
+	// barrierCheap replaces cas.Store.BarrierCheap, for tests.
+	barrierCheap func() bool
+}
+
+// withBarrierCheap makes the store ask f, not the machine's unwritten
+// bytes, whether a barrier is cheap now (see Store.groupable): tests of
+// the group take its barrier whatever else the machine writes meanwhile.
+func withBarrierCheap(f func() bool) Option {
+	return func(c *config) error {
+		c.barrierCheap = f
+		return nil
+	}
 }
 
 // WithDurability sets whether writes wait for stable storage (default
@@ -269,7 +284,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	lock, intent := lockPaths(blobs.Dir())
 	s := &Store{dir: blobs.Dir(), blobs: blobs, index: ix, lock: lock, intent: intent, lockTimeout: c.lockWait,
 		now: c.now, inject: c.inject, noLock: c.noLock, noIntent: c.noIntent, readOnly: c.readOnly, reserve: c.reserve,
-		recentKeysMayBeLost: c.recentKeysMayBeLost && c.durability == cas.SyncFull}
+		recentKeysMayBeLost: c.recentKeysMayBeLost && c.durability == cas.SyncFull, barrierCheap: c.barrierCheap}
+	if s.barrierCheap == nil {
+		s.barrierCheap = blobs.BarrierCheap
+	}
 	if !c.readOnly {
 		if s.recovered, err = s.recoverUnsynced(ctx); err != nil {
 			s.Close()

@@ -312,7 +312,7 @@ func init() {
 			met     = make(chan struct{})
 			s       *Store
 		)
-		s, err := Open(ctx, a[0], withFaults(func(point string) error {
+		s, err := Open(ctx, a[0], barrierAlwaysCheap, withFaults(func(point string) error {
 			if !last.Load() {
 				return nil
 			}
