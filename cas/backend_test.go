@@ -67,12 +67,12 @@ func TestShardRootKeptOnMiss(t *testing.T) {
 	}
 }
 
-// TestShardRootRetiredWhenRemade removes a shard directory and makes it
-// again, as packing and the next write do: the cached handle of the old
-// directory is dropped, and names resolve in the new one.
-func TestShardRootRetiredWhenRemade(t *testing.T) {
-	dir := t.TempDir()
-	shard := filepath.Join(dir, BlobsDir, "00")
+// shardRootFS returns a store directory with shard 00 made, the shard's
+// path, and a rootFS on it, closed when the test ends.
+func shardRootFS(t *testing.T) (dir, shard string, rfs *rootFS) {
+	t.Helper()
+	dir = t.TempDir()
+	shard = filepath.Join(dir, BlobsDir, "00")
 	if err := os.MkdirAll(shard, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +80,19 @@ func TestShardRootRetiredWhenRemade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	rfs := newRootFS(root)
-	defer rfs.close()
+	rfs = newRootFS(root)
+	t.Cleanup(func() {
+		rfs.close()
+		root.Close()
+	})
+	return dir, shard, rfs
+}
+
+// TestShardRootRetiredWhenRemade removes a shard directory and makes it
+// again, as packing and the next write do: the cached handle of the old
+// directory is dropped, and names resolve in the new one.
+func TestShardRootRetiredWhenRemade(t *testing.T) {
+	_, shard, rfs := shardRootFS(t)
 	if _, err := rfs.Lstat(BlobsDir + "/00/a"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Lstat of a missing file = %v", err)
 	}
@@ -212,19 +222,8 @@ func (c *cancelAfterRead) Read(p []byte) (int, error) {
 // goes through the Root and is refused; and once the shard directory is
 // made anew, a rename into the new one works after the miss.
 func TestRenameInShard(t *testing.T) {
-	dir := t.TempDir()
+	dir, shard, rfs := shardRootFS(t)
 	outside := t.TempDir()
-	shard := filepath.Join(dir, BlobsDir, "00")
-	if err := os.MkdirAll(shard, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	rfs := newRootFS(root)
-	defer rfs.close()
 	write := func(name, data string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(shard, name), []byte(data), 0o644); err != nil {
@@ -283,7 +282,7 @@ func TestRenameInShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(".tmp-4", "four")
-	err = rfs.Rename(BlobsDir+"/00/.tmp-4", BlobsDir+"/00/c")
+	err := rfs.Rename(BlobsDir+"/00/.tmp-4", BlobsDir+"/00/c")
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("Rename in the removed shard's handle = %v, want not exist", err)
