@@ -252,9 +252,8 @@ func (r *rootFS) Rename(oldname, newname string) error {
 	switch {
 	case so != nil && so == sn:
 		// Both in one shard directory: one system call on its descriptor.
-		err = renameAt(func() (*os.File, error) { return r.shardDir(so) }, bo,
-			func() (*os.File, error) { return r.shardDir(sn) }, bn,
-			func() error { return so.root.Rename(bo, bn) })
+		dir := func() (*os.File, error) { return r.shardDir(so) }
+		err = renameAt(dir, bo, dir, bn, func() error { return so.root.Rename(bo, bn) })
 	case so == nil && sn != nil && path.Dir(oldname) == BlobsDir:
 		// A pooled temp file into its shard.
 		err = renameAt(r.blobsDir, path.Base(oldname), func() (*os.File, error) { return r.shardDir(sn) }, bn,

@@ -38,11 +38,7 @@ func datasync(f file) error {
 	}
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
-		for {
-			if serr = unix.Fdatasync(int(fd)); serr != unix.EINTR {
-				return
-			}
-		}
+		serr = ignoringEINTR(func() error { return unix.Fdatasync(int(fd)) })
 	}); err != nil {
 		return err
 	}

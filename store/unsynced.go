@@ -25,12 +25,13 @@ import (
 // shard directory while its row commits, so that until it returns, a
 // power cut may keep the row and lose the blob's name; a write of at most
 // groupMax bytes renames its blob before any sync (see writeOne and
-// blobGroup), so that it may keep the name and lose the bytes. The marker says which blobs such rows can
-// use; a marker whose owner is gone (its lock is free) makes the next
-// store opened for writing check those blobs, re-hashing those of at most
-// groupMax bytes, and drop the rows of any that did not survive whole (and
-// remove the files of those that survived damaged). No caller was told of
-// such a row: a write returns only once its syncs are done.
+// blobGroup), so that it may keep the name and lose the bytes. The marker
+// says which blobs such rows can use; a marker whose owner is gone (its
+// lock is free) makes the next store opened for writing check those blobs,
+// re-hashing those of at most groupMax bytes, and drop the rows of any that
+// did not survive whole (and remove the files of those that survived
+// damaged). No caller was told of such a row: a write returns only once
+// its syncs are done.
 const UnsyncedDir = "unsynced"
 
 // markerMargin widens the check after an unclean shutdown to blobs used

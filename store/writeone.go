@@ -215,7 +215,7 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 // cas.BarrierUnwrittenMax unwritten, each write syncs its own blob, as a
 // write over groupMax does.
 func (s *Store) groupable(size int) bool {
-	return size <= groupMax && !s.index.IsPostgres() && s.blobs.CanBarrier() && s.barrierCheap != nil && s.barrierCheap()
+	return size <= groupMax && !s.index.IsPostgres() && s.blobs.CanBarrier() && s.barrierCheap()
 }
 
 // putInGroup is the put of a write in the group: its bytes written without
