@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 )
 
 // An Item is one blob's content in a batch put.
@@ -21,6 +22,12 @@ type Item struct {
 // name before its bytes are durable, exactly as with Put. Items with the same
 // content and extension are written once; the later ones report Existed.
 //
+// A barrier waits for everything the machine holds unwritten on the file
+// system, whoever wrote it: while that is much (BarrierCheap, asked before
+// the batch writes its own bytes), and where there is no barrier, the
+// batch syncs each temp file, then each shard directory, many at once, so
+// that it waits for its own bytes only.
+//
 // On error, no temp file is left behind; blobs already renamed stay (they
 // are whole and durable content that nothing references yet).
 func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error) {
@@ -32,6 +39,8 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Asked before the batch's own bytes count among the unwritten.
+	barrier := s.BarrierCheap()
 	type pending struct {
 		tmp  string
 		blob Blob
@@ -83,13 +92,8 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 		return results, nil
 	}
 	if s.durability == SyncFull {
-		if err := s.barrier(func() error {
-			for _, p := range todo {
-				if err := s.syncFile(p.tmp); err != nil {
-					return err
-				}
-			}
-			return nil
+		if err := s.barrierOr(barrier, func() error {
+			return syncEach(len(todo), func(i int) error { return s.syncFile(todo[i].tmp) })
 		}); err != nil {
 			cleanup()
 			return nil, s.writeError(Blob{}, err)
@@ -103,18 +107,19 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 		}
 	}
 	if s.durability == SyncFull {
-		if err := s.barrier(func() error {
+		if err := s.barrierOr(barrier, func() error {
+			var shards []string
 			done := make(map[string]bool)
 			for _, p := range todo {
 				if sh := p.blob.Shard(); !done[sh] {
 					done[sh] = true
-					s.syncs.Add(1)
-					if err := s.fs.SyncDir(BlobsDir + "/" + sh); err != nil {
-						return err
-					}
+					shards = append(shards, sh)
 				}
 			}
-			return nil
+			return syncEach(len(shards), func(i int) error {
+				s.syncs.Add(1)
+				return s.fs.SyncDir(BlobsDir + "/" + shards[i])
+			})
 		}); err != nil {
 			return nil, fmt.Errorf("cas: sync shard directories: %w", err)
 		}
@@ -122,15 +127,63 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 	return results, nil
 }
 
-// barrier flushes the whole file system in one call; where the platform has
-// no such call, it runs fallback, which syncs each file or directory.
-func (s *Store) barrier(fallback func() error) error {
+// barrierOr flushes the whole file system in one call when barrier is set;
+// when it is not, or the platform has no such call, it runs each, which
+// syncs each file or directory.
+func (s *Store) barrierOr(barrier bool, each func() error) error {
+	if !barrier {
+		return each()
+	}
 	err := s.fs.SyncFS()
 	if errors.Is(err, errSyncFSUnsupported) {
-		return fallback()
+		return each()
 	}
 	s.syncs.Add(1)
 	return err
+}
+
+// syncersMax bounds the syncs syncEach runs at once. A file system commits
+// its journal once for the syncs that wait together: on ext4, 1,000 small
+// files took 1.1 to 1.3 s synced one after another, 0.17 to 0.30 s sixteen
+// at a time.
+const syncersMax = 16
+
+// syncEach runs do(0) … do(n-1), up to syncersMax at once, and returns
+// once all have returned: the first error, if any. After an error, the
+// calls not yet begun are not made.
+func syncEach(n int, do func(i int) error) error {
+	if n == 1 {
+		return do(0)
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	for range min(n, syncersMax) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				failed := first != nil
+				mu.Unlock()
+				if i >= n || failed {
+					return
+				}
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 func (s *Store) syncFile(name string) error {

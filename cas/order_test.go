@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // recordingFS records the calls a put makes and checks, at every rename, that
@@ -217,12 +218,17 @@ func TestDurableWriteOrder(t *testing.T) {
 	}
 }
 
+// A batch takes a barrier while the machine holds little unwritten, and
+// syncs each file and directory where a barrier would wait long or the
+// platform has none: either way, no blob is renamed before its bytes are
+// durable, and the renames are made durable last.
 func TestBatchWriteOrder(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name        string
 		unsupported bool
-	}{{"syncfs", false}, {"fallback", true}} {
+		dear        bool
+	}{{"syncfs", false, false}, {"fallback", true, false}, {"barrier dear", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec *recordingFS
 			s := MustOpen(t, withFileSystem(func(inner fileSystem) fileSystem {
@@ -232,6 +238,19 @@ func TestBatchWriteOrder(t *testing.T) {
 				}
 				return rec
 			}))
+			// The machine's unwritten bytes: much while dear; else much
+			// only once this batch has written its own (the batch must
+			// ask before).
+			asked := 0
+			s.gauge.unwritten = func() (int64, error) {
+				asked++
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				if tc.dear || len(rec.written) > 0 {
+					return 1 << 30, nil
+				}
+				return 0, nil
+			}
 			rec.mu.Lock()
 			rec.log = nil
 			rec.mu.Unlock()
@@ -271,7 +290,38 @@ func TestBatchWriteOrder(t *testing.T) {
 					barriers = append(barriers, i)
 				}
 			}
-			if !tc.unsupported {
+			if asked != 1 {
+				t.Errorf("the unwritten bytes were looked at %d times, want once", asked)
+			}
+			if tc.dear {
+				if n := strings.Count(strings.Join(log, "\n"), "syncfs"); n != 0 {
+					t.Errorf("%d file-system barriers while one was dear: %q", n, shape(log))
+				}
+				synced := map[string]bool{}
+				lastSync := -1
+				for i, e := range log {
+					if name, ok := strings.CutPrefix(e, "sync "); ok {
+						synced[name] = true
+						lastSync = i
+					}
+				}
+				if len(synced) != 40 || lastSync > firstRename {
+					t.Errorf("%d files synced, the last at %d, the first rename at %d; want the 40 new ones before any rename",
+						len(synced), lastSync, firstRename)
+				}
+				dirs := 0
+				for i, e := range log {
+					if strings.HasPrefix(e, "syncdir") {
+						dirs++
+						if i < lastRename {
+							t.Errorf("a shard directory synced at %d, before the last rename at %d", i, lastRename)
+						}
+					}
+				}
+				if dirs == 0 {
+					t.Errorf("no shard directory synced: %q", shape(log))
+				}
+			} else if !tc.unsupported {
 				if len(barriers) != 2 {
 					t.Fatalf("%d file-system barriers, want 2: %q", len(barriers), shape(log))
 				}
@@ -475,5 +525,149 @@ func TestShardRemovedBeforeStreamedRename(t *testing.T) {
 	got, err := ReadBlob(ctx, s, res.Blob)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Errorf("ReadBlob = %d bytes, %v; want %d bytes", len(got), err, len(data))
+	}
+}
+
+// syncFailFS fails the sync of every file after the first ok ones.
+type syncFailFS struct {
+	fileSystem
+	mu     sync.Mutex
+	ok     int
+	synced int
+}
+
+type syncFailFile struct {
+	file
+	fs *syncFailFS
+}
+
+func (f *syncFailFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	fl, err := f.fileSystem.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &syncFailFile{file: fl, fs: f}, nil
+}
+
+func (f *syncFailFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.synced++; f.fs.synced > f.fs.ok {
+		return &os.PathError{Op: "sync", Path: "blob", Err: syscall.EIO}
+	}
+	return f.file.Sync()
+}
+
+// A batch whose files are synced one by one (the barrier being dear) and
+// one of whose syncs fails stores nothing and leaves no temp file; the
+// same batch then goes through.
+func TestBatchFileSyncFails(t *testing.T) {
+	ctx := context.Background()
+	var ff *syncFailFS
+	s := MustOpen(t, withFileSystem(func(inner fileSystem) fileSystem {
+		ff = &syncFailFS{fileSystem: inner, ok: 5}
+		return ff
+	}))
+	s.gauge.unwritten = func() (int64, error) { return 1 << 30, nil }
+	items := make([]Item, 40)
+	for i := range items {
+		items[i] = Item{Data: pattern(4096, byte(i)), Ext: ".txt"}
+	}
+	if _, err := s.PutBatch(ctx, items); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("PutBatch with a failing sync = %v, want EIO", err)
+	}
+	if n := countBlobs(t, s); n != 0 {
+		t.Errorf("%d blobs after a failed sync", n)
+	}
+	assertNoTemps(t, s)
+	ff.mu.Lock()
+	ff.ok = 1 << 30
+	ff.mu.Unlock()
+	res, err := s.PutBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		if got, err := s.ReadAll(ctx, res[i].Blob); err != nil || !bytes.Equal(got, it.Data) {
+			t.Fatalf("item %d reads back %d bytes, %v", i, len(got), err)
+		}
+	}
+}
+
+// syncEach runs every call, at most syncersMax at once, returns only once
+// all have returned, and returns the first error, after which no call
+// begins.
+func TestSyncEach(t *testing.T) {
+	for _, n := range []int{0, 1, 5, syncersMax, 100} {
+		var mu sync.Mutex
+		running, most, calls := 0, 0, map[int]int{}
+		release := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- syncEach(n, func(i int) error {
+				mu.Lock()
+				running++
+				most = max(most, running)
+				calls[i]++
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			})
+		}()
+		// As many calls as may run at once get under way, and the call
+		// does not return while they wait.
+		want := min(n, syncersMax)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			mu.Lock()
+			r := running
+			mu.Unlock()
+			if r >= want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("n=%d: %d calls under way at once, want %d", n, r, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		select {
+		case err := <-done:
+			if n > 0 {
+				t.Fatalf("n=%d: returned (%v) before its calls did", n, err)
+			}
+		default:
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		if len(calls) != n || most > syncersMax {
+			t.Errorf("n=%d: %d distinct calls, at most %d at once; want %d, at most %d", n, len(calls), most, n, syncersMax)
+		}
+		for i, c := range calls {
+			if c != 1 || i < 0 || i >= n {
+				t.Errorf("n=%d: call %d made %d times", n, i, c)
+			}
+		}
+	}
+	var mu sync.Mutex
+	begun := 0
+	boom := errors.New("boom")
+	err := syncEach(1000, func(i int) error {
+		mu.Lock()
+		begun++
+		mu.Unlock()
+		if i == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("syncEach with a failing call = %v, want it", err)
+	}
+	if begun == 1000 {
+		t.Errorf("all 1000 calls began after one failed")
 	}
 }
