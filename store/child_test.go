@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -264,7 +265,14 @@ func gcLoop(dir string, nolock bool, until time.Time) error {
 		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
 			return err
 		}
-		if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
+		_, err := s.GC(ctx, GCOptions{Grace: 0})
+		if errors.Is(err, index.ErrGCRunning) {
+			// On PostgreSQL a gc killed a moment ago holds the index's gc
+			// lock until the server has ended its session: wait a turn.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		if i%50 == 49 {
