@@ -632,12 +632,12 @@ func TestSyncEach(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		select {
-		case err := <-done:
-			if n > 0 {
+		if n > 0 {
+			select {
+			case err := <-done:
 				t.Fatalf("n=%d: returned (%v) before its calls did", n, err)
+			default:
 			}
-		default:
 		}
 		close(release)
 		if err := <-done; err != nil {
