@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // An Item is one blob's content in a batch put.
@@ -152,38 +153,17 @@ const syncersMax = 16
 // once all have returned: the first error, if any. After an error, the
 // calls not yet begun are not made.
 func syncEach(n int, do func(i int) error) error {
-	if n == 1 {
-		return do(0)
-	}
-	var (
-		mu    sync.Mutex
-		first error
-		next  int
-		wg    sync.WaitGroup
-	)
-	for range min(n, syncersMax) {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				failed := first != nil
-				mu.Unlock()
-				if i >= n || failed {
-					return
-				}
-				if err := do(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(syncersMax)
+	for i := range n {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil
 			}
+			return do(i)
 		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 func (s *Store) syncFile(name string) error {
