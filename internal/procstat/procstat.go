@@ -1,5 +1,6 @@
 // Package procstat reads what the process knows of itself: its peak
-// memory, for the benchmarks and the tests that bound it.
+// memory and the CPU time it used, for the benchmarks and the tests that
+// bound them.
 package procstat
 
 import (
@@ -7,7 +8,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
+
+// CPUTime returns the CPU time the process has used so far, in user and
+// system mode together, from getrusage; 0 when it cannot tell.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // PeakRSSKiB returns the process's peak resident set size in KiB: VmHWM
 // from /proc/self/status on Linux, getrusage's maximum elsewhere, or -1

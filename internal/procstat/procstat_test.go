@@ -1,6 +1,9 @@
 package procstat
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Touching 32 MiB raises the peak by about as much.
 func TestPeakRSSKiB(t *testing.T) {
@@ -19,4 +22,30 @@ func TestPeakRSSKiB(t *testing.T) {
 		t.Errorf("peak went from %d KiB to %d KiB after touching 32 MiB", before, after)
 	}
 	_ = buf[len(buf)-1]
+}
+
+// Spinning adds CPU time (polled with a deadline: on a busy machine the
+// spinning goroutine gets less than all of a core); sleeping adds almost
+// none.
+func TestCPUTime(t *testing.T) {
+	before := CPUTime()
+	if before <= 0 {
+		t.Fatalf("CPUTime() = %v, want a time", before)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for CPUTime()-before < 30*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s of spinning added %v of CPU time, want 30 ms", CPUTime()-before)
+		}
+		for range 10000 {
+			x++
+		}
+	}
+	spun := CPUTime()
+	time.Sleep(50 * time.Millisecond)
+	if slept := CPUTime() - spun; slept > 25*time.Millisecond {
+		t.Errorf("50 ms asleep added %v of CPU time, want under 25 ms", slept)
+	}
+	_ = x
 }
