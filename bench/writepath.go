@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
 )
@@ -260,6 +262,11 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if err != nil {
 			return nil, err
 		}
+		// The floor of any store that records its parts in this index.
+		floor, err := indexFloor(ctx, sub("none-index"), rounds, 5*n, func(i int) error { return step(hd, "r", 5*rounds*n+i, 4<<10) })
+		if err != nil {
+			return nil, err
+		}
 		// ratios are directory time over CAS time: the CAS store's speed
 		// as a share of the directory store's.
 		worst, med := minMedian(ratios)
@@ -267,7 +274,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v; the CAS store's temp pool filled again within its step's time; writing a new 4 KiB file with WriteFile took %v before the rounds and %v after them in the CAS store's blobs directory, %v and %v in the directory store's)",
 				worst, med, ratioList(ratios), dirT.Round(time.Microsecond), casT.Round(time.Microsecond),
 				casBefore.Round(100*time.Nanosecond), casAfter.Round(100*time.Nanosecond),
-				dirBefore.Round(100*time.Nanosecond), dirAfter.Round(100*time.Nanosecond)),
+				dirBefore.Round(100*time.Nanosecond), dirAfter.Round(100*time.Nanosecond)) + "; " + floor,
 			med, med >= 0.8})
 	}
 
@@ -418,6 +425,76 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 	worst, med := maxMedian(ratios)
 	return fmt.Sprintf("the floor of a store with a log of its own, the bare write with %d bytes written to a log and synced beside the directory's sync: %.2f × worst round, %.2f × median (%v against %v)",
 		stepLogBytes, worst, med, loggedT.Round(time.Microsecond), bareT.Round(time.Microsecond)), nil
+}
+
+// floorBatch is how many parts share one transaction in indexFloor's
+// second measure: what one run's steps could share if a pointer's key
+// did not have to resolve before the next step.
+const floorBatch = 25
+
+// indexFloor measures, in turns, the directory store's step alone against
+// it with the step's part recorded beside it, in a goroutine of its own,
+// in an index like the store's (without fsync, empty at first): the least
+// any store writing WriteFile's file and this index's row pays, since its
+// blob costs at least the file. It does so with each part in a transaction
+// of its own, then with floorBatch parts to a transaction (the step that
+// completes a batch records it). It says both as the directory store's
+// speed share, as the sync=none target reads.
+func indexFloor(ctx context.Context, dir string, rounds, n int, dirStep func(int) error) (string, error) {
+	x, err := index.Open(ctx, filepath.Join(dir, "index.db"), index.WithDurability(cas.SyncNone))
+	if err != nil {
+		return "", err
+	}
+	defer x.Close()
+	part := func(i int) index.NewPart {
+		text := uniqueText(4<<10, i)
+		return index.NewPart{Key: fmt.Sprintf("r/%d_read_file_c.txt", i), Run: "r", Step: i, Tool: "read_file", CallID: "c",
+			Part: -1, Kind: index.KindText, MIME: "text/plain", Chars: int64(len(text)), Bytes: int64(len(text)),
+			Blob: cas.Blob{Digest: cas.Sum([]byte(text)), Ext: ".txt"}}
+	}
+	var pending []index.NewPart
+	// recorded runs the directory store's step with, beside it, the
+	// record of the parts due: batch parts once batch are pending.
+	recorded := func(batch, off int) func(int) error {
+		return func(i int) error {
+			pending = append(pending, part(off+i))
+			if len(pending) < batch {
+				return dirStep(off + i)
+			}
+			ps := pending
+			pending = nil
+			done := make(chan error, 1)
+			go func() {
+				_, err := x.Record(ctx, ps)
+				done <- err
+			}()
+			return errors.Join(dirStep(off+i), <-done)
+		}
+	}
+	alone := func(off int) func(int) error { return func(i int) error { return dirStep(off + i) } }
+	var out []string
+	for k, batch := range []int{1, floorBatch} {
+		off := 2 * k * rounds * n
+		ratios, dirT, floorT, err := turnRatios(rounds, n, alone(off+rounds*n), recorded(batch, off), nil)
+		if err != nil {
+			return "", err
+		}
+		if len(pending) > 0 {
+			if _, err := x.Record(ctx, pending); err != nil {
+				return "", err
+			}
+			pending = nil
+		}
+		worst, med := minMedian(ratios)
+		what := "each part in a transaction of its own"
+		if batch > 1 {
+			what = fmt.Sprintf("%d parts to a transaction", batch)
+		}
+		out = append(out, fmt.Sprintf("%s, %.2f × worst round, %.2f × median (%v against %v)", what, worst, med,
+			dirT.Round(time.Microsecond), floorT.Round(time.Microsecond)))
+	}
+	return "the floor of a store that records each part in an index like this one, the directory store's step with the part recorded beside it: " +
+		strings.Join(out, "; "), nil
 }
 
 // bareInShard makes the i-th bare durable write of unique 16 KiB text into
