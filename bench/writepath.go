@@ -102,6 +102,51 @@ func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration
 	return time.Duration(ma), time.Duration(mb), nil
 }
 
+// warmDirs makes n new files of size bytes in each of dirs, in turns, then
+// flushes the file systems (sync(2)), so that the writes measured next
+// neither wait for these bytes nor find the machine's unwritten bytes
+// grown by them; it returns what removes them. It removes what it made
+// when it fails.
+func warmDirs(n, size int, dirs ...string) (func(), error) {
+	data := make([]byte, size)
+	var names []string
+	remove := func() {
+		for _, name := range names {
+			os.Remove(name)
+		}
+		names = nil
+	}
+	for i := range n {
+		for _, dir := range dirs {
+			name := filepath.Join(dir, fmt.Sprintf(".warm-%d", i))
+			if err := os.WriteFile(name, data, 0o644); err != nil {
+				remove()
+				return func() {}, err
+			}
+			names = append(names, name)
+		}
+	}
+	syscall.Sync()
+	return remove, nil
+}
+
+// warmStore warms, with warmDirs, the blobs directory of the store at dir
+// with n files and its shard directories with n between them, and returns
+// what removes them.
+func warmStore(dir string, n int) (func(), error) {
+	blobs := filepath.Join(dir, cas.BlobsDir)
+	pool, err := warmDirs(n, 4<<10, blobs)
+	if err != nil {
+		return pool, err
+	}
+	shards := make([]string, 256)
+	for i := range shards {
+		shards[i] = filepath.Join(blobs, fmt.Sprintf("%02x", i))
+	}
+	shard, err := warmDirs(max(1, n/256), 4<<10, shards...)
+	return func() { pool(); shard() }, err
+}
+
 // minMedian returns the least and the median of xs.
 func minMedian(xs []float64) (float64, float64) {
 	s := slices.Clone(xs)
@@ -165,6 +210,15 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			return nil, err
 		}
 		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
+		// Both write where thousands of files were made before, as in a
+		// store in use (see the sync=none target below): the store's temp
+		// pool in blobs/, the bare write in the shard directories.
+		warmed, err := warmStore(s.Dir(), 15*n)
+		defer warmed()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 		// The store's temp pool fills again behind each step: that work is
 		// timed with the step, so that none of it runs while the bare write
 		// is timed, and the step pays for the file the bare write makes.
@@ -209,73 +263,39 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			}
 			measured += "; " + floor
 		}
+		measured += fmt.Sprintf("; in directories where %d files had been made", 15*n)
 		out = append(out, target{what, "≤ 1.15 × the bare two-barrier write in the same directories", measured, med, med <= 1.15})
+		warmed()
 		s.Close()
 	}
 
 	// sync=none: a hook step of unique 4 KiB text into the CAS store
 	// against the same through a plain directory store that writes each
-	// file with WriteFile, as Haystack's does.
+	// file with WriteFile, as Haystack's does: in the stores' directory,
+	// then on a tmpfs, where neither a disk nor a directory's history sets
+	// the pace. The target is met only where both are.
 	{
-		s, err := store.Open(ctx, sub("none-cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
+		measured, med, err := syncNoneRounds(ctx, sub("none"), rounds, n, step)
 		if err != nil {
 			return nil, err
 		}
-		d, err := hook.NewDirStore(sub("none-dir"))
-		if err != nil {
-			return nil, err
+		met := med >= 0.8
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			shm, err := os.MkdirTemp("/dev/shm", "toolcas-bench-")
+			if err != nil {
+				return nil, err
+			}
+			onShm, shmMed, err := syncNoneRounds(ctx, shm, rounds, n, step)
+			os.RemoveAll(shm)
+			if err != nil {
+				return nil, err
+			}
+			measured += "; on tmpfs (/dev/shm): " + onShm
+			met = met && shmMed >= 0.8
+			med = min(med, shmMed)
 		}
-		hc, err := hook.New(s, always)
-		if err != nil {
-			return nil, err
-		}
-		hd, err := hook.New(d, always)
-		if err != nil {
-			return nil, err
-		}
-		// What writing a new file costs where each store makes its files
-		// (the CAS store's temp pool in blobs/, the directory store in the
-		// run's directory), before the rounds and after them: on one file
-		// system it can differ tenfold between directories and over time,
-		// and it weighs on both sides of the ratio.
-		casBlobs, dirRun := filepath.Join(s.Dir(), cas.BlobsDir), filepath.Join(d.Root(), "r")
-		if err := os.MkdirAll(dirRun, 0o755); err != nil {
-			return nil, err
-		}
-		casBefore, dirBefore, err := createCosts(rounds, n/2, 4<<10, casBlobs, dirRun)
-		if err != nil {
-			return nil, err
-		}
-		// The CAS store's temp pool fills again within its step's time.
-		ratios, casT, dirT, err := turnRatios(rounds, 5*n,
-			func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error {
-				err := step(hc, "r", i, 4<<10)
-				s.Blobs().SettleTempPool()
-				return err
-			}, nil)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		casAfter, dirAfter, err := createCosts(rounds, n/2, 4<<10, casBlobs, dirRun)
-		s.Close()
-		if err != nil {
-			return nil, err
-		}
-		// The floor of any store that records its parts in this index.
-		floor, err := indexFloor(ctx, sub("none-index"), rounds, 5*n, func(i int) error { return step(hd, "r", 5*rounds*n+i, 4<<10) })
-		if err != nil {
-			return nil, err
-		}
-		// ratios are directory time over CAS time: the CAS store's speed
-		// as a share of the directory store's.
-		worst, med := minMedian(ratios)
 		out = append(out, target{"hook step with sync=none, unique 4 KiB text", "≥ 0.8 × a plain WriteFile directory store's speed",
-			fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v; the CAS store's temp pool filled again within its step's time; writing a new 4 KiB file with WriteFile took %v before the rounds and %v after them in the CAS store's blobs directory, %v and %v in the directory store's)",
-				worst, med, ratioList(ratios), dirT.Round(time.Microsecond), casT.Round(time.Microsecond),
-				casBefore.Round(100*time.Nanosecond), casAfter.Round(100*time.Nanosecond),
-				dirBefore.Round(100*time.Nanosecond), dirAfter.Round(100*time.Nanosecond)) + "; " + floor,
-			med, med >= 0.8})
+			measured, med, met})
 	}
 
 	// Four runs writing at once in one process, durable, one 16 KiB part a
@@ -339,6 +359,15 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// two-barrier writes at once against four one after another, into
 		// the same shard directories.
 		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
+		// Both write where thousands of files were made before, as in a
+		// store in use (see the sync=none target below): the store's temp
+		// pool in blobs/, the bare write in the shard directories.
+		warmed, err := warmStore(s.Dir(), 15*n)
+		defer warmed()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 		bareFour := func(i int) error {
 			var wg sync.WaitGroup
 			errs := make([]error, 4)
@@ -425,6 +454,92 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 	worst, med := maxMedian(ratios)
 	return fmt.Sprintf("the floor of a store with a log of its own, the bare write with %d bytes written to a log and synced beside the directory's sync: %.2f × worst round, %.2f × median (%v against %v)",
 		stepLogBytes, worst, med, loggedT.Round(time.Microsecond), bareT.Round(time.Microsecond)), nil
+}
+
+// syncNoneRounds measures, under dir, a hook step of unique 4 KiB text into
+// a CAS store without fsync against the same into a plain directory store
+// that writes each file with WriteFile, in turns, in rounds of 5n, with
+// the floor of any store writing the CAS store's index (indexFloor); it
+// says what it measured and returns the median of the CAS store's speed
+// as a share of the directory store's.
+func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error) (string, float64, error) {
+	sub := func(name string) string {
+		d := filepath.Join(dir, name)
+		os.RemoveAll(d)
+		os.MkdirAll(d, 0o755)
+		return d
+	}
+	always := policy.MustStrategies(policy.Default(policy.Always))
+	s, err := store.Open(ctx, sub("cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
+	if err != nil {
+		return "", 0, err
+	}
+	defer s.Close()
+	d, err := hook.NewDirStore(sub("dir"))
+	if err != nil {
+		return "", 0, err
+	}
+	hc, err := hook.New(s, always)
+	if err != nil {
+		return "", 0, err
+	}
+	hd, err := hook.New(d, always)
+	if err != nil {
+		return "", 0, err
+	}
+	// What writing a new file costs where each store makes its files
+	// (the CAS store's temp pool in blobs/, the directory store in the
+	// run's directory), fresh, warmed and after the rounds: on one file
+	// system it can differ tenfold between directories and over time,
+	// and it weighs on both sides of the ratio.
+	casBlobs, dirRun := filepath.Join(s.Dir(), cas.BlobsDir), filepath.Join(d.Root(), "r")
+	if err := os.MkdirAll(dirRun, 0o755); err != nil {
+		return "", 0, err
+	}
+	casBefore, dirBefore, err := createCosts(rounds, n/2, 4<<10, casBlobs, dirRun)
+	if err != nil {
+		return "", 0, err
+	}
+	// A store in use writes where thousands of files were made before:
+	// both directories are warmed so, and the rounds measure that state
+	// rather than a fresh directory's, where making a file can cost ten
+	// times a step of either store.
+	warmed, err := warmDirs(15*n, 4<<10, casBlobs, dirRun)
+	defer warmed()
+	if err != nil {
+		return "", 0, err
+	}
+	casWarm, dirWarm, err := createCosts(rounds, n/2, 4<<10, casBlobs, dirRun)
+	if err != nil {
+		return "", 0, err
+	}
+	// The CAS store's temp pool fills again within its step's time.
+	ratios, dirT, casT, err := turnRatios(rounds, 5*n,
+		func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error {
+			err := step(hc, "r", i, 4<<10)
+			s.Blobs().SettleTempPool()
+			return err
+		}, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	casAfter, dirAfter, err := createCosts(rounds, n/2, 4<<10, casBlobs, dirRun)
+	if err != nil {
+		return "", 0, err
+	}
+	// The floor of any store that records its parts in this index, in
+	// the directory the rounds wrote in, still warmed.
+	floor, err := indexFloor(ctx, sub("index"), rounds, 5*n, func(i int) error { return step(hd, "r", 5*rounds*n+i, 4<<10) })
+	if err != nil {
+		return "", 0, err
+	}
+	// ratios are directory time over CAS time: the CAS store's speed as a
+	// share of the directory store's.
+	worst, med := minMedian(ratios)
+	return fmt.Sprintf("%.2f × worst round, %.2f × median (rounds %s; %v a step against %v; the CAS store's temp pool filled again within its step's time; the rounds ran once %d files had been made in each store's directory: writing a new 4 KiB file with WriteFile took %v in the fresh directory, %v once warmed and %v after the rounds in the CAS store's blobs directory, %v, %v and %v in the directory store's); %s",
+		worst, med, ratioList(ratios), casT.Round(time.Microsecond), dirT.Round(time.Microsecond), 15*n,
+		casBefore.Round(100*time.Nanosecond), casWarm.Round(100*time.Nanosecond), casAfter.Round(100*time.Nanosecond),
+		dirBefore.Round(100*time.Nanosecond), dirWarm.Round(100*time.Nanosecond), dirAfter.Round(100*time.Nanosecond), floor), med, nil
 }
 
 // floorBatch is how many parts share one transaction in indexFloor's

@@ -101,3 +101,31 @@ func TestVerifyMarkdown(t *testing.T) {
 		t.Errorf("verifyMarkdown ends\n%q\nwant\n%q", got[strings.LastIndex(got[:len(got)-1], "\n")+1:], want)
 	}
 }
+
+// warmDirs makes its files in every directory and removes them all when
+// told; when it cannot make one, it removes those it made.
+func TestWarmDirs(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	remove, err := warmDirs(4, 100, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{a, b} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 4 {
+			t.Errorf("%s holds %d files, want 4", dir, len(ents))
+		}
+	}
+	remove()
+	remove() // a second call is harmless
+	for _, dir := range []string{a, b} {
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%s holds %d files after the removal, want none", dir, len(ents))
+		}
+	}
+	if _, err := warmDirs(3, 10, a, filepath.Join(b, "missing")); err == nil {
+		t.Error("warmDirs into a missing directory succeeded")
+	}
+	if ents, _ := os.ReadDir(a); len(ents) != 0 {
+		t.Errorf("after the failed warming, %s holds %d files, want none", a, len(ents))
+	}
+}
