@@ -211,7 +211,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		}
 		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
 		// Both write where thousands of files were made before, as in a
-		// store in use (see the sync=none target below): the store's temp
+		// store in use (see warmDirs and syncNoneRounds): the store's temp
 		// pool in blobs/, the bare write in the shard directories.
 		warmed, err := warmStore(s.Dir(), 15*n)
 		defer warmed()
@@ -360,7 +360,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// the same shard directories.
 		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
 		// Both write where thousands of files were made before, as in a
-		// store in use (see the sync=none target below): the store's temp
+		// store in use (see warmDirs and syncNoneRounds): the store's temp
 		// pool in blobs/, the bare write in the shard directories.
 		warmed, err := warmStore(s.Dir(), 15*n)
 		defer warmed()
