@@ -569,10 +569,15 @@ func indexFloor(ctx context.Context, dir string, rounds, n int, dirStep func(int
 	}
 	var pending []index.NewPart
 	// recorded runs the directory store's step with, beside it, the
-	// record of the parts due: batch parts once batch are pending.
+	// record of the parts due: batch parts once batch are pending. The
+	// parts are made, and their text hashed, before the rounds, untimed.
 	recorded := func(batch, off int) func(int) error {
+		parts := make([]index.NewPart, rounds*n)
+		for i := range parts {
+			parts[i] = part(off + i)
+		}
 		return func(i int) error {
-			pending = append(pending, part(off+i))
+			pending = append(pending, parts[i])
 			if len(pending) < batch {
 				return dirStep(off + i)
 			}
