@@ -74,12 +74,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 	}
 	var out []target
 	add := func(t target) { out = append(out, t) }
-	sub := func(name string) string {
-		d := filepath.Join(c.Dir, name)
-		os.RemoveAll(d)
-		os.MkdirAll(d, 0o755)
-		return d
-	}
+	sub := func(name string) string { return freshDir(c.Dir, name) }
 	openCAS := func(name string, d cas.Durability) (*cas.Store, error) {
 		return cas.Open(ctx, sub(name), cas.WithCreate(), cas.WithDurability(d))
 	}

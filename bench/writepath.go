@@ -102,6 +102,15 @@ func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration
 	return time.Duration(ma), time.Duration(mb), nil
 }
 
+// freshDir empties, or makes, the directory name under dir and returns
+// its path.
+func freshDir(dir, name string) string {
+	d := filepath.Join(dir, name)
+	os.RemoveAll(d)
+	os.MkdirAll(d, 0o755)
+	return d
+}
+
 // warmDirs makes n new files of size bytes in each of dirs, in turns, then
 // flushes the file systems (sync(2)), so that the writes measured next
 // neither wait for these bytes nor find the machine's unwritten bytes
@@ -179,12 +188,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		rounds, n = 1, 30
 	}
 	var out []target
-	sub := func(name string) string {
-		d := filepath.Join(dir, name)
-		os.RemoveAll(d)
-		os.MkdirAll(d, 0o755)
-		return d
-	}
+	sub := func(name string) string { return freshDir(dir, name) }
 	always := policy.MustStrategies(policy.Default(policy.Always))
 	step := func(h *hook.Hook, run string, i, size int) error {
 		_, err := h.Offload(ctx, hook.Step{Run: run, Number: i},
@@ -463,12 +467,7 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 // says what it measured and returns the median of the CAS store's speed
 // as a share of the directory store's.
 func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error) (string, float64, error) {
-	sub := func(name string) string {
-		d := filepath.Join(dir, name)
-		os.RemoveAll(d)
-		os.MkdirAll(d, 0o755)
-		return d
-	}
+	sub := func(name string) string { return freshDir(dir, name) }
 	always := policy.MustStrategies(policy.Default(policy.Always))
 	s, err := store.Open(ctx, sub("cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
 	if err != nil {

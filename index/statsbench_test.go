@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/procstat"
 )
 
 // BenchmarkStatsManyTools times, on a SQLite index of each size of
@@ -45,7 +46,7 @@ func BenchmarkStatsManyTools(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("%d/prune-tenth", n), func(b *testing.B) {
 			tenth := 0
-			cpu := cpuTime()
+			cpu := procstat.CPUTime()
 			for b.Loop() {
 				if tenth++; tenth > 9 {
 					b.Fatal("nine tenths pruned: run it at most 9 times")
@@ -60,7 +61,7 @@ func BenchmarkStatsManyTools(b *testing.B) {
 			}
 			// The process's CPU time is less at the mercy of a busy
 			// machine than the time on the clock.
-			b.ReportMetric((cpuTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric((procstat.CPUTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
 		})
 		x.Close()
 	}
