@@ -1,11 +1,17 @@
 package cas
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+)
 
 var (
 	// ErrNotFound is returned by Store.Open, Store.ReadAll, Store.Stat,
-	// Store.Verify and Store.Remove when no blob file has that name.
-	ErrNotFound = errors.New("blob not found")
+	// Store.Verify and Store.Remove when no blob file has that name. It is
+	// the one "not found" of every layer of toolcas: index.ErrNotFound,
+	// hook.ErrNotFound and store.ErrNotFound are this error, and
+	// errors.Is(err, fs.ErrNotExist) holds for it too.
+	ErrNotFound error = notFound{}
 
 	// ErrCorrupt is returned by Store.ReadAll, Store.Verify and reads from a
 	// Reader when a blob's bytes do not hash to its name, or when the file at a
@@ -40,3 +46,9 @@ var (
 	// name a blob file inside the store.
 	ErrNotBlobPath = errors.New("not a blob path")
 )
+
+// notFound is ErrNotFound: the same as every other, and an fs.ErrNotExist.
+type notFound struct{}
+
+func (notFound) Error() string        { return "not found" }
+func (notFound) Is(target error) bool { return target == fs.ErrNotExist }

@@ -198,7 +198,7 @@ func (d *DirStore) Read(ctx context.Context, run, ref string) (*Content, error) 
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("dirstore: %s: %w", clip(ref), ErrNotFound)
 		}
-		if strings.Contains(err.Error(), "escapes") {
+		if throughLink(d.root, rel) {
 			return nil, fmt.Errorf("dirstore: %w: reference %q resolves outside the store root %s", ErrRefused, clip(ref), d.root)
 		}
 		return nil, fmt.Errorf("dirstore: read %s: %w", clip(ref), err)
@@ -221,4 +221,22 @@ func (d *DirStore) Read(ctx context.Context, run, ref string) (*Content, error) 
 		c.Kind = KindFile
 	}
 	return c, nil
+}
+
+// throughLink reports whether the path rel under root passes through a
+// symbolic link: the store writes none, and os.Root refuses one that leads
+// out of the root.
+func throughLink(root, rel string) bool {
+	p := root
+	for _, name := range strings.Split(filepath.Clean(rel), string(filepath.Separator)) {
+		p = filepath.Join(p, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
 }

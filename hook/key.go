@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -257,4 +258,12 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "…"
+}
+
+// ShortID returns a short name that stands for b: the first 16 hex digits
+// of its BLAKE3 digest. Adapters name with it the runs and calls that
+// have no usable name of their own, the same for the same bytes.
+func ShortID(b []byte) string {
+	d := cas.Sum(b)
+	return hex.EncodeToString(d[:8])
 }

@@ -11,8 +11,10 @@ import (
 
 var (
 	// ErrNotFound is wrapped by Store.Read when no stored part matches a
-	// reference (in the run, when the read is scoped to one).
-	ErrNotFound = errors.New("not found")
+	// reference (in the run, when the read is scoped to one). It is
+	// cas.ErrNotFound, the one "not found" of every layer, and an
+	// fs.ErrNotExist.
+	ErrNotFound = cas.ErrNotFound
 
 	// ErrRefused is wrapped by Store.Read and Store.Write for a reference or
 	// key that names something outside the store, or outside what the caller

@@ -29,8 +29,10 @@ import (
 
 var (
 	// ErrNotFound is returned by Resolve when no part matches the reference
-	// (in the run, when scoped to one).
-	ErrNotFound = errors.New("not found")
+	// (in the run, when scoped to one), and by the other lookups when
+	// nothing matches. It is cas.ErrNotFound, the one "not found" of every
+	// layer.
+	ErrNotFound = cas.ErrNotFound
 
 	// ErrAmbiguous is returned, inside an *AmbiguousError, by Resolve when a
 	// digest prefix matches several blobs.
@@ -132,12 +134,12 @@ func WithDurability(d cas.Durability) Option {
 	}
 }
 
-// RecentMayBeLostOnPowerCut commits without waiting for the log to reach
+// RecentKeysMayBeLostOnPowerCut commits without waiting for the log to reach
 // stable storage (SQLite's synchronous=NORMAL in WAL mode): a commit costs
 // no sync, the database stays consistent through any crash, and a process
 // killed loses nothing, but a power cut or an operating system crash may
 // lose the transactions committed since the last checkpoint.
-func RecentMayBeLostOnPowerCut() Option {
+func RecentKeysMayBeLostOnPowerCut() Option {
 	return func(c *config) error {
 		c.recentMayBeLost = true
 		return nil
@@ -651,7 +653,7 @@ func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
 
 // CommitsSynced reports whether a commit waits for its log to reach stable
 // storage (SQLite's synchronous=FULL): false with cas.SyncNone and with
-// RecentMayBeLostOnPowerCut.
+// RecentKeysMayBeLostOnPowerCut.
 func (x *Index) CommitsSynced(ctx context.Context) (bool, error) {
 	var mode int
 	if err := x.read(ctx, func() error { return x.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&mode) }); err != nil {

@@ -18,7 +18,7 @@ func TestSynchronousMode(t *testing.T) {
 	}{
 		{"full", nil, 2},
 		{"none", []Option{WithDurability(cas.SyncNone)}, 1},
-		{"recent may be lost", []Option{RecentMayBeLostOnPowerCut()}, 1},
+		{"recent may be lost", []Option{RecentKeysMayBeLostOnPowerCut()}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -17,7 +17,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/mcp"
 	"github.com/toolcas/toolcas/store"
 )
@@ -193,7 +192,7 @@ func callErr(t *testing.T, r *rig, tool string) error {
 func storeUntouched(t *testing.T, st *store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	ps, err := st.List(ctx, index.ListOptions{})
+	ps, err := st.List(ctx, store.ListOptions{})
 	if err != nil || len(ps) != 0 {
 		t.Errorf("store holds %d parts after a failed call, want 0 (%v)", len(ps), err)
 	}

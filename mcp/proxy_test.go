@@ -13,9 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/mcp"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
@@ -24,7 +22,7 @@ import (
 // openStore returns a fresh store in a temporary directory.
 func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), t.TempDir(), store.WithCreate(), store.WithDurability(cas.SyncNone))
+	st, err := store.Open(context.Background(), t.TempDir(), store.WithCreate(), store.WithDurability(store.SyncNone))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +224,7 @@ func TestSmallResultPassesUntouched(t *testing.T) {
 			t.Errorf("%s through the proxy = %s\nwant %s", tool, got, want)
 		}
 	}
-	ps, err := r.store.List(context.Background(), index.ListOptions{})
+	ps, err := r.store.List(context.Background(), store.ListOptions{})
 	if err != nil || len(ps) != 0 {
 		t.Errorf("store holds %d parts after untouched results, want 0 (%v)", len(ps), err)
 	}
@@ -258,7 +256,7 @@ func TestBigResultBecomesPointerAndReadsBack(t *testing.T) {
 	}
 
 	// The store holds it under this session's run, at step 2.
-	ps, err := r.store.List(ctx, index.ListOptions{})
+	ps, err := r.store.List(ctx, store.ListOptions{})
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("store parts = %d, %v; want 1", len(ps), err)
 	}
@@ -459,7 +457,7 @@ func TestPoliciesFromConfig(t *testing.T) {
 	r := newRig(t, f, mcp.WithHook(h))
 	res := r.call(t, "small", nil)
 	recs := offloaded(t, res)
-	if ps, _ := r.store.List(context.Background(), index.ListOptions{}); len(ps) != 1 || ps[0].Key != recs[0]["key"] {
+	if ps, _ := r.store.List(context.Background(), store.ListOptions{}); len(ps) != 1 || ps[0].Key != recs[0]["key"] {
 		t.Errorf("offloaded to %v, not to the proxy's store", recs)
 	}
 	if p := res.Content[0].(*sdk.TextContent).Text; !strings.HasSuffix(p, "Preview: ok:...") {
@@ -675,7 +673,7 @@ func TestRunPerSession(t *testing.T) {
 	if _, err := other.CallTool(ctx, &sdk.CallToolParams{Name: "big"}); err != nil {
 		t.Fatal(err)
 	}
-	ps, _ := r.store.List(ctx, index.ListOptions{})
+	ps, _ := r.store.List(ctx, store.ListOptions{})
 	if len(ps) != 2 || ps[0].Run == ps[1].Run || ps[0].Step != 1 || ps[1].Step != 1 {
 		t.Fatalf("two sessions wrote %+v, want two runs at step 1", ps)
 	}
@@ -690,7 +688,7 @@ func TestRunPerSession(t *testing.T) {
 
 	s := newRig(t, newFake(nil), mcp.WithRun("fixed-run"))
 	s.call(t, "big", nil)
-	ps, _ = s.store.List(ctx, index.ListOptions{})
+	ps, _ = s.store.List(ctx, store.ListOptions{})
 	if len(ps) != 1 || ps[0].Run != "fixed-run" {
 		t.Errorf("WithRun: stored %+v, want run fixed-run", ps)
 	}

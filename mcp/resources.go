@@ -14,7 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
 )
 
 // Offloaded parts are MCP resources under this scheme:
@@ -68,7 +68,7 @@ func resourceTemplate() *sdk.ResourceTemplate {
 // resolver is what a store that can name a reference's key offers
 // (store.Store does).
 type resolver interface {
-	Resolve(ctx context.Context, run, ref string) (index.Part, error)
+	Resolve(ctx context.Context, run, ref string) (store.Part, error)
 }
 
 // reader reads offloaded parts back, as the read-back tool and as
@@ -182,9 +182,9 @@ func (a anyRun) OpenRead(ctx context.Context, _ string, ref string) (*hook.Conte
 	return &cc, io.NopCloser(bytes.NewReader(c.Data)), nil
 }
 
-func (a anyRun) Resolve(ctx context.Context, _ string, ref string) (index.Part, error) {
+func (a anyRun) Resolve(ctx context.Context, _ string, ref string) (store.Part, error) {
 	if rs, ok := a.Store.(resolver); ok {
 		return rs.Resolve(ctx, "", ref)
 	}
-	return index.Part{}, hook.ErrNotFound
+	return store.Part{}, hook.ErrNotFound
 }

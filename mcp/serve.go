@@ -11,7 +11,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -150,7 +149,7 @@ func (s *StoreServer) search(ctx context.Context, _ *sdk.CallToolRequest, a Sear
 	default:
 		return nil, SearchResult{}, fmt.Errorf("kind %q: want text, image or file", a.Kind)
 	}
-	o := index.ListOptions{Run: a.Run, Tool: a.Tool, Kind: index.Kind(a.Kind), Limit: a.Limit + 1}
+	o := store.ListOptions{Run: a.Run, Tool: a.Tool, Kind: hook.Kind(a.Kind), Limit: a.Limit + 1}
 	if a.Since != "" {
 		d, err := parseAge(a.Since)
 		if err != nil {
@@ -194,17 +193,17 @@ func (s *StoreServer) search(ctx context.Context, _ *sdk.CallToolRequest, a Sear
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.TrimSuffix(b.String(), "\n")}}}, out, nil
 }
 
-func (s *StoreServer) stats(ctx context.Context, _ *sdk.CallToolRequest, a StatsArgs) (*sdk.CallToolResult, index.Stats, error) {
+func (s *StoreServer) stats(ctx context.Context, _ *sdk.CallToolRequest, a StatsArgs) (*sdk.CallToolResult, store.Stats, error) {
 	run := a.Run
 	if s.run != "" {
 		if run != "" && run != s.run {
-			return nil, index.Stats{}, fmt.Errorf("run %q: this server serves run %q only", run, s.run)
+			return nil, store.Stats{}, fmt.Errorf("run %q: this server serves run %q only", run, s.run)
 		}
 		run = s.run
 	}
 	st, err := s.store.Stats(ctx, run)
 	if err != nil {
-		return nil, index.Stats{}, fmt.Errorf("stats: %w", err)
+		return nil, store.Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	text, _ := json.MarshalIndent(st, "", "  ")
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}, st, nil

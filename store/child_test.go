@@ -119,7 +119,7 @@ func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return OpenAt(ctx, dir, append(opts, WithCacheDir(cache))...)
+		return Open(ctx, dir, append(opts, WithCacheDir(cache))...)
 	}
 	return Open(ctx, dir, opts...)
 }
@@ -262,7 +262,7 @@ func gcLoop(dir string, nolock bool, until time.Time) error {
 			fmt.Println("GC_RUNS", i)
 			return nil
 		}
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
 			return err
 		}
 		_, err := s.GC(ctx, GCOptions{Grace: 0})
@@ -331,7 +331,7 @@ func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 				return err
 			}
 		}
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("r%d-%d", seed, (iter+2)%4)}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprintf("r%d-%d", seed, (iter+2)%4)}); err != nil {
 			return fmt.Errorf("prune: %w", err)
 		}
 	}
@@ -342,12 +342,12 @@ func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 // checkStored checks that the object store holds the blob of every row of
 // a run.
 func checkStored(ctx context.Context, s *Store, run string) error {
-	ps, err := s.List(ctx, index.ListOptions{Run: run, AllVersions: true})
+	ps, err := s.List(ctx, ListOptions{Run: run, AllVersions: true})
 	if err != nil {
 		return err
 	}
 	for _, p := range ps {
-		if _, err := s.Backend().Stat(ctx, p.Blob); err != nil {
+		if _, err := s.eng.backend().Stat(ctx, p.Blob); err != nil {
 			return fmt.Errorf("row %s@%d, committed and not pruned: its object: %w", p.Key, p.Version, err)
 		}
 	}

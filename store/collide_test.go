@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 const colliders, collideRounds = 4, 15
@@ -63,7 +62,7 @@ func TestCollisionsAcrossProcesses(t *testing.T) {
 			t.Fatalf("writer %d: %v", w, err)
 		}
 	}
-	parts, err := s.List(ctx, index.ListOptions{Run: "cc", AllVersions: true})
+	parts, err := s.List(ctx, ListOptions{Run: "cc", AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,10 +28,6 @@ type committer struct {
 	pending []*commitReq
 	// arrived wakes a committer waiting for its blob when a write queues.
 	arrived chan struct{}
-	// batches counts the writes of each transaction, and handed the
-	// writes handed over, for tests.
-	batches []int
-	handed  int
 }
 
 type commitReq struct {
@@ -56,8 +52,8 @@ type commitReq struct {
 
 // record records a write's parts, in a transaction of its own or with the
 // parts of writes concurrent with it.
-func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
-	recs, _, err := s.recordWhenReady(ctx, parts, nil, nil, nil)
+func (e *localEngine) record(ctx context.Context, parts []index.NewPart) ([]index.Recorded, error) {
+	recs, _, err := e.recordWhenReady(ctx, parts, nil, nil, nil)
 	return recs, err
 }
 
@@ -66,12 +62,12 @@ func (s *Store) record(ctx context.Context, parts []index.NewPart) ([]index.Reco
 // closed once it no longer waits; queued, when set, is called once the
 // committer has the parts. barrierErr is the error of the barrier that
 // followed the commit, when ready asked for one.
-func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() (bool, error),
+func (e *localEngine) recordWhenReady(ctx context.Context, parts []index.NewPart, ready func() (bool, error),
 	blob <-chan struct{}, queued func()) (recs []index.Recorded, barrierErr error, err error) {
-	c := &s.commits
+	c := &e.commits
 	req := &commitReq{parts: parts, ready: ready, blob: blob, done: make(chan struct{})}
+	count(e, "commit:handed", 1)
 	c.mu.Lock()
-	c.handed++
 	c.pending = append(c.pending, req)
 	if c.busy {
 		if c.arrived != nil {
@@ -98,15 +94,15 @@ func (s *Store) recordWhenReady(ctx context.Context, parts []index.NewPart, read
 		queued()
 	}
 	// A test's way to hold the committer while other writes queue.
-	s.fault("write:commit")
+	fault(e, "write:commit")
 	c.mu.Lock()
 	for len(c.pending) > 0 {
 		batch := c.pending
 		c.pending = nil
 		c.mu.Unlock()
-		batch = s.commit(ctx, req, batch)
+		batch = e.commit(ctx, req, batch)
+		count(e, "commit:batch", len(batch))
 		c.mu.Lock()
-		c.batches = append(c.batches, len(batch))
 	}
 	c.busy = false
 	c.mu.Unlock()
@@ -126,7 +122,7 @@ func (c *committer) take() []*commitReq {
 // whose context is ctx, with the writes that join it (see committer), and
 // returns them all. If that fails, each write is recorded alone, so that
 // one write's bad row fails only it.
-func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) []*commitReq {
+func (e *localEngine) commit(ctx context.Context, own *commitReq, batch []*commitReq) []*commitReq {
 	defer func() {
 		for _, r := range batch {
 			if r != own {
@@ -136,7 +132,7 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	}()
 	first := batch[0]
 	if len(batch) == 1 && first == own && first.blob == nil {
-		s.recordTx(ctx, own)
+		e.recordTx(ctx, own)
 		return batch
 	}
 	// The rows of other writes, or of writes that may join, do not fail
@@ -156,7 +152,7 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	// it waits for every blob of the batch, and the transaction commits
 	// once all are in place. One that failed fails it, and each write is
 	// then recorded alone, where only that one fails again.
-	c := &s.commits
+	c := &e.commits
 	joining := first.blob != nil
 	// inPlace is set once the first write's blob is in place: the writes
 	// queued until then still join.
@@ -166,7 +162,7 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 			if more := c.take(); len(more) > 0 {
 				batch = append(batch, more...)
 				// A test's way to see writes join.
-				s.fault("write:joined")
+				fault(e, "write:joined")
 				var parts []index.NewPart
 				for _, r := range more {
 					parts = append(parts, r.parts...)
@@ -204,17 +200,17 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 	// A test's stand-in for a shared transaction that failed.
 	var err error
 	if len(batch) > 1 {
-		err = s.fault("write:shared")
+		err = fault(e, "write:shared")
 	}
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = s.recordGathering(ctx, all, gather, logSync)
+		recs, err = e.recordGathering(ctx, all, gather, logSync)
 	}
 	if err == nil {
 		for _, r := range batch {
 			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
 		}
-		s.barrierAfter(batch)
+		e.barrierAfter(batch)
 		return batch
 	}
 	// A commit whose answer was lost may have recorded every part: writing
@@ -230,14 +226,14 @@ func (s *Store) commit(ctx context.Context, own *commitReq, batch []*commitReq) 
 		return batch
 	}
 	for _, r := range batch {
-		s.recordTx(ctx, r)
+		e.recordTx(ctx, r)
 	}
 	return batch
 }
 
 // recordTx records r's parts in one transaction, and takes the barrier
 // after it that r's ready may ask for.
-func (s *Store) recordTx(ctx context.Context, r *commitReq) {
+func (e *localEngine) recordTx(ctx context.Context, r *commitReq) {
 	var gather func() ([]index.NewPart, error)
 	if r.ready != nil {
 		gather = func() ([]index.NewPart, error) {
@@ -246,9 +242,9 @@ func (s *Store) recordTx(ctx context.Context, r *commitReq) {
 			return nil, err
 		}
 	}
-	r.recs, r.err = s.recordGathering(ctx, r.parts, gather, func() bool { return !r.barrier })
+	r.recs, r.err = e.recordGathering(ctx, r.parts, gather, func() bool { return !r.barrier })
 	if r.err == nil {
-		s.barrierAfter([]*commitReq{r})
+		e.barrierAfter([]*commitReq{r})
 	}
 }
 
@@ -256,13 +252,13 @@ func (s *Store) recordTx(ctx context.Context, r *commitReq) {
 // barrier that its writes' names wait for, if any do, and tells them how
 // it went. It also makes the transaction durable, if it left its log
 // unsynced.
-func (s *Store) barrierAfter(batch []*commitReq) {
+func (e *localEngine) barrierAfter(batch []*commitReq) {
 	for _, r := range batch {
 		if r.barrier {
 			// A test's way to stop a writer between the commit and the
 			// barrier.
-			s.fault("write:barrier")
-			err := s.group.wait(s.blobs)
+			fault(e, "write:barrier")
+			err := e.group.wait(e.barrier)
 			for _, r := range batch {
 				if r.barrier {
 					r.barrierErr = err
@@ -276,28 +272,25 @@ func (s *Store) barrierAfter(batch []*commitReq) {
 // recordGathering records parts, and those gather returns, in one
 // transaction (see index.RecordGatheringLogUnsynced), counting the log
 // syncs.
-func (s *Store) recordGathering(ctx context.Context, parts []index.NewPart, gather func() ([]index.NewPart, error),
+func (e *localEngine) recordGathering(ctx context.Context, parts []index.NewPart, gather func() ([]index.NewPart, error),
 	logSync func() bool) ([]index.Recorded, error) {
 	unsynced := false
-	recs, err := s.index.RecordGatheringLogUnsynced(ctx, parts, gather, func() bool {
+	recs, err := e.ix.RecordGatheringLogUnsynced(ctx, parts, gather, func() bool {
 		unsynced = !logSync()
 		return !unsynced
 	})
-	if s.blobs.Durability() == cas.SyncFull && !s.recentKeysMayBeLost && !unsynced {
-		s.commitSyncs.Add(1)
+	if e.blobs.Durability() == cas.SyncFull && !e.recentKeysMayBeLost && !unsynced {
+		e.commitSyncs.Add(1)
 	}
 	return recs, err
 }
 
-// Barriers returns how many file-system barriers this Store's writes have
-// issued since Open: blob files and shard directories synced (see
-// cas.Store.Syncs), and one for each index transaction that synced its log.
-// The index's checkpoints, which sync the database now and then, are not
-// counted. Benchmarks divide it by the steps written. On a store on S3,
-// whose blobs and index live on servers that make them durable, it is 0.
-func (s *Store) Barriers() int64 {
-	if s.blobs == nil {
-		return 0
+// barrier takes the file system's barrier for the group's writes.
+func (e *localEngine) barrier() error {
+	// A test's way to look at the writes when their barrier is taken.
+	if err := fault(e, "group:barrier"); err != nil {
+		return err
 	}
-	return s.blobs.Syncs() + s.commitSyncs.Load()
+	count(e, "group:barrier", 1)
+	return e.blobs.Barrier()
 }

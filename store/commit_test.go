@@ -90,9 +90,7 @@ func testGroupCommit(t *testing.T, sharedErr error) {
 			}
 		}
 	}
-	s.commits.mu.Lock()
-	batches := append([]int(nil), s.commits.batches...)
-	s.commits.mu.Unlock()
+	batches := counted(s, "commit:batch")
 	if len(batches) >= writers || shared == 0 {
 		t.Errorf("%d batches for %d writes (%v), %d shared: none was shared", len(batches), writers, batches, shared)
 	}
@@ -106,9 +104,9 @@ func testGroupCommit(t *testing.T, sharedErr error) {
 func waitQueued(s *Store, n int) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		s.commits.mu.Lock()
-		queued := len(s.commits.pending)
-		s.commits.mu.Unlock()
+		localOf(s).commits.mu.Lock()
+		queued := len(localOf(s).commits.pending)
+		localOf(s).commits.mu.Unlock()
 		if queued == n {
 			return true
 		}
@@ -160,7 +158,7 @@ func testWritesJoin(t *testing.T, failing int) {
 		}
 		return nil
 	}))
-	if !s.statementsEarly(16) {
+	if !localOf(s).statementsEarly(16) {
 		t.Fatal("a store writing alone does not run its statements while its blob is written: nothing can join")
 	}
 	var wg sync.WaitGroup
@@ -220,7 +218,7 @@ func testWritesJoin(t *testing.T, failing int) {
 			t.Error("no write failed, want the one whose blob failed")
 		}
 	}
-	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	ps, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil || len(ps) != writers-nFailed {
 		t.Errorf("%d parts recorded (%v), want %d", len(ps), err, writers-nFailed)
 	}
@@ -229,9 +227,7 @@ func testWritesJoin(t *testing.T, failing int) {
 			t.Errorf("the write whose blob failed has a row: %s", p.Key)
 		}
 	}
-	s.commits.mu.Lock()
-	batches := append([]int(nil), s.commits.batches...)
-	s.commits.mu.Unlock()
+	batches := counted(s, "commit:batch")
 	if len(batches) != 1 || batches[0] != writers {
 		t.Errorf("transactions of %v writes, want one of all %d", batches, writers)
 	}
@@ -242,9 +238,9 @@ func testWritesJoin(t *testing.T, failing int) {
 func waitCommitting(s *Store) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		s.commits.mu.Lock()
-		busy := s.commits.busy
-		s.commits.mu.Unlock()
+		localOf(s).commits.mu.Lock()
+		busy := localOf(s).commits.busy
+		localOf(s).commits.mu.Unlock()
 		if busy {
 			return true
 		}

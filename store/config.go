@@ -44,9 +44,9 @@ func loadStore(raw json.RawMessage) (hook.Store, error) {
 		}
 	}
 	if p.ReadOnly {
-		return OpenAt(context.Background(), p.Dir, append(opts, ReadOnly())...)
+		return Open(context.Background(), p.Dir, append(opts, ReadOnly())...)
 	}
-	return OpenAt(context.Background(), p.Dir, append(opts, WithCreate())...)
+	return Open(context.Background(), p.Dir, append(opts, WithCreate())...)
 }
 
 // StoreConfig returns the store's configuration, for saving a hook.

@@ -106,7 +106,7 @@ type CopyResult struct {
 // Copy again once the writes are done.
 func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, error) {
 	var res CopyResult
-	if err := dst.writable("copy"); err != nil {
+	if _, err := dst.writer("copy"); err != nil {
 		return res, err
 	}
 	if sameStore(dst, src) {
@@ -127,8 +127,8 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 
 	// Check: nothing is written while a conflict may still turn up.
 	var done int64
-	err := eachPage(ctx, src.index, batch, func(ps []index.Part) error {
-		if _, err := dst.index.CheckImport(ctx, ps); err != nil {
+	err := eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
+		if _, err := dst.ix.CheckImport(ctx, ps); err != nil {
 			return err
 		}
 		done += int64(len(ps))
@@ -146,7 +146,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	// Copy.
 	c := copier{ctx: ctx, dst: dst, src: src, res: &res}
 	done = 0
-	err = eachPage(ctx, src.index, batch, func(ps []index.Part) error {
+	err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
 		if err := c.page(ps); err != nil {
 			return err
 		}
@@ -164,9 +164,9 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	// Verify.
 	done = 0
 	var last cas.Blob
-	err = eachPage(ctx, src.index, batch, func(ps []index.Part) error {
+	err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
 		for _, p := range ps {
-			q, err := dst.index.PartAt(ctx, p.Run, p.Key, p.Version)
+			q, err := dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
 			if errors.Is(err, index.ErrNotFound) {
 				return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
 			}
@@ -181,7 +181,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 			if q.Blob == last {
 				continue
 			}
-			if err := readBack(ctx, dst.Backend(), q.Blob); err != nil {
+			if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
 				return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
 			}
 			last = q.Blob
@@ -213,7 +213,7 @@ type copier struct {
 // lacks, then their rows, in one transaction, under the writers' lock (on
 // an object store, a blob lease).
 func (c *copier) page(ps []index.Part) error {
-	present, err := c.dst.index.CheckImport(c.ctx, ps)
+	present, err := c.dst.ix.CheckImport(c.ctx, ps)
 	if err != nil {
 		return err
 	}
@@ -238,41 +238,31 @@ func (c *copier) page(ps []index.Part) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	// put may run twice on an object store (see underLease): what it
-	// counts is what its last run found.
+	// put may run twice on an object store (see sharedEngine.guard): what
+	// it counts is what its last run found.
 	var blobs CopyResult
-	put := func(ctx context.Context) error {
+	put := func(ctx context.Context) ([]cas.PutResult, error) {
 		blobs = CopyResult{}
+		var puts []cas.PutResult
 		for _, p := range need {
-			if err := c.copyBlob(ctx, p, &blobs); err != nil {
-				return err
+			r, err := c.copyBlob(ctx, p, &blobs)
+			if err != nil {
+				return puts, err
 			}
+			puts = append(puts, r)
 		}
 		// A test's way to stop a copy with the batch's blobs stored and
 		// its rows not yet committed.
-		return c.dst.fault("copy:blobs")
+		return puts, fault(c.dst.eng, "copy:blobs")
 	}
 	var n int
 	// commit's ctx carries the blob lease on an object store, so that the
-	// transaction checks it still holds (see underLease).
-	commit := func(ctx context.Context) ([]index.Recorded, error) {
-		var err error
-		n, err = c.dst.index.Import(ctx, todo)
-		return nil, err
+	// transaction checks it still holds.
+	commit := func(ctx context.Context) (err error) {
+		n, err = c.dst.ix.Import(ctx, todo)
+		return err
 	}
-	if c.dst.remote != nil {
-		_, err = c.dst.underLease(c.ctx, put, commit)
-	} else {
-		var unlock func()
-		if unlock, err = c.dst.sharedLock(c.ctx); err != nil {
-			return err
-		}
-		if err = put(c.ctx); err == nil {
-			_, err = commit(c.ctx)
-		}
-		unlock()
-	}
-	if err != nil {
+	if err := c.dst.eng.guard(c.ctx, put, commit); err != nil {
 		return err
 	}
 	c.res.BlobsCopied += blobs.BlobsCopied
@@ -292,36 +282,38 @@ func (c *copier) endBlob() {
 }
 
 // copyBlob makes sure the destination holds p's blob, copying it from the
-// source, checked, when it does not, and counts what it did in res.
-func (c *copier) copyBlob(ctx context.Context, p index.Part, res *CopyResult) error {
-	have, err := cas.Has(ctx, c.dst.Backend(), p.Blob)
+// source, checked, when it does not, and counts what it did in res. It
+// returns what the put did, for the guard to leave to gc a blob it made
+// whose rows did not commit.
+func (c *copier) copyBlob(ctx context.Context, p index.Part, res *CopyResult) (cas.PutResult, error) {
+	have, err := cas.Has(ctx, c.dst.eng.backend(), p.Blob)
 	if err != nil {
-		return fmt.Errorf("%s: blob %s in the destination: %w", p.Key, p.Blob, err)
+		return cas.PutResult{}, fmt.Errorf("%s: blob %s in the destination: %w", p.Key, p.Blob, err)
 	}
 	if have {
 		res.BlobsSkipped++
-		return nil
+		return cas.PutResult{Blob: p.Blob, Existed: true}, nil
 	}
-	r, err := c.src.Backend().Open(ctx, p.Blob)
+	r, err := c.src.eng.backend().Open(ctx, p.Blob)
 	if err != nil {
-		return fmt.Errorf("%s: read blob %s: %w", p.Key, p.Blob, err)
+		return cas.PutResult{}, fmt.Errorf("%s: read blob %s: %w", p.Key, p.Blob, err)
 	}
 	defer r.Close()
-	put, err := c.dst.Backend().Put(ctx, r, p.Blob.Ext)
+	put, err := c.dst.eng.backend().Put(ctx, r, p.Blob.Ext)
 	if err != nil {
-		return fmt.Errorf("%s: copy blob %s: %w", p.Key, p.Blob, err)
+		return cas.PutResult{}, fmt.Errorf("%s: copy blob %s: %w", p.Key, p.Blob, err)
 	}
 	if put.Blob != p.Blob {
 		// The source's reader checks the digest: this cannot happen.
-		return fmt.Errorf("%s: blob %s was stored as %s", p.Key, p.Blob, put.Blob)
+		return put, fmt.Errorf("%s: blob %s was stored as %s", p.Key, p.Blob, put.Blob)
 	}
 	if put.Existed {
 		res.BlobsSkipped++
-		return nil
+		return put, nil
 	}
 	res.BlobsCopied++
 	res.BytesCopied += put.Size
-	return nil
+	return put, nil
 }
 
 // readBack reads a blob from where a backend stores it, past any cache,
@@ -359,11 +351,8 @@ func eachPage(ctx context.Context, x *index.Index, n int, f func([]index.Part) e
 // the same object store location, or one index (a PostgreSQL database both
 // name).
 func sameStore(a, b *Store) bool {
-	if a.index.Path() == b.index.Path() {
+	if a.ix.Path() == b.ix.Path() || a.Location() == b.Location() {
 		return true
-	}
-	if a.remote != nil || b.remote != nil {
-		return a.Location() == b.Location()
 	}
 	fa, errA := os.Stat(a.dir)
 	fb, errB := os.Stat(b.dir)

@@ -71,7 +71,7 @@ func fillSource(t *testing.T, s *Store, c *clock, runs int) {
 		}
 	}
 	mustWrite(t, s, item("doomed", 1, "pruned before the copy"))
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "doomed"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "doomed"}); err != nil {
 		t.Fatal(err)
 	}
 	c.t = c.t.Add(DefaultPackAge + time.Hour)
@@ -86,23 +86,23 @@ func fillSource(t *testing.T, s *Store, c *clock, runs int) {
 func checkCopied(t *testing.T, dst, src *Store) {
 	t.Helper()
 	ctx := context.Background()
-	want, err := src.List(ctx, index.ListOptions{AllVersions: true})
+	want, err := src.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range want {
-		q, err := dst.index.PartAt(ctx, p.Run, p.Key, p.Version)
+		q, err := dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
 		if err != nil {
 			t.Fatalf("%s@%d not copied: %v", p.Key, p.Version, err)
 		}
-		if !index.SamePart(p, q) {
+		if !index.SamePart(indexPart(p), q) {
 			t.Fatalf("copied %+v, source %+v", q, p)
 		}
-		a, err := cas.ReadBlob(ctx, src.Backend(), p.Blob)
+		a, err := cas.ReadBlob(ctx, src.eng.backend(), p.Blob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := cas.ReadBlob(ctx, dst.Backend(), q.Blob)
+		b, err := cas.ReadBlob(ctx, dst.eng.backend(), q.Blob)
 		if err != nil {
 			t.Fatalf("%s@%d: %v", p.Key, p.Version, err)
 		}
@@ -110,7 +110,7 @@ func checkCopied(t *testing.T, dst, src *Store) {
 			t.Fatalf("%s@%d: bytes differ", p.Key, p.Version)
 		}
 	}
-	if drift, err := dst.index.CountDrift(ctx); err != nil || len(drift) > 0 {
+	if drift, err := dst.ix.CountDrift(ctx); err != nil || len(drift) > 0 {
 		t.Fatalf("destination's counters: %v, %v", drift, err)
 	}
 	v, err := dst.Verify(ctx, VerifyOptions{})
@@ -124,7 +124,7 @@ func checkCopied(t *testing.T, dst, src *Store) {
 
 func countParts(t *testing.T, s *Store) int {
 	t.Helper()
-	ps, err := s.List(context.Background(), index.ListOptions{AllVersions: true})
+	ps, err := s.List(context.Background(), ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCopy(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := int64(countParts(t, src))
-			refs, err := src.index.ReferencedBlobs(ctx)
+			refs, err := src.ix.ReferencedBlobs(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ func TestCopyConflict(t *testing.T) {
 		t.Errorf("the refused copy left %d parts, want %d", after, before)
 	}
 	n := 0
-	if err := dst.blobs.Walk(ctx, func(e cas.Entry) error {
+	if err := localOf(dst).blobs.Walk(ctx, func(e cas.Entry) error {
 		if e.Kind == cas.EntryBlob {
 			n++
 		}
@@ -320,7 +320,7 @@ func TestCopyCorruption(t *testing.T) {
 	if !errors.Is(err, cas.ErrCorrupt) || !strings.Contains(err.Error(), bad.Key) {
 		t.Fatalf("Copy from a corrupt source = %v, want ErrCorrupt naming %s", err, bad.Key)
 	}
-	if _, err := dst.index.PartAt(ctx, "r", bad.Key, 1); !errors.Is(err, index.ErrNotFound) {
+	if _, err := dst.ix.PartAt(ctx, "r", bad.Key, 1); !errors.Is(err, index.ErrNotFound) {
 		t.Errorf("the corrupt part was recorded: %v", err)
 	}
 
@@ -366,7 +366,7 @@ func init() {
 		if len(a) > 4 && a[4] != "" {
 			opts = append(opts, WithCacheDir(a[4]))
 		}
-		dst, err := OpenAt(ctx, a[1], opts...)
+		dst, err := Open(ctx, a[1], opts...)
 		if err != nil {
 			return err
 		}
@@ -406,7 +406,7 @@ func TestCopyKilled(t *testing.T) {
 					cache = t.TempDir()
 					childEnv = []string{"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey}
 					reopen = func() *Store {
-						s, err := OpenAt(ctx, e.url, e.options(cache)...)
+						s, err := Open(ctx, e.url, e.options(cache)...)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -499,7 +499,7 @@ func TestCopyS3(t *testing.T) {
 	}
 	checkCopied(t, back, src)
 	// The same store on S3, opened twice, with another cache.
-	other, err := OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	other, err := Open(ctx, e.url, e.options(t.TempDir())...)
 	if err != nil {
 		t.Fatal(err)
 	}

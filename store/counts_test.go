@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	_ "modernc.org/sqlite"
-
-	"github.com/toolcas/toolcas/index"
 )
 
 // TestVerifyReportsCountDriftAndRepairFixesIt damages the counters behind
@@ -23,7 +21,7 @@ func TestVerifyReportsCountDriftAndRepairFixesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", s.Index().Path())
+	db, err := sql.Open("sqlite", s.ix.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +71,7 @@ func TestCountsThroughGCAndPack(t *testing.T) {
 	s := MustOpen(t)
 	recount := func(when string) {
 		t.Helper()
-		drift, err := s.Index().CountDrift(ctx)
+		drift, err := s.ix.CountDrift(ctx)
 		if err != nil || len(drift) > 0 {
 			t.Fatalf("%s: drift %q, %v", when, drift, err)
 		}
@@ -89,7 +87,7 @@ func TestCountsThroughGCAndPack(t *testing.T) {
 			t.Fatal(err)
 		}
 		recount("after pack")
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprint("run", round, "-0")}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprint("run", round, "-0")}); err != nil {
 			t.Fatal(err)
 		}
 		recount("after prune")

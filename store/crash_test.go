@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
-	"github.com/toolcas/toolcas/index"
 )
 
 var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (default 40, 16 with -short)")
@@ -130,7 +129,7 @@ func crashLoop(t *testing.T) {
 	// Each killed writer left its marker, and Open checked the blobs each
 	// covers: a kill loses nothing a file holds, so no row goes.
 	if rec := s.Recovered(); len(rec) > 0 {
-		t.Errorf("open after the kills dropped %d rows: %v", len(rec), keysOf(rec))
+		t.Errorf("open after the kills dropped %d rows: %v", len(rec), partKeys(rec))
 	}
 	if markers, _ := os.ReadDir(filepath.Join(dir, UnsyncedDir)); len(markers) > 0 {
 		t.Errorf("markers left after open: %v", markers)
@@ -159,7 +158,7 @@ func crashLoop(t *testing.T) {
 		if err := checkContent(c.Data); err != nil {
 			t.Errorf("committed %s: %v", key, err)
 		}
-		vs, err := s.index.Versions(ctx, key)
+		vs, err := s.ix.Versions(ctx, key)
 		found := false
 		for _, v := range vs {
 			found = found || v.Blob.Digest.String() == digest
@@ -170,7 +169,7 @@ func crashLoop(t *testing.T) {
 		checked++
 	}
 	// Every row reads back bytes that check.
-	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	all, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +191,7 @@ func crashLoop(t *testing.T) {
 		t.Errorf("verify after the crashes: corrupt %v, missing %v, index %v", res.Corrupt, res.Missing, res.IndexProblems)
 	}
 	leftovers := len(res.Temp) + len(res.Orphans)
-	packs, _, _, err := s.blobs.Packs(ctx)
+	packs, _, _, err := localOf(s).blobs.Packs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestDurabilityByName(t *testing.T) {
 			if _, p := s.StoreConfig(); p.(params).Durability != tc.name {
 				t.Errorf("StoreConfig durability %q, want %q", p.(params).Durability, tc.name)
 			}
-			synced, err := s.Index().CommitsSynced(ctx)
+			synced, err := s.ix.CommitsSynced(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,8 +45,8 @@ func TestDurabilityByName(t *testing.T) {
 				t.Errorf("index commits synced: %v, want %v", synced, tc.synced)
 			}
 			// Blobs stay durable in every mode but none.
-			if full := s.Blobs().Durability().String() == "full"; full != (tc.name != "none") {
-				t.Errorf("blob durability %v", s.Blobs().Durability())
+			if full := localOf(s).blobs.Durability().String() == "full"; full != (tc.name != "none") {
+				t.Errorf("blob durability %v", localOf(s).blobs.Durability())
 			}
 			if _, err := s.Write(ctx, []hook.Item{item("r", 1, "some text")}); err != nil {
 				t.Fatal(err)

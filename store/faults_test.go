@@ -52,7 +52,7 @@ func TestGCFailsClosed(t *testing.T) {
 			keep := mustWrite(t, s, item("keep", 1, "kept"))
 			garbage := mustWrite(t, s, item("junk", 1, "garbage one"), item("junk", 2, "garbage two"))
 			os.WriteFile(filepath.Join(s.Dir(), "blobs", "00", ".tmp-old"), []byte("x"), 0o644)
-			if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+			if _, err := s.Prune(ctx, PruneOptions{Run: "junk"}); err != nil {
 				t.Fatal(err)
 			}
 			mu.Lock()
@@ -78,7 +78,7 @@ func TestGCFailsClosed(t *testing.T) {
 				t.Error("temp file deleted by a failed gc")
 			}
 			for _, st := range garbage {
-				if _, err := s.index.Blob(ctx, blobOf(t, s, st)); err != nil {
+				if _, err := s.ix.Blob(ctx, blobOf(t, s, st)); err != nil {
 					t.Errorf("blob row of %s deleted by a failed gc: %v", st.Key, err)
 				}
 			}
@@ -114,7 +114,7 @@ func TestGCFailsAfterRowsDeleted(t *testing.T) {
 	}))
 	keep := mustWrite(t, s, item("keep", 1, "kept"))
 	garbage := mustWrite(t, s, item("junk", 1, "garbage one"), item("junk", 2, "garbage two"))
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "junk"}); err != nil {
 		t.Fatal(err)
 	}
 	blobs := map[cas.Blob]bool{}
@@ -128,7 +128,7 @@ func TestGCFailsAfterRowsDeleted(t *testing.T) {
 		t.Fatalf("GC = %+v, %v; want the injected error", res, err)
 	}
 	for b := range blobs {
-		if _, err := s.index.Blob(ctx, b); !errors.Is(err, index.ErrNotFound) {
+		if _, err := s.ix.Blob(ctx, b); !errors.Is(err, index.ErrNotFound) {
 			t.Errorf("row of %s: %v; want it deleted before the failure", b, err)
 		}
 	}
@@ -429,7 +429,7 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open for maintenance at 0 bytes free: %v", err)
 				}
-				pr, err := m.Prune(ctx, index.PruneOptions{Before: before})
+				pr, err := m.Prune(ctx, PruneOptions{Before: before})
 				if err == nil || !strings.Contains(err.Error(), "disk is full") {
 					t.Errorf("prune at 0 bytes free with a reserve of %d: %+v, %v; want it to fail for want of space", tc.tooSmall, pr, err)
 				}
@@ -463,7 +463,7 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 				t.Fatalf("open for maintenance at 0 bytes free: %v", err)
 			}
 			defer m.Close()
-			pr, err := m.Prune(ctx, index.PruneOptions{Before: before})
+			pr, err := m.Prune(ctx, PruneOptions{Before: before})
 			if want := int64(tc.prune * tc.parts); err != nil || pr.RemovedParts != want {
 				t.Fatalf("prune at 0 bytes free, index of %d bytes, reserve of %d: %+v, %v; want %d parts removed",
 					ixBytes, tc.reserve, pr, err, want)

@@ -2,14 +2,11 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -20,8 +17,9 @@ import (
 // unless told otherwise.
 const DefaultGrace = time.Hour
 
-// ErrMissingBlobs is returned by GC when index rows point at blob files that
-// are not there: something is wrong that verify should look at first.
+// ErrMissingBlobs is returned by GC when index rows point at blobs that are
+// not there: something is wrong that verify should look at first. Reads of
+// a part whose blob is missing wrap it too.
 var ErrMissingBlobs = errors.New("index rows point at missing blobs")
 
 // GCOptions configure GC.
@@ -64,199 +62,290 @@ type GCResult struct {
 	UnusedPackedBytes int64
 }
 
-// GC removes the blobs no index row uses and that are older than the grace
-// period, and temp files older than it. It marks a shard at a time (its
-// memory follows a shard and the garbage, not the store) without a lock,
-// writers writing on. It sweeps holding gc.lock exclusively, so that no
-// writer is between its blob and its row, in short holds with writers let
-// in between, each deleting the rows of a batch of the garbage in one
-// transaction (which checks again that no part uses them) and unlinking
-// their files; see sweeper.sweep. A dry run takes no lock. It fails closed: any error
-// while listing rows or files stops it before it deletes anything. It
-// refuses to run while rows point at missing blobs. Rows are deleted and
-// committed before their files are unlinked.
-func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
-	if s.remote != nil {
-		return s.gcRemote(ctx, o)
+// GCPlan is what a gc decides before it removes anything: which blobs go
+// and why, which stay for now, and what stops it. PlanGC makes one; GC
+// makes one and sweeps it, checking again under the store's locks what may
+// have changed since (a blob a writer stored again meanwhile stays).
+type GCPlan struct {
+	// At is when the plan was made, Grace the grace period it applies:
+	// what is younger than At - Grace stays.
+	At    time.Time
+	Grace time.Duration
+	// Remove lists the blobs gc removes: no part uses them and they are
+	// older than the grace period.
+	Remove []GCBlob
+	// Young lists the blobs no part uses that stay because they are younger
+	// than the grace period.
+	Young []GCBlob
+	// Missing lists blobs that parts use and that are nowhere: while any
+	// are, gc removes nothing (ErrMissingBlobs).
+	Missing []cas.Blob
+	// StaleRows lists the rows of blobs that no part uses and that are
+	// nowhere: gc deletes the rows.
+	StaleRows []cas.Blob
+	// Temps lists the temp files older than the grace period.
+	Temps []GCTemp
+	// Packs says what gc does to pack files; PackTemps lists the temp
+	// files in packs/ older than the grace period, and LooseCopies the
+	// loose files of blobs that the pack their row names holds too. GC
+	// decides them again once it has deleted the rows of what it removes.
+	Packs       []GCPack
+	PackTemps   []string
+	LooseCopies []cas.Blob
+
+	// hasPacks says the store has pack files or rows naming packs, and
+	// looseCopies lists loose files of blobs whose rows name a pack: what
+	// the sweep of packs needs from the mark. planPacks says whether the
+	// mark plans for packs too (GC decides for them as it sweeps).
+	hasPacks    bool
+	looseCopies map[cas.Blob]cas.Entry
+	planPacks   bool
+}
+
+// GCBlob is a blob in a gc's plan.
+type GCBlob struct {
+	Blob cas.Blob
+	Size int64
+	// ModTime is when the blob was last written or stored again.
+	ModTime time.Time
+	// Pack names the pack holding the blob when it is not a file of its
+	// own: its bytes go when gc rewrites the pack.
+	Pack string
+	// Reason says why no part uses it.
+	Reason GCReason
+	// id is the blob's row, 0 when no row names it.
+	id int64
+}
+
+// GCReason says why no part uses a blob.
+type GCReason int
+
+// The reasons a blob is unused.
+const (
+	// GCNoRow: no row of the index names the blob, as a write that died
+	// between its blob and its row leaves it.
+	GCNoRow GCReason = iota + 1
+	// GCUnused: the blob's row is used by no part: they were pruned.
+	GCUnused
+)
+
+func (r GCReason) String() string {
+	switch r {
+	case GCNoRow:
+		return "no index row names it"
+	case GCUnused:
+		return "no part uses it"
 	}
-	if err := s.writable("gc"); err != nil {
+	return fmt.Sprintf("GCReason(%d)", int(r))
+}
+
+// GCTemp is a temp file in a gc's plan.
+type GCTemp struct {
+	// Path is the file's path under the store root.
+	Path string
+	// InUse says a live writer still holds it: it stays.
+	InUse bool
+}
+
+// GCPack is what gc does to one pack file.
+type GCPack struct {
+	Name string
+	// Action is what happens to it.
+	Action GCPackAction
+	// Size is the pack file's size; DeadBytes the bytes of the blobs in it
+	// no part uses, of RawBytes in all.
+	Size, DeadBytes, RawBytes int64
+	// live are the blobs a rewrite keeps.
+	live []cas.Blob
+}
+
+// GCPackAction is what gc does to a pack file.
+type GCPackAction int
+
+// What gc does to packs.
+const (
+	// GCDropPack removes a pack no part uses a blob of.
+	GCDropPack GCPackAction = iota + 1
+	// GCRewritePack writes a pack anew with the blobs parts use, once more
+	// than RewriteThreshold of its bytes are unused.
+	GCRewritePack
+	// GCDropUnrecorded removes a pack no row names, older than the grace
+	// period: a pack that stopped before its rows, whose blobs are loose.
+	GCDropUnrecorded
+)
+
+func (a GCPackAction) String() string {
+	switch a {
+	case GCDropPack:
+		return "drop"
+	case GCRewritePack:
+		return "rewrite"
+	case GCDropUnrecorded:
+		return "drop unrecorded"
+	}
+	return fmt.Sprintf("GCPackAction(%d)", int(a))
+}
+
+// GC removes the blobs no index row uses and that are older than the grace
+// period, and temp files older than it. It plans first (see PlanGC),
+// without a lock, writers writing on; it fails closed: any error while
+// listing rows or files stops it before it deletes anything, and it
+// refuses to run while rows point at missing blobs. Then the store's
+// engine sweeps the plan, rows deleted and committed before their blobs
+// go, in short holds of its lock with writers let in between, each
+// checking again that no part uses what it deletes. A dry run returns what
+// the plan would remove, and takes no lock.
+//
+// One gc runs at a time on an index, however many machines share it (the
+// index's gc lock, an advisory lock on PostgreSQL), taken before the plan
+// and checked before each delete.
+func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
+	e, err := s.writer("gc")
+	if err != nil {
 		return GCResult{}, err
 	}
-	s.release()
-	defer makeReserve(s.dir, s.reserve)
 	timeout, err := checkGCOptions(o)
 	if err != nil {
 		return GCResult{}, err
 	}
-	// One gc at a time on the index: gc.lock is a file lock, which holds
-	// only for the processes of one machine, and an index on PostgreSQL may
-	// be shared beyond it. The index's gc lock (an advisory lock there,
-	// nothing on SQLite) is taken before the mark, and checked before each
-	// delete. A dry run deletes nothing and takes neither.
-	gcLock, err := s.indexGCLock(ctx, o.DryRun)
-	if err != nil {
-		return GCResult{}, err
-	}
-	if gcLock != nil {
+	defer e.freeSpace()()
+	var gcLock *index.GCLock
+	if !o.DryRun {
+		if gcLock, err = s.indexGCLock(ctx); err != nil {
+			return GCResult{}, err
+		}
 		defer gcLock.Release()
 	}
-	stillHeld := func() error {
-		if gcLock == nil {
-			return nil
-		}
-		return gcLock.Held(ctx)
-	}
-	res := GCResult{DryRun: o.DryRun}
-	now := s.now()
-	cutoff := now.Add(-o.Grace)
-	old := olderThan(now, o.Grace)
-
-	// Mark: what the index uses, what is on disk, a shard at a time.
-	m, err := s.mark(ctx, old, o.Progress)
+	p, err := s.planGC(ctx, o, o.DryRun)
 	if err != nil {
 		return GCResult{}, err
-	}
-	res.KeptYoung = m.keptYoung
-	if len(m.missing) > 0 {
-		// Blobs Repair quarantined are known damage: their rows wait for
-		// the same content to be written again.
-		quarantined, err := s.Quarantined(ctx)
-		if err != nil {
-			return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
-		}
-		m.missing = slices.DeleteFunc(m.missing, func(b cas.Blob) bool { return quarantined[b] })
-	}
-	if len(m.missing) > 0 {
-		slices.SortFunc(m.missing, byFileName)
-		return GCResult{}, fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; casctl repair drops their rows",
-			ErrMissingBlobs, len(m.missing), s.blobs.Path(m.missing[0]))
-	}
-	stale, oldTemps := m.stale, m.oldTemps
-	// What the pack sweep asks of the mark, when there are packs: the
-	// candidates, and loose copies of blobs whose rows name a pack.
-	onDisk := map[cas.Blob]cas.Entry{}
-	if m.packs {
-		for _, g := range m.garbage {
-			onDisk[g.blob] = g.entry(g.blob)
-		}
-		for b, e := range m.looseCopies {
-			if _, ok := onDisk[b]; !ok {
-				onDisk[b] = e
-			}
-		}
 	}
 	if o.DryRun {
-		slices.SortFunc(m.garbage, func(a, b gcGarbage) int { return byFileName(a.blob, b.blob) })
-		res.Removed = make([]cas.Blob, 0, len(m.garbage))
-		for _, g := range m.garbage {
-			if g.pack != "" {
-				// Its bytes go when its pack is rewritten.
-				res.UnusedPacked++
-				res.UnusedPackedBytes += g.size
-				continue
-			}
-			res.RemovedBlobs++
-			res.FreedBytes += g.size
-			res.Removed = append(res.Removed, g.blob)
-		}
-		// As the sweep would: one a live writer holds stays.
-		for _, t := range oldTemps {
-			if s.blobs.TempInUse(t.RelPath) {
-				res.InUseTemp++
-			} else {
-				res.RemovedTemp++
-			}
-		}
-		if m.packs {
-			dying := make(map[cas.Blob]bool, len(m.garbage))
-			for _, g := range m.garbage {
-				dying[g.blob] = true
-			}
-			res.Packs, err = s.sweepPacks(ctx, cutoff, true, onDisk, dying)
-			if err != nil {
-				return GCResult{}, fmt.Errorf("store: gc: packs: %w", err)
-			}
-		}
-		return res, nil
+		return p.dryRun(), nil
 	}
+	if err := fault(e, "gc:marked"); err != nil {
+		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+	}
+	res := GCResult{KeptYoung: len(p.Young)}
+	err = e.sweepGC(ctx, p, func() error { return gcLock.Held(ctx) }, timeout, &res)
+	slices.SortFunc(res.Removed, byFileName)
+	return res, err
+}
 
-	if err := s.fault("gc:marked"); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+// PlanGC decides what GC would remove now with o's grace period, and why,
+// and removes nothing. It fails with ErrMissingBlobs while rows point at
+// missing blobs, as GC does.
+func (s *Store) PlanGC(ctx context.Context, o GCOptions) (*GCPlan, error) {
+	return s.planGC(ctx, o, true)
+}
+
+// planGC is PlanGC; packs says whether to plan for packs.
+func (s *Store) planGC(ctx context.Context, o GCOptions, packs bool) (*GCPlan, error) {
+	if _, err := checkGCOptions(o); err != nil {
+		return nil, err
 	}
-	sw := &sweeper{s: s, timeout: timeout}
-	defer sw.unlock()
-	// The first hold: gc.lock exclusively before anything is deleted.
-	if err := sw.lock(ctx); err != nil {
-		return GCResult{}, err
+	p := &GCPlan{At: s.now(), Grace: o.Grace, looseCopies: map[cas.Blob]cas.Entry{}, planPacks: packs}
+	if err := s.eng.markGC(ctx, p, o.Progress); err != nil {
+		return nil, err
 	}
-	if err := s.fault("gc:sweep"); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+	if err := s.recheckMissing(ctx, p); err != nil {
+		return nil, err
 	}
-	if err := stillHeld(); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+	if err := s.refuseMissing(ctx, p); err != nil {
+		return nil, err
 	}
-	if len(stale) > 0 {
-		if _, err := s.index.DeleteBlobRows(ctx, stale); err != nil {
-			return GCResult{}, fmt.Errorf("store: gc: %w", err)
+	slices.SortFunc(p.Remove, byGCBlob)
+	slices.SortFunc(p.Young, byGCBlob)
+	return p, nil
+}
+
+// recheckMissing looks again at a row used and a blob the mark did not
+// see: stored since its shard was walked, or packed meanwhile, or truly
+// missing.
+func (s *Store) recheckMissing(ctx context.Context, p *GCPlan) error {
+	missing := p.Missing[:0]
+	for _, b := range p.Missing {
+		there, err := s.eng.present(ctx, b)
+		if err != nil {
+			return listError("blob files", err)
+		}
+		if !there {
+			missing = append(missing, b)
 		}
 	}
-	sw.unlock()
-	var errs []string
-	res.Removed = make([]cas.Blob, 0, len(m.garbage))
-	// The sweep unlinks from two goroutines: mu guards res and errs.
-	var mu sync.Mutex
-	err = sw.sweep(ctx, m.garbage, cutoff, now, stillHeld, func(g *gcGarbage) {
-		if g.pack != "" {
-			// Its bytes go when its pack is rewritten, below.
-			mu.Lock()
+	p.Missing = missing
+	return nil
+}
+
+// refuseMissing fails when the plan's rows point at blobs that are
+// nowhere, but for blobs Repair quarantined, which are known damage whose
+// rows wait for the same content to be written again.
+func (s *Store) refuseMissing(ctx context.Context, p *GCPlan) error {
+	if len(p.Missing) == 0 {
+		return nil
+	}
+	quarantined, err := s.Quarantined(ctx)
+	if err != nil {
+		return fmt.Errorf("store: gc: %w (nothing deleted)", err)
+	}
+	p.Missing = slices.DeleteFunc(p.Missing, func(b cas.Blob) bool { return quarantined[b] })
+	if len(p.Missing) == 0 {
+		return nil
+	}
+	slices.SortFunc(p.Missing, byFileName)
+	hint := "run casctl verify"
+	if _, ok := s.eng.(repairer); ok {
+		hint = "casctl repair drops their rows"
+	}
+	return fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; %s",
+		ErrMissingBlobs, len(p.Missing), s.eng.name(p.Missing[0].RelPath()), hint)
+}
+
+// cutoff is the newest time a blob may have to go.
+func (p *GCPlan) cutoff() time.Time { return p.At.Add(-p.Grace) }
+
+// old reports whether a time is at least the grace period before the
+// plan. A file stamped in the future (a clock set back, a copy from
+// another machine) is taken as stamped now, so that it ages like the rest.
+func (p *GCPlan) old(t time.Time) bool {
+	if t.After(p.At) {
+		t = p.At
+	}
+	return !t.After(p.cutoff())
+}
+
+// unused adds a blob no part uses to what goes, or to what stays young.
+func (p *GCPlan) unused(b GCBlob) {
+	if p.old(b.ModTime) {
+		p.Remove = append(p.Remove, b)
+	} else {
+		p.Young = append(p.Young, b)
+	}
+}
+
+// dryRun is what GC reports of the plan on a dry run.
+func (p *GCPlan) dryRun() GCResult {
+	res := GCResult{DryRun: true, KeptYoung: len(p.Young), Removed: []cas.Blob{}}
+	for _, b := range p.Remove {
+		if b.Pack != "" {
+			// Its bytes go when its pack is rewritten.
 			res.UnusedPacked++
-			res.UnusedPackedBytes += g.size
-			mu.Unlock()
-			return
-		}
-		err := s.blobs.Remove(ctx, g.blob)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil && !errors.Is(err, cas.ErrNotFound) {
-			errs = append(errs, err.Error())
-			return
+			res.UnusedPackedBytes += b.Size
+			continue
 		}
 		res.RemovedBlobs++
-		res.FreedBytes += g.size
-		res.Removed = append(res.Removed, g.blob)
-	})
-	if err != nil {
-		return res, fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		res.FreedBytes += b.Size
+		res.Removed = append(res.Removed, b.Blob)
 	}
-	// Temp files and packs, in a last hold, when there are any.
-	if len(oldTemps) > 0 || m.packs {
-		if err := sw.lock(ctx); err != nil {
-			return res, fmt.Errorf("store: gc: %w", err)
-		}
-		for _, t := range oldTemps {
-			if err := s.blobs.RemoveTemp(ctx, t.RelPath); errors.Is(err, cas.ErrTempInUse) {
-				res.InUseTemp++
-				continue
-			} else if err != nil {
-				errs = append(errs, err.Error())
-				continue
-			}
+	for _, t := range p.Temps {
+		if t.InUse {
+			res.InUseTemp++
+		} else {
 			res.RemovedTemp++
 		}
-		if m.packs {
-			var err error
-			if res.Packs, err = s.sweepPacks(ctx, cutoff, false, onDisk, nil); err != nil {
-				errs = append(errs, "packs: "+err.Error())
-			}
-		}
-		sw.unlock()
 	}
-	slices.SortFunc(res.Removed, byFileName)
-	if len(errs) > 0 {
-		return res, fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
-			len(errs), strings.Join(errs, "; "))
-	}
-	return res, nil
+	res.Packs = packSweep(p)
+	return res
 }
 
 // byFileName orders blobs by their file names: by digest, then extension
@@ -268,6 +357,8 @@ func byFileName(a, b cas.Blob) int {
 	return strings.Compare(a.Ext, b.Ext)
 }
 
+func byGCBlob(a, b GCBlob) int { return byFileName(a.Blob, b.Blob) }
+
 // keysOf lists the keys of parts, for messages.
 func keysOf(ps []index.Part) []string {
 	out := make([]string, len(ps))
@@ -275,393 +366,6 @@ func keysOf(ps []index.Part) []string {
 		out[i] = p.Key
 	}
 	return out
-}
-
-// gcMark is what gc's mark found: only what the sweep acts on, so that its
-// size follows the garbage, not the store.
-type gcMark struct {
-	// candidates are the blobs no row uses and whose file (or pack) is
-	// older than the grace period, with what the walk saw of them: the
-	// remote mark's.
-	candidates map[cas.Blob]gcCandidate
-	// garbage are the local mark's candidates, each blob once: in a list,
-	// which takes less than half the memory of a map of a tenth of a
-	// million blobs, and which the sweep orders as it takes them.
-	garbage []gcGarbage
-	// packs says the store has pack files or rows naming packs.
-	packs     bool
-	keptYoung int
-	// stale are rows no part uses whose blob is on disk nowhere.
-	stale []cas.Blob
-	// missing are blobs rows use that are on disk nowhere.
-	missing  []cas.Blob
-	oldTemps []cas.Entry
-	// looseCopies are loose files of blobs whose rows name a pack.
-	looseCopies map[cas.Blob]cas.Entry
-}
-
-// gcCandidate is what the mark keeps of a candidate: no more, since a
-// tenth of a million blobs may be garbage.
-type gcCandidate struct {
-	size int64
-	// modTime is the file's modification time, in nanoseconds since 1970
-	// (a time.Time takes three times the memory).
-	modTime int64
-	// pack is the path of the pack holding the blob, when it is not a
-	// file of its own.
-	pack string
-	// id is the blob's row id, 0 when no row names it.
-	id int64
-}
-
-// gcGarbage is a candidate of the local mark, with its blob.
-type gcGarbage struct {
-	blob cas.Blob
-	gcCandidate
-}
-
-// entry returns the walk's entry for candidate b, as the pack sweep
-// reads it.
-func (c gcCandidate) entry(b cas.Blob) cas.Entry {
-	rel := c.pack
-	if rel == "" {
-		rel = b.RelPath()
-	}
-	return cas.Entry{Kind: cas.EntryBlob, RelPath: rel, Blob: b, Size: c.size, ModTime: time.Unix(0, c.modTime)}
-}
-
-// mark compares the index's blob rows with the files a shard at a time:
-// the rows of one shard against the walk's entries of that shard and the
-// packed blobs in it. It holds one shard's rows and files at
-// a time (a 256th of the store), the packs' tables of contents (which
-// reads load anyway) and what it found to delete. It fails closed: any
-// error reading rows or listing files is returned, and gc deletes nothing.
-// A row found used whose blob the walk did not see is looked at again
-// before it counts as missing: a writer may have stored it since.
-//
-// The rows no part uses and those naming a pack are read whole first
-// (index.UnusualRows); of the others, used and loose, a shard's ids and
-// digest starts alone are read from blobs_digest, which costs no lookup of
-// each row in the table (that lookup was most of the mark's time). They
-// are matched with the files by digest start (see matchByKey): a start
-// with as many files as rows keeps its files, and one with more or fewer
-// has its rows read whole and matched exactly, so that a file no row
-// names is found even beside a row whose digest starts alike, and a used
-// row's missing file is found even beside another file of its start.
-// Every removal is decided again exactly under gc.lock by the sweep.
-func (s *Store) mark(ctx context.Context, old func(time.Time) bool, progress func(done, total int)) (gcMark, error) {
-	m := gcMark{looseCopies: map[cas.Blob]cas.Entry{}}
-	listErr := func(what string, err error) error {
-		return fmt.Errorf("store: gc: list %s (nothing deleted): %w", what, err)
-	}
-	// Packed blobs by shard, each blob once, the first pack holding it.
-	var packed [256][]cas.Entry
-	packs, packTemps, bad, err := s.blobs.Packs(ctx)
-	if err != nil {
-		return m, listErr("blob files", err)
-	}
-	m.packs = len(packs) > 0 || len(packTemps) > 0
-	for name, err := range bad {
-		return m, listErr("blob files", fmt.Errorf("pack %s does not load (run casctl verify): %w", name, err))
-	}
-	seenPacked := map[cas.Blob]bool{}
-	for _, p := range packs {
-		for _, e := range p.Entries {
-			if seenPacked[e.Blob] {
-				continue
-			}
-			seenPacked[e.Blob] = true
-			packed[e.Blob.Digest[0]] = append(packed[e.Blob.Digest[0]], cas.Entry{Kind: cas.EntryBlob,
-				RelPath: cas.PacksDir + "/" + p.Name, Blob: e.Blob, Size: e.Size, ModTime: p.ModTime})
-		}
-	}
-	seenPacked = nil
-	total := 0
-	for _, es := range packed {
-		total += len(es)
-	}
-	done := 0
-	ahead, err := newShardKeys(ctx, s.index)
-	if err != nil {
-		return m, listErr("unused blobs", err)
-	}
-	// The candidates are mostly the rows no part uses: the list made at
-	// about their number is not grown and copied again and again.
-	m.garbage = make([]gcGarbage, 0, ahead.unusual.Len()+64)
-	ahead.fault = func(sh byte) error { return s.fault(fmt.Sprintf("gc:referenced/%02x", sh)) }
-	// Scratch of every shard: the rows known by their keys alone, and the
-	// count of files of each key they are matched with.
-	var byKey []index.BlobKey
-	fileKeys := map[index.DigestKey]int{}
-	shard := func(sh byte, loose map[cas.Blob]cas.Entry) error {
-		keys, err := ahead.get(ctx, sh)
-		if err != nil {
-			return listErr("referenced blobs", err)
-		}
-		if err := s.fault("gc:unreferenced"); err != nil {
-			return listErr("unreferenced blobs", err)
-		}
-		inPack := make(map[cas.Blob]cas.Entry, len(packed[sh]))
-		for _, e := range packed[sh] {
-			inPack[e.Blob] = e
-		}
-		// The walk gives loose files by name alone: their times and sizes
-		// are read here, for the few that are not used. id is the blob's
-		// row's, 0 for a file no row names.
-		var infoErr error
-		unused := func(b cas.Blob, e cas.Entry, id int64) {
-			e, err := s.blobs.Info(e)
-			if err != nil {
-				infoErr = err
-				return
-			}
-			if e.Vanished {
-				// Removed since the listing: the next gc looks again.
-				return
-			}
-			if old(e.ModTime) {
-				c := gcCandidate{size: e.Size, modTime: e.ModTime.UnixNano(), id: id}
-				if isPacked(e) {
-					c.pack = e.RelPath
-				}
-				m.garbage = append(m.garbage, gcGarbage{blob: b, gcCandidate: c})
-			} else {
-				m.keptYoung++
-			}
-		}
-		// row takes a row whose blob is known for the files of its blob.
-		row := func(r index.ShardBlob) error {
-			m.packs = m.packs || r.Packed
-			e, isLoose := loose[r.Blob]
-			p, isPacked := inPack[r.Blob]
-			delete(loose, r.Blob)
-			delete(inPack, r.Blob)
-			if isLoose && r.Packed {
-				le, err := s.blobs.Info(e)
-				if err != nil {
-					return listErr("blob files", err)
-				}
-				if !le.Vanished {
-					m.looseCopies[r.Blob] = le
-				}
-			}
-			if !isLoose && isPacked {
-				e = p
-			}
-			switch {
-			case r.Used && !isLoose && !isPacked:
-				m.missing = append(m.missing, r.Blob)
-			case r.Used:
-			case !isLoose && !isPacked:
-				m.stale = append(m.stale, r.Blob)
-			default:
-				unused(r.Blob, e, r.ID)
-			}
-			return nil
-		}
-		// The unusual rows (unused or packed) are known whole; the rest
-		// are used and loose, known by their keys alone, and matched with
-		// the files by key: where a key has as many files as rows, its
-		// files are used, and where not, its rows are read whole. Both
-		// lists come in the order of their keys, then ids, and are
-		// walked together.
-		if !slices.IsSortedFunc(keys, compareBlobKeys) {
-			slices.SortFunc(keys, compareBlobKeys)
-		}
-		unusual := ahead.unusual.InShard(sh)
-		byKey = byKey[:0]
-		for _, k := range keys {
-			for len(unusual) > 0 && compareBlobKeys(index.BlobKey{ID: unusual[0].ID, Key: index.KeyOf(unusual[0].Blob.Digest)}, k) < 0 {
-				unusual = unusual[1:]
-			}
-			if len(unusual) == 0 || unusual[0].ID != k.ID || index.KeyOf(unusual[0].Blob.Digest) != k.Key {
-				byKey = append(byKey, k)
-				continue
-			}
-			if err := row(unusual[0]); err != nil {
-				return err
-			}
-			unusual = unusual[1:]
-		}
-		whole := matchByKey(byKey, loose, inPack, fileKeys)
-		if len(whole) > 0 {
-			blobs, err := s.index.BlobsByID(ctx, whole)
-			if err != nil {
-				return listErr("referenced blobs", err)
-			}
-			for _, id := range whole {
-				// A row deleted since the read is gone; one that took the
-				// id since is used, as every row not read as unusual.
-				if b, ok := blobs[id]; ok {
-					if err := row(index.ShardBlob{ID: id, Blob: b, Used: true}); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		// Files no row names, each blob once: a packed copy, when there is
-		// one, rather than a loose one.
-		for b, e := range loose {
-			if _, ok := inPack[b]; !ok {
-				unused(b, e, 0)
-			}
-		}
-		for b, e := range inPack {
-			unused(b, e, 0)
-		}
-		if infoErr != nil {
-			return listErr("blob files", infoErr)
-		}
-		done += len(keys)
-		if progress != nil {
-			progress(done, max(total, done))
-		}
-		return nil
-	}
-	// The walk lists each shard's entries together, the shards in no
-	// particular order: a shard is marked once the walk has left it, and
-	// the shards it did not find (empty ones packing removed) at the end.
-	var marked [256]bool
-	cur, loose := -1, map[cas.Blob]cas.Entry{}
-	flush := func() error {
-		if cur < 0 || marked[cur] {
-			return nil
-		}
-		marked[cur] = true
-		return shard(byte(cur), loose)
-	}
-	err = s.blobs.WalkNames(ctx, func(e cas.Entry) error {
-		if err := s.fault("gc:walk"); err != nil {
-			return err
-		}
-		sh, ok := shardOf(e.RelPath)
-		if ok && sh != cur {
-			if err := flush(); err != nil {
-				return err
-			}
-			// One map for every shard: a new one would grow anew for each.
-			cur = sh
-			clear(loose)
-			ahead.start(ctx, sh)
-		}
-		switch e.Kind {
-		case cas.EntryBlob:
-			loose[e.Blob] = e
-		case cas.EntryTemp:
-			if old(e.ModTime) {
-				m.oldTemps = append(m.oldTemps, e)
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	for sh := 0; sh < 256 && err == nil; sh++ {
-		if !marked[sh] {
-			err = shard(byte(sh), map[cas.Blob]cas.Entry{})
-		}
-	}
-	if err != nil {
-		if strings.Contains(err.Error(), "(nothing deleted)") {
-			return m, err
-		}
-		return m, listErr("blob files", err)
-	}
-	// A row used and a blob not seen: stored since its shard was walked,
-	// or packed meanwhile, or truly missing.
-	missing := m.missing[:0]
-	for _, b := range m.missing {
-		if _, err := s.blobs.Stat(ctx, b); err != nil && !errors.Is(err, cas.ErrCorrupt) {
-			missing = append(missing, b)
-		}
-	}
-	m.missing = missing
-	return m, nil
-}
-
-// matchByKey matches the rows of one shard that are known by their keys
-// alone (used and loose rows, whose blobs are not read), in the order of
-// their keys, with the files of the shard no other row took, loose or
-// packed. Where a key has as many files as rows, the files are taken as
-// the rows' blobs and leave loose and inPack: a file may so be kept for a
-// row of another blob whose digest starts alike, or of the same digest
-// with another extension, whose own file is gone, which keeps garbage,
-// never removes a blob in use. Where a key has more files than rows, one
-// of them at least is no row's; where fewer, a row's blob is missing: the
-// ids of these rows are returned, to be read whole and matched exactly.
-// Files whose key no row has stay in the maps. count is scratch space.
-func matchByKey(rows []index.BlobKey, loose, inPack map[cas.Blob]cas.Entry, count map[index.DigestKey]int) (whole []int64) {
-	if len(rows) == 0 {
-		return nil
-	}
-	clear(count)
-	for b := range loose {
-		count[index.KeyOf(b.Digest)]++
-	}
-	for b := range inPack {
-		if _, ok := loose[b]; !ok {
-			count[index.KeyOf(b.Digest)]++
-		}
-	}
-	// taken marks a key whose files the rows took.
-	const taken = -1
-	took := false
-	for j := 0; j < len(rows); {
-		k := rows[j].Key
-		next := j + 1
-		for next < len(rows) && rows[next].Key == k {
-			next++
-		}
-		if count[k] == next-j {
-			count[k] = taken
-			took = true
-		} else {
-			for _, r := range rows[j:next] {
-				whole = append(whole, r.ID)
-			}
-		}
-		j = next
-	}
-	if took {
-		for b := range loose {
-			if count[index.KeyOf(b.Digest)] == taken {
-				delete(loose, b)
-			}
-		}
-		for b := range inPack {
-			if count[index.KeyOf(b.Digest)] == taken {
-				delete(inPack, b)
-			}
-		}
-	}
-	return whole
-}
-
-// compareBlobKeys orders rows as BlobKeysInShard gives them: by key, then
-// id.
-func compareBlobKeys(a, b index.BlobKey) int {
-	if c := index.CompareKeys(a.Key, b.Key); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.ID, b.ID)
-}
-
-// shardOf returns the shard number of a path blobs/xx/… inside a shard.
-func shardOf(rel string) (int, bool) {
-	rest, ok := strings.CutPrefix(rel, cas.BlobsDir+"/")
-	if !ok {
-		return 0, false
-	}
-	name, _, ok := strings.Cut(rest, "/")
-	if !ok || len(name) != 2 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(name, 16, 8)
-	if err != nil || strings.ToLower(name) != name {
-		return 0, false
-	}
-	return int(n), true
 }
 
 // checkGCOptions refuses options that make no sense and returns how long
@@ -680,15 +384,13 @@ func checkGCOptions(o GCOptions) (time.Duration, error) {
 }
 
 // indexGCLock takes the index's gc lock, one gc at a time on an index
-// however many machines share it; a dry run takes none and gets nil.
-func (s *Store) indexGCLock(ctx context.Context, dryRun bool) (*index.GCLock, error) {
-	if dryRun {
-		return nil, nil
-	}
-	l, err := s.index.AcquireGCLock(ctx)
+// however many machines share it: gc.lock is a file lock, which holds only
+// for the processes of one machine.
+func (s *Store) indexGCLock(ctx context.Context) (*index.GCLock, error) {
+	l, err := s.ix.AcquireGCLock(ctx)
 	if errors.Is(err, index.ErrGCRunning) {
 		return nil, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
-			index.ErrGCRunning, s.index.Path())
+			index.ErrGCRunning, s.ix.Path())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: gc: %w (nothing deleted)", err)
@@ -696,15 +398,24 @@ func (s *Store) indexGCLock(ctx context.Context, dryRun bool) (*index.GCLock, er
 	return l, nil
 }
 
-// olderThan reports whether a time is at least grace before now. A file
-// stamped in the future (a clock set back, a copy from another machine) is
-// taken as stamped now, so that it ages like the rest.
-func olderThan(now time.Time, grace time.Duration) func(time.Time) bool {
-	cutoff := now.Add(-grace)
-	return func(t time.Time) bool {
-		if t.After(now) {
-			t = now
-		}
-		return !t.After(cutoff)
+// markError is an error of gc's mark, which deletes nothing.
+type markError struct {
+	what string
+	err  error
+}
+
+func (m *markError) Error() string {
+	return fmt.Sprintf("store: gc: list %s (nothing deleted): %v", m.what, m.err)
+}
+
+func (m *markError) Unwrap() error { return m.err }
+
+// listError is the error of a mark that failed listing what: it says
+// nothing was deleted, once, however deep the failure.
+func listError(what string, err error) error {
+	var m *markError
+	if errors.As(err, &m) {
+		return err
 	}
+	return &markError{what, err}
 }

@@ -37,7 +37,7 @@ func TestGCGracePeriod(t *testing.T) {
 	s := MustOpen(t, WithClock(c.now))
 	keep := mustWrite(t, s, item("keep", 1, "kept"))[0]
 	old := mustWrite(t, s, item("old", 1, "old garbage"))[0]
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "old"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	// Younger than the grace period: kept, though unreferenced.
@@ -70,7 +70,7 @@ func TestGCGracePeriod(t *testing.T) {
 	if c, err := s.Read(ctx, "keep", keep.Key); err != nil || string(c.Data) != "kept" {
 		t.Errorf("referenced blob: %v", err)
 	}
-	if _, err := s.index.Blob(ctx, blobOf(t, s, old)); !errors.Is(err, index.ErrNotFound) {
+	if _, err := s.ix.Blob(ctx, blobOf(t, s, old)); !errors.Is(err, index.ErrNotFound) {
 		t.Errorf("blob row of removed blob: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestGCDedupHitRefreshesAge(t *testing.T) {
 	c := &clock{time.Now()}
 	s := MustOpen(t, WithClock(c.now))
 	st := mustWrite(t, s, item("a", 1, "reused"))[0]
-	s.Prune(ctx, index.PruneOptions{Run: "a"})
+	s.Prune(ctx, PruneOptions{Run: "a"})
 	c.t = c.t.Add(2 * time.Hour)
 	// The same bytes are stored again: a dedup hit, which makes the blob
 	// young again; then that row is pruned too.
@@ -102,7 +102,7 @@ func TestGCDedupHitRefreshesAge(t *testing.T) {
 	if !again.Dedup {
 		t.Fatal("second write was not a dedup hit")
 	}
-	s.Prune(ctx, index.PruneOptions{Run: "b"})
+	s.Prune(ctx, PruneOptions{Run: "b"})
 	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestGCRemovesOldTempsAndOrphans(t *testing.T) {
 	tmp := filepath.Join(s.Dir(), "blobs", "ab", ".tmp-leftover")
 	os.WriteFile(tmp, []byte("partial"), 0o644)
 	// A blob written by a writer that died before its row: an orphan.
-	orphan, err := s.blobs.PutBytes(ctx, []byte("orphan"), ".txt")
+	orphan, err := localOf(s).blobs.PutBytes(ctx, []byte("orphan"), ".txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestGCFutureTimes(t *testing.T) {
 	future := time.Now().Add(365 * 24 * time.Hour)
 	ahead := MustOpenDir(t, dir, WithCreate(), WithClock(func() time.Time { return future }))
 	st := mustWrite(t, ahead, item("junk", 1, "stamped in the future"))[0]
-	if _, err := ahead.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+	if _, err := ahead.Prune(ctx, PruneOptions{Run: "junk"}); err != nil {
 		t.Fatal(err)
 	}
 	os.Chtimes(st.Path, future, future)

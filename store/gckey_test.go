@@ -31,7 +31,7 @@ func recordRow(t *testing.T, s *Store, run string, b cas.Blob) {
 	t.Helper()
 	p := index.NewPart{Key: fmt.Sprintf("%s/1_t_c%s", run, b.Ext), Run: run, Step: 1, Tool: "t", CallID: "c", Part: -1,
 		Kind: index.KindText, MIME: "text/plain", Chars: 4, Bytes: 4, Blob: b}
-	if _, err := s.index.Record(context.Background(), []index.NewPart{p}); err != nil {
+	if _, err := s.ix.Record(context.Background(), []index.NewPart{p}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -39,7 +39,7 @@ func recordRow(t *testing.T, s *Store, run string, b cas.Blob) {
 // plantFile writes a blob file named for b, whatever its bytes hash to.
 func plantFile(t *testing.T, s *Store, b cas.Blob) {
 	t.Helper()
-	p := s.blobs.Path(b)
+	p := localOf(s).blobs.Path(b)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestGCTellsApartBlobsOfOneKey(t *testing.T) {
 			for i, b := range tc.unused {
 				run := fmt.Sprint("unused-", i)
 				recordRow(t, s, run, b)
-				if _, err := s.Prune(ctx, index.PruneOptions{Run: run}); err != nil {
+				if _, err := s.Prune(ctx, PruneOptions{Run: run}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -115,7 +115,7 @@ func TestGCTellsApartBlobsOfOneKey(t *testing.T) {
 				t.Errorf("gc removed %v, want %v", res.Removed, tc.removed)
 			}
 			for _, b := range tc.files {
-				_, err := os.Stat(s.blobs.Path(b))
+				_, err := os.Stat(localOf(s).blobs.Path(b))
 				gone := slices.Contains(tc.removed, b) && !tc.missing
 				switch {
 				case gone && !os.IsNotExist(err):
@@ -125,13 +125,13 @@ func TestGCTellsApartBlobsOfOneKey(t *testing.T) {
 				}
 			}
 			for _, b := range tc.kept {
-				if _, err := os.Stat(s.blobs.Path(b)); err != nil {
+				if _, err := os.Stat(localOf(s).blobs.Path(b)); err != nil {
 					t.Errorf("%s removed: %v", b, err)
 				}
 			}
 			// The used rows stay, and the unused ones go with their files.
 			for _, b := range tc.used {
-				if _, err := s.index.Blob(ctx, b); err != nil {
+				if _, err := s.ix.Blob(ctx, b); err != nil {
 					t.Errorf("row of %s: %v", b, err)
 				}
 			}
@@ -213,7 +213,7 @@ func TestMatchByKey(t *testing.T) {
 func TestGCCountsABlobOnce(t *testing.T) {
 	ctx := context.Background()
 	s, c, want, stored := packedStore(t)
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "c"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	var dead []cas.Blob
@@ -222,7 +222,7 @@ func TestGCCountsABlobOnce(t *testing.T) {
 			dead = append(dead, blobOf(t, s, st))
 		}
 	}
-	if _, err := s.index.DeleteBlobRows(ctx, dead); err != nil {
+	if _, err := s.ix.DeleteBlobRows(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
 	// A loose copy of one of them, as a pack that stopped before removing
@@ -231,7 +231,7 @@ func TestGCCountsABlobOnce(t *testing.T) {
 	for key, st := range stored {
 		if key[0] == 'c' {
 			copied = blobOf(t, s, st)
-			p := s.blobs.Path(copied)
+			p := localOf(s).blobs.Path(copied)
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // gc marks without gc.lock: a writer with a short lock timeout writes while
@@ -50,7 +49,7 @@ func TestGCMarksWithoutTheLock(t *testing.T) {
 			writer = MustOpenDir(t, dir, WithLockTimeout(100*time.Millisecond))
 			mustWrite(t, writer, item("kept", 1, "kept"))
 			mustWrite(t, writer, item("gone", 1, "garbage"))
-			if _, err := writer.Prune(ctx, index.PruneOptions{Run: "gone"}); err != nil {
+			if _, err := writer.Prune(ctx, PruneOptions{Run: "gone"}); err != nil {
 				t.Fatal(err)
 			}
 			res, err := s.GC(ctx, GCOptions{DryRun: dry})
@@ -66,7 +65,7 @@ func TestGCMarksWithoutTheLock(t *testing.T) {
 			if !dry && res.RemovedBlobs != 0 {
 				t.Errorf("gc removed %d blobs, want none: the garbage was used again before the sweep", res.RemovedBlobs)
 			}
-			ps, err := writer.List(ctx, index.ListOptions{Run: "again"})
+			ps, err := writer.List(ctx, ListOptions{Run: "again"})
 			if err != nil || len(ps) != 1 {
 				t.Fatalf("run again: %v, %v", ps, err)
 			}

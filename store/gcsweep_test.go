@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // TestGCSweepKeepsBlobStoredAgain: a file no row names when gc marks, and
@@ -33,16 +32,16 @@ func TestGCSweepKeepsBlobStoredAgain(t *testing.T) {
 		items = append(items, item("junk", i, fmt.Sprint("content ", i)))
 	}
 	junk := mustWrite(t, s, items...)
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "junk"}); err != nil {
 		t.Fatal(err)
 	}
 	var orphans []string
 	for i := range 5 {
-		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
+		b, err := localOf(s).blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
 		if err != nil {
 			t.Fatal(err)
 		}
-		orphans = append(orphans, s.blobs.Path(b.Blob))
+		orphans = append(orphans, localOf(s).blobs.Path(b.Blob))
 	}
 	res, err := s.GC(ctx, GCOptions{Grace: 0})
 	if err != nil {
@@ -90,17 +89,17 @@ func TestGCSweepsInBatches(t *testing.T) {
 	}
 	junk := mustWrite(t, s, items...)
 	keep := mustWrite(t, s, item("keep", 1, "kept"), item("keep", 2, "garbage 3"))
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "junk"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "junk"}); err != nil {
 		t.Fatal(err)
 	}
 	// Files no row names.
 	var orphans []string
 	for i := range sweepRows + 3 {
-		b, err := s.blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
+		b, err := localOf(s).blobs.PutBytes(ctx, []byte(fmt.Sprint("orphan ", i)), ".txt")
 		if err != nil {
 			t.Fatal(err)
 		}
-		orphans = append(orphans, s.blobs.Path(b.Blob))
+		orphans = append(orphans, localOf(s).blobs.Path(b.Blob))
 	}
 	res, err := s.GC(ctx, GCOptions{Grace: 0})
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-
-	"github.com/toolcas/toolcas/cas"
 )
 
 // blobGroup makes concurrent one-part writes durable together, with one
@@ -42,11 +40,6 @@ type blobGroup struct {
 	// running is set while a barrier is being taken.
 	running bool
 	waiting []*barrierWait
-	// barriers counts the barriers taken, for tests.
-	barriers int
-	// barrier, when set (by tests), is called instead of the file
-	// system's barrier.
-	barrier func() error
 }
 
 // barrierWait is one wait for a barrier that begins after it.
@@ -203,15 +196,16 @@ func (g *blobGroup) alone() bool {
 	return g.inflight == 1 && g.handing == 0 && !g.running && len(g.waiting) == 0
 }
 
-// wait waits for a barrier begun after the call, and returns its error.
-func (g *blobGroup) wait(blobs *cas.Store) error {
+// wait waits for a barrier begun after the call, taken with barrier, and
+// returns its error.
+func (g *blobGroup) wait(barrier func() error) error {
 	w := &barrierWait{turn: make(chan bool, 1)}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, w)
 	g.handOffLocked()
 	g.mu.Unlock()
 	if <-w.turn {
-		g.take(blobs, w)
+		g.take(barrier, w)
 	}
 	return w.err
 }
@@ -229,18 +223,12 @@ func (g *blobGroup) handOffLocked() {
 
 // take takes a barrier for every write waiting, own among them, and
 // tells them how it went.
-func (g *blobGroup) take(blobs *cas.Store, own *barrierWait) {
+func (g *blobGroup) take(barrier func() error, own *barrierWait) {
 	g.mu.Lock()
 	batch := g.waiting
 	g.waiting = nil
-	g.barriers++
 	g.mu.Unlock()
-	var err error
-	if g.barrier != nil {
-		err = g.barrier()
-	} else {
-		err = blobs.Barrier()
-	}
+	err := barrier()
 	for _, w := range batch {
 		w.err = err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // groupTest is four one-part writes begun together (each held, its bytes
@@ -36,8 +35,15 @@ func newGroupTest(t *testing.T, check func(g *groupTest, n int) error) *groupTes
 		mu      sync.Mutex
 		arrived int
 		met     = make(chan struct{})
+		// n counts the group's barriers; check looks at each as it is
+		// taken.
+		n int
 	)
 	g.s = MustOpen(t, withFaults(func(point string) error {
+		if point == "group:barrier" {
+			n++
+			return check(g, n)
+		}
 		if point != "write:blob" {
 			return nil
 		}
@@ -48,9 +54,7 @@ func newGroupTest(t *testing.T, check func(g *groupTest, n int) error) *groupTes
 			// machine one may not have run yet, and the group waits for
 			// it only so long.
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				g.s.commits.mu.Lock()
-				handed := g.s.commits.handed
-				g.s.commits.mu.Unlock()
+				handed := total(g.s, "commit:handed")
 				if handed == arrived {
 					break
 				}
@@ -62,19 +66,11 @@ func newGroupTest(t *testing.T, check func(g *groupTest, n int) error) *groupTes
 		<-round
 		return nil
 	}))
-	if !g.s.groupable(1) {
+	if !localOf(g.s).groupable(1) {
 		t.Skip("no one-call barrier here (PostgreSQL, or not Linux)")
 	}
 	for i := range groupWriters {
 		g.texts = append(g.texts, fmt.Sprintf("group write %d\n%s", i, text16K(i)))
-	}
-	var n int
-	g.s.group.barrier = func() error {
-		n++
-		if err := check(g, n); err != nil {
-			return err
-		}
-		return g.s.blobs.Barrier()
 	}
 	return g
 }
@@ -100,7 +96,7 @@ func (g *groupTest) write() ([][]hook.Stored, []error) {
 func (g *groupTest) named() int {
 	n := 0
 	for _, text := range g.texts {
-		if _, err := os.Stat(g.s.blobs.Path(cas.Blob{Digest: cas.Sum([]byte(text)), Ext: ".txt"})); err == nil {
+		if _, err := os.Stat(localOf(g.s).blobs.Path(cas.Blob{Digest: cas.Sum([]byte(text)), Ext: ".txt"})); err == nil {
 			n++
 		}
 	}
@@ -109,7 +105,7 @@ func (g *groupTest) named() int {
 
 // rows returns how many parts another connection sees committed.
 func (g *groupTest) rows(t *testing.T) int {
-	ps, err := g.s.List(context.Background(), index.ListOptions{AllVersions: true})
+	ps, err := g.s.List(context.Background(), ListOptions{AllVersions: true})
 	if err != nil {
 		t.Error(err)
 	}
@@ -132,7 +128,7 @@ func TestGroupSharesBarriers(t *testing.T) {
 		}
 		return nil
 	})
-	before, commits := g.s.Barriers(), g.s.commitSyncs.Load()
+	before, commits := g.s.Barriers(), localOf(g.s).commitSyncs.Load()
 	got, errs := g.write()
 	for i, err := range errs {
 		if err != nil {
@@ -142,15 +138,13 @@ func TestGroupSharesBarriers(t *testing.T) {
 	if b := g.s.Barriers() - before; b != 1 {
 		t.Errorf("%d writes begun together took %d barriers, want 1", groupWriters, b)
 	}
-	if g.s.group.barriers != 1 {
-		t.Errorf("the group took %d barriers, want 1", g.s.group.barriers)
+	if total(g.s, "group:barrier") != 1 {
+		t.Errorf("the group took %d barriers, want 1", total(g.s, "group:barrier"))
 	}
-	if c := g.s.commitSyncs.Load() - commits; c != 0 {
+	if c := localOf(g.s).commitSyncs.Load() - commits; c != 0 {
 		t.Errorf("the group's commits synced the log %d times, want none", c)
 	}
-	g.s.commits.mu.Lock()
-	batches := append([]int(nil), g.s.commits.batches...)
-	g.s.commits.mu.Unlock()
+	batches := counted(g.s, "commit:batch")
 	if len(batches) != 1 || batches[0] != groupWriters {
 		t.Errorf("the writes committed in transactions of %v, want one of %d", batches, groupWriters)
 	}
@@ -190,9 +184,9 @@ func TestGroupBarrierFails(t *testing.T) {
 	}
 	// Their blobs were named before the barrier: the marker stays for
 	// the next Open to check them.
-	g.s.marker.mu.Lock()
-	keep := g.s.marker.keep
-	g.s.marker.mu.Unlock()
+	localOf(g.s).marker.mu.Lock()
+	keep := localOf(g.s).marker.keep
+	localOf(g.s).marker.mu.Unlock()
 	if !keep {
 		t.Error("the marker is not kept after the failed barrier")
 	}
@@ -216,13 +210,13 @@ func TestGroupBarrierFails(t *testing.T) {
 // its own blob, name and log, three barriers, as a lone write does.
 func TestGroupAloneSyncsItsOwn(t *testing.T) {
 	s := MustOpen(t)
-	if !s.groupable(1) {
+	if !localOf(s).groupable(1) {
 		t.Skip("no one-call barrier here (PostgreSQL, or not Linux)")
 	}
 	before := s.Barriers()
 	mustWrite(t, s, item("r", 1, text16K(1)))
-	if b := s.Barriers() - before; b != 3 || s.group.barriers != 0 {
-		t.Errorf("a lone write took %d barriers, %d of them the group's; want 3, none", b, s.group.barriers)
+	if b := s.Barriers() - before; b != 3 || total(s, "group:barrier") != 0 {
+		t.Errorf("a lone write took %d barriers, %d of them the group's; want 3, none", b, total(s, "group:barrier"))
 	}
 }
 
@@ -234,7 +228,7 @@ func TestGroupOffWhileBarrierDear(t *testing.T) {
 	ctx := context.Background()
 	var cheap atomic.Bool
 	s := MustOpen(t, withBarrierCheap(cheap.Load))
-	if !s.blobs.CanBarrier() || s.index.IsPostgres() {
+	if !localOf(s).blobs.CanBarrier() || s.ix.IsPostgres() {
 		t.Skip("no one-call barrier here (PostgreSQL, or not Linux)")
 	}
 	write := func(round int) {
@@ -257,14 +251,14 @@ func TestGroupOffWhileBarrierDear(t *testing.T) {
 			}
 		}
 	}
-	before, commits := s.Barriers(), s.commitSyncs.Load()
+	before, commits := s.Barriers(), localOf(s).commitSyncs.Load()
 	write(1)
-	if s.group.barriers != 0 {
-		t.Errorf("the group took %d barriers while they were dear, want none", s.group.barriers)
+	if total(s, "group:barrier") != 0 {
+		t.Errorf("the group took %d barriers while they were dear, want none", total(s, "group:barrier"))
 	}
 	// Each write: its blob's sync, its shard directory's, and a commit
 	// that syncs the log (some commits may hold several writes' rows).
-	if b, c := s.Barriers()-before, s.commitSyncs.Load()-commits; b < 2*groupWriters || c < 1 {
+	if b, c := s.Barriers()-before, localOf(s).commitSyncs.Load()-commits; b < 2*groupWriters || c < 1 {
 		t.Errorf("while barriers were dear, %d writes took %d syncs of blobs and directories and %d synced commits; want at least %d and 1",
 			groupWriters, b, c, 2*groupWriters)
 	}
@@ -272,10 +266,10 @@ func TestGroupOffWhileBarrierDear(t *testing.T) {
 	// Not every write begun together need meet the others in time for
 	// the group (no write here waits for the others, as newGroupTest's
 	// do): rounds until one shares a barrier.
-	for round := 2; round < 50 && s.group.barriers == 0; round++ {
+	for round := 2; round < 50 && total(s, "group:barrier") == 0; round++ {
 		write(round)
 	}
-	if s.group.barriers == 0 {
+	if total(s, "group:barrier") == 0 {
 		t.Error("once barriers were cheap again, no writes begun together shared one in 48 rounds")
 	}
 	res, err := s.Verify(ctx, VerifyOptions{})

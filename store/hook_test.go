@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/policy"
 )
 
@@ -69,7 +68,7 @@ func TestConcurrentRunsThroughOneHook(t *testing.T) {
 				}
 			}
 		}
-		ps, err := s.List(ctx, index.ListOptions{Run: run})
+		ps, err := s.List(ctx, ListOptions{Run: run})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +111,7 @@ func TestH19VersionsNotOverwrites(t *testing.T) {
 	if c, _ := s.Read(ctx, "r", refs[0].Key); string(c.Data) != "the file, changed" {
 		t.Errorf("the key reads %q, want the newest version", c.Data)
 	}
-	ps, _ := s.List(ctx, index.ListOptions{Run: "r", AllVersions: true})
+	ps, _ := s.List(ctx, ListOptions{Run: "r", AllVersions: true})
 	if len(ps) != 2 {
 		t.Errorf("%d versions listed, want 2", len(ps))
 	}

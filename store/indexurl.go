@@ -29,28 +29,6 @@ type indexRecord struct {
 	URL string `json:"url"`
 }
 
-// WithIndexURL makes Open use the index in the PostgreSQL database that
-// rawURL (postgres://USER@HOST:PORT/DB) names, instead of IndexFile beside
-// the blobs, which stay in the directory. With WithCreate the database is
-// migrated and the store records the URL, without its password, in
-// IndexRecordFile; later opens without this option use the recorded URL,
-// and an open naming another index fails with ErrIndexMismatch. The
-// password comes from the URL, from PGPASSWORD or from ~/.pgpass, and is
-// never written to disk. An empty URL means the default.
-func WithIndexURL(rawURL string) Option {
-	return func(c *config) error {
-		if rawURL == "" {
-			c.indexURL = ""
-			return nil
-		}
-		if _, err := indexURLShown(rawURL); err != nil {
-			return err
-		}
-		c.indexURL = rawURL
-		return nil
-	}
-}
-
 // indexURLShown checks that raw names a PostgreSQL database and returns it
 // without its password, for the record and for messages.
 func indexURLShown(raw string) (string, error) {
@@ -105,12 +83,24 @@ func readIndexRecord(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("store: read %s: %w", file, err)
 	}
+	url, err := parseIndexRecord(b)
+	if err != nil {
+		return "", fmt.Errorf("store: %s: %w", file, err)
+	}
+	return url, nil
+}
+
+// parseIndexRecord returns the URL an IndexRecordFile's content names.
+func parseIndexRecord(b []byte) (string, error) {
 	var r indexRecord
-	if err := json.Unmarshal(b, &r); err != nil || r.URL == "" {
-		return "", fmt.Errorf("store: %s is damaged (want {\"url\": \"postgres://…\"}): %v", file, err)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", fmt.Errorf("damaged (want {\"url\": \"postgres://…\"}): %w", err)
+	}
+	if r.URL == "" {
+		return "", errors.New(`damaged (want {"url": "postgres://…"}): it names no URL`)
 	}
 	if _, err := indexURLShown(r.URL); err != nil {
-		return "", fmt.Errorf("store: %s: %w", file, err)
+		return "", err
 	}
 	return r.URL, nil
 }
@@ -152,7 +142,7 @@ func writeIndexRecord(dir, shown string) error {
 // indexLocation decides where the store at dir keeps its index: the path
 // or URL to open, the URL to record once it is open ("" for none), or an
 // error when what the caller asks for is not what the store uses.
-func indexLocation(dir string, c config) (open, record string, err error) {
+func indexLocation(dir string, c *config) (open, record string, err error) {
 	rec, err := readIndexRecord(dir)
 	if err != nil {
 		return "", "", err

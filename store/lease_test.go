@@ -62,7 +62,7 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 			// An object no row names, as a writer that died before its
 			// commit leaves, old by the gc machine's clock.
 			const text = "content two machines store"
-			put, err := w.Backend().Put(ctx, strings.NewReader(text), ".txt")
+			put, err := w.eng.backend().Put(ctx, strings.NewReader(text), ".txt")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 			}
 			b := put.Blob
 			if tc.noLease {
-				if _, err := g.Backend().Stat(ctx, b); !errors.Is(err, cas.ErrNotFound) {
+				if _, err := g.eng.backend().Stat(ctx, b); !errors.Is(err, cas.ErrNotFound) {
 					t.Fatalf("without leases the object is still there (%v): the interleaving did not happen", err)
 				}
 				v, err := g.Verify(ctx, VerifyOptions{})
@@ -115,7 +115,7 @@ func TestLeaseKeepsDedupHitFromGC(t *testing.T) {
 			if err != nil || res.RemovedBlobs != 0 {
 				t.Errorf("GC = %+v, %v; want nothing removed", res, err)
 			}
-			if _, err := g.Backend().Stat(ctx, b); err != nil {
+			if _, err := g.eng.backend().Stat(ctx, b); err != nil {
 				t.Errorf("the committed row's object: %v", err)
 			}
 			if c, err := g.Read(ctx, "", "r/1_t_c.txt"); err != nil || string(c.Data) != text {
@@ -244,7 +244,7 @@ func TestRemoteCrashLoop(t *testing.T) {
 		return
 	}
 	// A machine that saw none of it: every read comes from the object store.
-	s, err := OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	s, err := Open(ctx, e.url, e.options(t.TempDir())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestRemoteCrashLoop(t *testing.T) {
 		if err != nil {
 			t.Errorf("committed %s (%s): %v", key, digest, err)
 			if d, perr := cas.ParseDigest(digest); perr == nil {
-				if row, rerr := s.index.Blob(ctx, cas.Blob{Digest: d, Ext: ".txt"}); rerr == nil {
+				if row, rerr := s.ix.Blob(ctx, cas.Blob{Digest: d, Ext: ".txt"}); rerr == nil {
 					lostBytes += row.Size
 				}
 			}
@@ -278,7 +278,7 @@ func TestRemoteCrashLoop(t *testing.T) {
 		checked++
 		checkedBytes += int64(len(c.Data))
 	}
-	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	all, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,12 +389,12 @@ func remoteWritersAgainstGC(t *testing.T, d time.Duration, noLease bool) (parts,
 		failures = append(failures, fmt.Sprintf("gc: %v\n%s", err, out))
 	}
 	gcRuns = countAfter(out, "GC_RUNS ")
-	s, err = OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	s, err = Open(ctx, e.url, e.options(t.TempDir())...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	all, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestLeaseLostPutsAgain(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := s.Backend().Remove(ctx, p.Blob); err != nil {
+		if err := s.eng.backend().Remove(ctx, p.Blob); err != nil {
 			return err
 		}
 		removed = append(removed, p.Blob)
@@ -488,7 +488,7 @@ func TestLeaseLostPutsAgain(t *testing.T) {
 	if len(removed) != 1 {
 		t.Fatalf("the fault ran %d times", len(removed))
 	}
-	if _, err := s.Backend().Stat(ctx, removed[0]); err != nil {
+	if _, err := s.eng.backend().Stat(ctx, removed[0]); err != nil {
 		t.Errorf("the object after the write returned: %v; want it put again", err)
 	}
 	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK {
@@ -543,7 +543,7 @@ func TestLeaseSweepFence(t *testing.T) {
 			e := startRemote(t)
 			w := mustOpenRemote(t, e)
 			const text = "content a gc whose lock died was about to delete"
-			put, err := w.Backend().Put(ctx, strings.NewReader(text), ".txt")
+			put, err := w.eng.backend().Put(ctx, strings.NewReader(text), ".txt")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -568,7 +568,7 @@ func TestLeaseSweepFence(t *testing.T) {
 				t.Fatalf("the write = %+v, want a dedup hit on the object gc was about to delete", wrote)
 			}
 			t.Logf("GC = %+v, %v", res, gcErr)
-			if _, err := g.Backend().Stat(ctx, put.Blob); err != nil {
+			if _, err := g.eng.backend().Stat(ctx, put.Blob); err != nil {
 				t.Fatalf("the committed row's object: %v (GC = %+v, %v)", err, res, gcErr)
 			}
 			if gcErr == nil || res.RemovedBlobs != 0 {
@@ -605,7 +605,7 @@ func TestLeaseGCDoesNotHoldUpWriters(t *testing.T) {
 	later := &clock{time.Now().Add(2 * time.Hour)}
 	g := mustOpenRemote(t, e, WithClock(later.now))
 	// Garbage for gc to sweep: an object no row names.
-	if _, err := b.Backend().Put(ctx, strings.NewReader("garbage"), ".txt"); err != nil {
+	if _, err := b.eng.backend().Put(ctx, strings.NewReader("garbage"), ".txt"); err != nil {
 		t.Fatal(err)
 	}
 	aDone := make(chan error, 1)
@@ -655,7 +655,7 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	later := &clock{time.Now().Add(2 * time.Hour)}
 	g := mustOpenRemote(t, e, WithClock(later.now))
 	const text = "content whose lease ends before its commit"
-	put, err := g.Backend().Put(ctx, strings.NewReader(text), ".txt")
+	put, err := g.eng.backend().Put(ctx, strings.NewReader(text), ".txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +676,7 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 				gcRes, gcErr = g.GC(ctx, GCOptions{Grace: time.Hour})
 			})
 		case "write:committed":
-			if _, err := w.Backend().Stat(ctx, put.Blob); err != nil {
+			if _, err := w.eng.backend().Stat(ctx, put.Blob); err != nil {
 				orphaned = append(orphaned, err.Error())
 			}
 		}

@@ -48,7 +48,27 @@ const (
 	exclusivePoll = 10 * time.Millisecond
 )
 
-// sharedLock takes the writers' side of gc.lock: many writers at once, none
+// fileLocks orders a local store's writers and gc: gc.lock, which
+// writers hold shared and gc exclusively, and gc.intent, which gc takes
+// first to say it waits, so that a stream of overlapping writes cannot keep
+// it out.
+type fileLocks struct {
+	// lock and intent are the paths of gc.lock and gc.intent.
+	lock, intent string
+	// timeout is the writers' default deadline.
+	timeout time.Duration
+	// readOnly: the store creates no lock file (see sharedFiles).
+	readOnly bool
+	// writers is the share of gc.lock the store's writes hold.
+	writers writerLock
+}
+
+// newFileLocks returns the locks of the store root dir.
+func newFileLocks(dir string, timeout time.Duration, readOnly bool) fileLocks {
+	return fileLocks{lock: filepath.Join(dir, LockFile), intent: filepath.Join(dir, IntentFile), timeout: timeout, readOnly: readOnly}
+}
+
+// shared takes the writers' side of gc.lock: many writers at once, none
 // while gc sweeps. It is held from the first blob written to the row
 // committed, and never while a writer waits for its content. A writer waits
 // while gc holds gc.intent, and gives up with ErrLocked at the caller's
@@ -56,20 +76,17 @@ const (
 //
 // The writes of one Store share one share of gc.lock, through files kept
 // open (see writerLock): a write costs no open and no close.
-func (s *Store) sharedLock(ctx context.Context) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
-	if s.readOnly {
-		return s.sharedLockFiles(ctx)
+func (l *fileLocks) shared(ctx context.Context) (func(), error) {
+	if l.readOnly {
+		return l.sharedFiles(ctx)
 	}
 	start := time.Now()
-	w := &s.writers
-	held, err := w.tryShare(s.intent, s.lock)
+	w := &l.writers
+	held, err := w.tryShare(l.intent, l.lock)
 	if err == nil && held == "" {
 		return w.release, nil
 	}
-	ctx, cancel := withLockDeadline(ctx, s.lockTimeout)
+	ctx, cancel := withLockDeadline(ctx, l.timeout)
 	defer cancel()
 	t := time.NewTicker(sharedPoll)
 	defer t.Stop()
@@ -79,13 +96,16 @@ func (s *Store) sharedLock(ctx context.Context) (func(), error) {
 			return nil, lockedError(held, "gc", ctx.Err(), time.Since(start))
 		case <-t.C:
 		}
-		held, err = w.tryShare(s.intent, s.lock)
+		held, err = w.tryShare(l.intent, l.lock)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s: %w", s.lock, err)
+		return nil, fmt.Errorf("store: lock %s: %w", l.lock, err)
 	}
 	return w.release, nil
 }
+
+// close closes the lock files the store's writers keep open.
+func (l *fileLocks) close() { l.writers.close() }
 
 // writerLock is a Store's share of gc.lock, which its concurrent writes
 // hold together: a flock belongs to the open file, so the store keeps
@@ -191,57 +211,51 @@ func flockNB(f *os.File, how int) error {
 	}
 }
 
-// sharedLockFiles takes a share with lock files opened for this write
+// sharedFiles takes a share with lock files opened for this write
 // alone: verify's second look, on a store opened read-only, locks the
 // files if they are there and creates nothing.
-func (s *Store) sharedLockFiles(ctx context.Context) (func(), error) {
+func (l *fileLocks) sharedFiles(ctx context.Context) (func(), error) {
 	start := time.Now()
-	ctx, cancel := withLockDeadline(ctx, s.lockTimeout)
+	ctx, cancel := withLockDeadline(ctx, l.timeout)
 	defer cancel()
 	opts := []flock.Option{flock.SetFlag(os.O_RDONLY)}
-	intent := flock.New(s.intent, opts...)
+	intent := flock.New(l.intent, opts...)
 	if _, err := intent.TryRLockContext(ctx, sharedPoll); err != nil {
 		intent.Close()
-		return nil, lockedError(s.intent, "gc", err, time.Since(start))
+		return nil, lockedError(l.intent, "gc", err, time.Since(start))
 	}
-	l := flock.New(s.lock, opts...)
-	_, err := l.TryRLockContext(ctx, sharedPoll)
+	lk := flock.New(l.lock, opts...)
+	_, err := lk.TryRLockContext(ctx, sharedPoll)
 	intent.Unlock()
 	intent.Close()
 	if err != nil {
-		l.Close()
-		return nil, lockedError(s.lock, "gc", err, time.Since(start))
+		lk.Close()
+		return nil, lockedError(l.lock, "gc", err, time.Since(start))
 	}
-	return func() { l.Unlock(); l.Close() }, nil
+	return func() { lk.Unlock(); lk.Close() }, nil
 }
 
-// exclusiveLock takes gc's side: gc.intent first, so that no new writer
+// exclusive takes gc's side: gc.intent first, so that no new writer
 // starts, then gc.lock once the writes under way are done.
-func (s *Store) exclusiveLock(ctx context.Context, timeout time.Duration) (func(), error) {
-	if s.noLock {
-		return func() {}, nil
-	}
+func (l *fileLocks) exclusive(ctx context.Context, timeout time.Duration) (func(), error) {
 	start := time.Now()
 	ctx, cancel := withLockDeadline(ctx, timeout)
 	defer cancel()
-	intent := flock.New(s.intent)
-	if s.noIntent {
-		intent = flock.New(s.intent + ".unused")
-	}
+	intent := flock.New(l.intent)
 	if _, err := intent.TryLockContext(ctx, exclusivePoll); err != nil {
 		intent.Close()
-		return nil, lockedError(s.intent, "another gc", err, time.Since(start))
+		return nil, lockedError(l.intent, "another gc", err, time.Since(start))
 	}
-	l := flock.New(s.lock)
-	if _, err := l.TryLockContext(ctx, drainPoll); err != nil {
-		l.Close()
+	lk := flock.New(l.lock)
+	if _, err := lk.TryLockContext(ctx, drainPoll); err != nil {
+		lk.Close()
 		intent.Unlock()
 		intent.Close()
-		return nil, lockedError(s.lock, "a writer", err, time.Since(start))
+		return nil, lockedError(l.lock, "a writer", err, time.Since(start))
 	}
 	return func() {
-		l.Unlock()
-		l.Close()
+		lk.Unlock()
+		lk.Close()
 		intent.Unlock()
 		intent.Close()
 	}, nil
@@ -313,9 +327,4 @@ func lockHolders(path string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
-}
-
-// lockPaths returns the lock files of a store root.
-func lockPaths(dir string) (lock, intent string) {
-	return filepath.Join(dir, LockFile), filepath.Join(dir, IntentFile)
 }

@@ -44,7 +44,7 @@ func TestOldKeysResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range oldRows {
-		put, err := s.Blobs().PutBytes(ctx, []byte(r.text), ".txt")
+		put, err := localOf(s).blobs.PutBytes(ctx, []byte(r.text), ".txt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestOldKeysResolve(t *testing.T) {
 			t.Errorf("after new writes, old key %q: %v, %v", r.key, c, err)
 		}
 	}
-	if vs, err := s.Index().Versions(ctx, "r/3_search_call7.txt"); err != nil || len(vs) != 2 {
+	if vs, err := s.ix.Versions(ctx, "r/3_search_call7.txt"); err != nil || len(vs) != 2 {
 		t.Errorf("versions of r/3_search_call7.txt: %d, %v; want 2", len(vs), err)
 	}
 }

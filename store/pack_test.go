@@ -14,7 +14,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // textOf makes a few KiB of text that compresses like tool output.
@@ -125,11 +124,11 @@ func TestPackReadsEverywhere(t *testing.T) {
 func TestPackGCRewritesAndDrops(t *testing.T) {
 	ctx := context.Background()
 	s, c, want, _ := packedStore(t)
-	packsBefore, _, _, _ := s.Blobs().Packs(ctx)
+	packsBefore, _, _, _ := localOf(s).blobs.Packs(ctx)
 	// Run a shares two blobs with run b; pruning a and c kills well over
 	// half of the pack's bytes.
 	for _, run := range []string{"a", "c"} {
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: run}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: run}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +146,7 @@ func TestPackGCRewritesAndDrops(t *testing.T) {
 	if err != nil || g.Packs.Rewritten != 1 || g.Packs.FreedBytes <= 0 {
 		t.Fatalf("gc = %+v, %v; want the pack rewritten", g, err)
 	}
-	packs, _, _, err := s.Blobs().Packs(ctx)
+	packs, _, _, err := localOf(s).blobs.Packs(ctx)
 	if err != nil || len(packs) != 1 || packs[0].Name == packsBefore[0].Name || len(packs[0].Entries) != 9 {
 		t.Fatalf("packs after rewrite = %v, %v; want one new pack of run b's 9 blobs", packs, err)
 	}
@@ -164,14 +163,14 @@ func TestPackGCRewritesAndDrops(t *testing.T) {
 	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || v.Checked != 9 || len(v.Orphans) != 0 {
 		t.Fatalf("verify after rewrite = %+v, %v", v, err)
 	}
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "b"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	c.t = c.t.Add(2 * time.Hour)
 	if g, err = s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || g.Packs.Dropped != 1 {
 		t.Fatalf("gc of a dead pack = %+v, %v", g, err)
 	}
-	if packs, _, _, _ := s.Blobs().Packs(ctx); len(packs) != 0 {
+	if packs, _, _, _ := localOf(s).blobs.Packs(ctx); len(packs) != 0 {
 		t.Errorf("packs left: %v", packs)
 	}
 	if st, _ := s.Stats(ctx, ""); st.Packs != 0 {
@@ -256,7 +255,7 @@ func TestPackDamageFound(t *testing.T) {
 	for _, how := range []string{"flip", "truncate", "remove"} {
 		t.Run(how, func(t *testing.T) {
 			s, _, want, _ := packedStore(t)
-			packs, _, _, _ := s.Blobs().Packs(ctx)
+			packs, _, _, _ := localOf(s).blobs.Packs(ctx)
 			path := filepath.Join(s.Dir(), cas.PacksDir, packs[0].Name)
 			os.Chmod(path, 0o644)
 			switch how {
@@ -378,7 +377,7 @@ func packLoop(dir string) error {
 		if _, err := s.Pack(ctx, PackOptions{}); err != nil {
 			return err
 		}
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
 			return err
 		}
 		if _, err := s.GC(ctx, GCOptions{Grace: 0}); err != nil {
@@ -411,7 +410,7 @@ func TestPackIfOver(t *testing.T) {
 // ErrLocked, naming the first, when its context ends.
 func TestPackWaitsForPackerWithDeadline(t *testing.T) {
 	s := MustOpen(t)
-	unlock, err := s.packLock(context.Background())
+	unlock, err := localOf(s).packLock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func testPrune(t *testing.T) {
 	if err != nil || st.Parts != 3 {
 		t.Fatalf("Stats = %+v, %v; want 3 parts", st, err)
 	}
-	res, err := s.Prune(ctx, index.PruneOptions{Run: "old"})
+	res, err := s.Prune(ctx, PruneOptions{Run: "old"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +132,8 @@ func TestIndexURLRecorded(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if !s.Index().IsPostgres() {
-			t.Errorf("%s: index at %s, want PostgreSQL", tc.name, s.Index().Path())
+		if !s.ix.IsPostgres() {
+			t.Errorf("%s: index at %s, want PostgreSQL", tc.name, s.ix.Path())
 		}
 		c, err := s.Read(ctx, "r", item("r", 1, "").Key.String())
 		if err != nil || string(c.Data) != "kept in postgres" {
@@ -277,7 +277,7 @@ func TestGCStopsWhenIndexLockLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	orphan, err := s.blobs.PutBytes(ctx, []byte("orphan"), ".txt")
+	orphan, err := localOf(s).blobs.PutBytes(ctx, []byte("orphan"), ".txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestH17ReadsOnlyKnownBlobs(t *testing.T) {
 	planted := filepath.Join(s.Dir(), "blobs")
 	link := filepath.Join(planted, "2b", "2b"+strings.Repeat("0", 62)+".txt")
 	os.Symlink(outside, link)
-	orphan, _ := s.blobs.PutBytes(ctx, secret, ".txt")
+	orphan, _ := localOf(s).blobs.PutBytes(ctx, secret, ".txt")
 	for _, ref := range []string{
 		outside,
 		link,

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // readOnlyView returns dir as this process cannot write it: without write
@@ -110,7 +109,7 @@ func TestReadOnlyStore(t *testing.T) {
 				t.Fatalf("open read-only: %v", err)
 			}
 			defer ro.Close()
-			parts, err := ro.List(ctx, index.ListOptions{})
+			parts, err := ro.List(ctx, ListOptions{})
 			if err != nil || len(parts) != want {
 				t.Fatalf("list: %d parts, %v; want %d", len(parts), err, want)
 			}
@@ -144,7 +143,7 @@ func TestReadOnlyStore(t *testing.T) {
 			}
 			_, werr := ro.Write(ctx, []hook.Item{item("r", 3, "no")})
 			_, gerr := ro.GC(ctx, GCOptions{})
-			_, perr := ro.Prune(ctx, index.PruneOptions{Run: "r"})
+			_, perr := ro.Prune(ctx, PruneOptions{Run: "r"})
 			for _, err := range []error{werr, gerr, perr} {
 				if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), "needs write access") {
 					t.Errorf("a write on a read-only store: %v, want ErrReadOnly saying it needs write access", err)
@@ -169,7 +168,7 @@ func TestReadOnlyCreatesNothing(t *testing.T) {
 	os.Remove(filepath.Join(dir, "blobs", "ff"))
 	before := snapshot(t, dir, "")
 	ro := MustOpenDir(t, dir, ReadOnly())
-	if _, err := ro.List(ctx, index.ListOptions{}); err != nil {
+	if _, err := ro.List(ctx, ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(st[0].Path) // so that verify looks again, under the lock if it can

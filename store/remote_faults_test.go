@@ -119,13 +119,13 @@ func TestRemoteBadInput(t *testing.T) {
 	ctx := context.Background()
 	e := startRemote(t)
 	mustOpenRemote(t, e)
-	_, err := OpenAt(ctx, e.url, WithCacheDir(t.TempDir()), WithS3Options(s3blob.WithCredentials(e.srv.AccessKey, "wrong-secret")))
+	_, err := Open(ctx, e.url, WithCacheDir(t.TempDir()), WithS3Options(s3blob.WithCredentials(e.srv.AccessKey, "wrong-secret")))
 	if !errors.Is(err, s3blob.ErrCredentials) || strings.Contains(err.Error(), "wrong-secret") {
 		t.Errorf("OpenAt with a wrong secret = %v, want ErrCredentials without the secret", err)
 	}
 	for _, bad := range []string{"s3://", "s3://ab/x", "s3://bucket/../x", "s3://bucket/x?color=red"} {
-		if _, err := OpenAt(ctx, bad, e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
-			t.Errorf("OpenAt(%q) = %v, want ErrBadURL", bad, err)
+		if _, err := Open(ctx, bad, e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
+			t.Errorf("Open(%q) = %v, want ErrBadURL", bad, err)
 		}
 	}
 }
@@ -141,7 +141,7 @@ func TestRemoteMessagesAndFigures(t *testing.T) {
 	if got := s.Barriers(); got != 0 {
 		t.Errorf("Barriers on S3 = %d, want 0", got)
 	}
-	ro, err := OpenAt(ctx, e.url, e.options(t.TempDir(), ReadOnly())...)
+	ro, err := Open(ctx, e.url, e.options(t.TempDir(), ReadOnly())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,10 +158,10 @@ func TestRemoteMessagesAndFigures(t *testing.T) {
 	if err := os.Remove(record); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.remote.be.CreateMeta(ctx, IndexRecordFile, []byte("{}\n")); err != nil {
+	if _, err := sharedOf(s).be.CreateMeta(ctx, IndexRecordFile, []byte("{}\n")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	_, err = Open(ctx, e.url, e.options(t.TempDir())...)
 	if err == nil || !strings.Contains(err.Error(), "names no URL") || strings.Contains(err.Error(), "<nil>") {
 		t.Errorf("OpenAt with an index record naming no URL = %v", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/hook/storetest"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
 	"github.com/toolcas/toolcas/internal/versitygw"
 	"github.com/toolcas/toolcas/s3blob"
@@ -51,7 +50,7 @@ func (e remoteEnv) options(cache string, opts ...Option) []Option {
 // mustOpenRemote opens (creating) the env's store with a cache of its own.
 func mustOpenRemote(tb testing.TB, e remoteEnv, opts ...Option) *Store {
 	tb.Helper()
-	s, err := OpenAt(context.Background(), e.url, e.options(tb.TempDir(), append([]Option{WithCreate(), WithIndexURL(e.db)}, opts...)...)...)
+	s, err := Open(context.Background(), e.url, e.options(tb.TempDir(), append([]Option{WithCreate(), WithIndexURL(e.db)}, opts...)...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -68,8 +67,8 @@ func TestRemoteStore(t *testing.T) {
 	e := startRemote(t)
 	c := &clock{time.Now()}
 	s := mustOpenRemote(t, e, WithClock(c.now))
-	if !s.Remote() || s.Blobs() != nil || s.Backend() == nil {
-		t.Fatalf("Remote = %v, Blobs = %v, Backend = %v", s.Remote(), s.Blobs(), s.Backend())
+	if !s.Remote() || localOf(s).blobs != nil || s.eng.backend() == nil {
+		t.Fatalf("Remote = %v, Blobs = %v, Backend = %v", s.Remote(), localOf(s).blobs, s.eng.backend())
 	}
 	if got := s.Location(); !strings.HasPrefix(got, "s3://") {
 		t.Errorf("Location = %q, want the s3 URL", got)
@@ -124,7 +123,7 @@ func TestRemoteStore(t *testing.T) {
 	if err != nil || stats.Parts != 4 || stats.Blobs != 3 {
 		t.Errorf("Stats = %+v, %v; want 4 parts, 3 blobs", stats, err)
 	}
-	ls, err := s.List(ctx, index.ListOptions{Run: "r1"})
+	ls, err := s.List(ctx, ListOptions{Run: "r1"})
 	if err != nil || len(ls) != 2 {
 		t.Errorf("List = %v, %v", ls, err)
 	}
@@ -140,7 +139,7 @@ func TestRemoteStore(t *testing.T) {
 	}
 	// prune r1: "second" is unused; "hello" is still r2's. gc within the
 	// grace period keeps it, after it removes it.
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "r1"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
@@ -152,7 +151,7 @@ func TestRemoteStore(t *testing.T) {
 	if err != nil || res.RemovedBlobs != 1 || res.Removed[0].Digest != st[1].Digest {
 		t.Errorf("GC = %+v, %v; want the blob of %q removed", res, err, st[1].Key)
 	}
-	if _, err := s.Backend().Stat(ctx, cas.Blob{Digest: st[1].Digest, Ext: ".txt"}); !errors.Is(err, cas.ErrNotFound) {
+	if _, err := s.eng.backend().Stat(ctx, cas.Blob{Digest: st[1].Digest, Ext: ".txt"}); !errors.Is(err, cas.ErrNotFound) {
 		t.Errorf("Stat of the removed blob = %v, want ErrNotFound", err)
 	}
 	if got, err := s.Read(ctx, "", again[0].Key); err != nil || string(got.Data) != "hello from s3" {
@@ -199,11 +198,11 @@ func overwriteObject(t *testing.T, e remoteEnv, b cas.Blob, data string) {
 func TestRemoteOpenErrors(t *testing.T) {
 	ctx := context.Background()
 	e := startRemote(t)
-	_, err := OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	_, err := Open(ctx, e.url, e.options(t.TempDir())...)
 	if !errors.Is(err, s3blob.ErrNoBucket) || !strings.Contains(err.Error(), "init") {
 		t.Errorf("OpenAt of no bucket = %v, want ErrNoBucket saying to run init", err)
 	}
-	_, err = OpenAt(ctx, e.url, e.options(t.TempDir(), WithCreate())...)
+	_, err = Open(ctx, e.url, e.options(t.TempDir(), WithCreate())...)
 	if !errors.Is(err, ErrNeedSharedIndex) || !strings.Contains(err.Error(), "--index postgres://") {
 		t.Errorf("OpenAt create without an index = %v, want ErrNeedSharedIndex naming --index", err)
 	}
@@ -211,7 +210,7 @@ func TestRemoteOpenErrors(t *testing.T) {
 	mustWrite(t, s, item("r", 1, "x"))
 	s.Close()
 	// Later opens use the recorded index.
-	s2, err := OpenAt(ctx, e.url, e.options(t.TempDir())...)
+	s2, err := Open(ctx, e.url, e.options(t.TempDir())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,17 +219,17 @@ func TestRemoteOpenErrors(t *testing.T) {
 	}
 	s2.Close()
 	// The bucket is there now, but no store under another prefix.
-	if _, err := OpenAt(ctx, strings.Replace(e.url, "/team/st", "/elsewhere", 1), e.options(t.TempDir())...); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "init") {
+	if _, err := Open(ctx, strings.Replace(e.url, "/team/st", "/elsewhere", 1), e.options(t.TempDir())...); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "init") {
 		t.Errorf("OpenAt of no store = %v, want ErrNoStore saying to run init", err)
 	}
 	other := pgtest.Database(t)
-	if _, err := OpenAt(ctx, e.url, e.options(t.TempDir(), WithIndexURL(other))...); !errors.Is(err, ErrIndexMismatch) {
+	if _, err := Open(ctx, e.url, e.options(t.TempDir(), WithIndexURL(other))...); !errors.Is(err, ErrIndexMismatch) {
 		t.Errorf("OpenAt with another index = %v, want ErrIndexMismatch", err)
 	}
-	if _, err := OpenAt(ctx, t.TempDir(), WithCacheDir(t.TempDir())); err == nil {
+	if _, err := Open(ctx, t.TempDir(), WithCacheDir(t.TempDir())); err == nil {
 		t.Error("OpenAt of a directory with a cache directory succeeded")
 	}
-	if _, err := OpenAt(ctx, "s3://Bad_Bucket/x", e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
+	if _, err := Open(ctx, "s3://Bad_Bucket/x", e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
 		t.Errorf("OpenAt of a bad URL = %v, want ErrBadURL", err)
 	}
 	// The marker and the index record are objects under the prefix.
@@ -257,12 +256,12 @@ func TestRemoteDedupHitRefreshesLastReferenced(t *testing.T) {
 	if !again[0].Dedup {
 		t.Fatalf("second write = %+v, want a dedup hit", again[0])
 	}
-	row, err := s.Index().Blob(ctx, b)
+	row, err := s.ix.Blob(ctx, b)
 	if err != nil || !row.LastReferenced.Equal(c.t) {
 		t.Fatalf("last referenced = %v, %v; want %v", row.LastReferenced, err, c.t)
 	}
 	for _, run := range []string{"r1", "r2"} {
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: run}); err != nil {
+		if _, err := s.Prune(ctx, PruneOptions{Run: run}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,7 +295,7 @@ func TestRemoteOpenAndDurability(t *testing.T) {
 		t.Errorf("Open made a directory named s3: (%v)", err)
 	}
 	st := mustWrite(t, s, item("r", 1, "durable once put"))
-	if _, err := s.Backend().Stat(ctx, cas.Blob{Digest: st[0].Digest, Ext: ".txt"}); err != nil {
+	if _, err := s.eng.backend().Stat(ctx, cas.Blob{Digest: st[0].Digest, Ext: ".txt"}); err != nil {
 		t.Errorf("the object after the write: %v", err)
 	}
 }

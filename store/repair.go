@@ -2,15 +2,18 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
 )
 
 // QuarantineDir is the directory under the store root where Repair moves
@@ -69,20 +72,25 @@ var ErrIndexDamaged = errors.New("the index database is damaged")
 // stats to a recount of the rows when they drifted. It holds gc.lock exclusively,
 // so no writer is between its blob and its row meanwhile. Orphans and temp
 // files are left to gc.
-func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, err error) {
+func (s *Store) Repair(ctx context.Context, o RepairOptions) (RepairResult, error) {
+	r, err := capability[repairer](s, "repair", true)
+	if err != nil {
+		return RepairResult{DryRun: o.DryRun}, err
+	}
+	return r.repair(ctx, o, func(ctx context.Context, held bool) (VerifyResult, error) {
+		return s.verify(ctx, VerifyOptions{}, held)
+	})
+}
+
+// repair is Repair on a local store; verify is the store's verify.
+func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(context.Context, bool) (VerifyResult, error)) (_ RepairResult, err error) {
 	res := RepairResult{DryRun: o.DryRun}
-	if err := s.writable("repair"); err != nil {
-		return res, err
-	}
-	if s.remote != nil {
-		return res, s.localOnly("repair")
-	}
-	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
+	unlock, err := e.locks.exclusive(ctx, DefaultGCLockTimeout)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	v, err := s.verify(ctx, VerifyOptions{}, true)
+	v, err := verify(ctx, true)
 	if err != nil {
 		return res, fmt.Errorf("store: repair: %w", err)
 	}
@@ -90,18 +98,18 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 	if len(v.IndexProblems) > 0 {
 		return res, fmt.Errorf("store: repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
 	}
-	packed, err := s.repairPacks(ctx, v.Corrupt, o.DryRun)
+	packed, err := e.repairPacks(ctx, v.Corrupt, o.DryRun)
 	res.Quarantined = append(res.Quarantined, packed...)
 	if err != nil {
 		return res, fmt.Errorf("store: repair: %w", err)
 	}
 	for _, p := range v.Corrupt {
-		if s.inPacks(p.Path) {
+		if e.inPacks(p.Path) {
 			continue // repairPacks did it
 		}
 		r := Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason}
 		if !o.DryRun {
-			to, err := s.quarantine(p.Path)
+			to, err := e.quarantine(p.Path)
 			if err != nil {
 				return res, fmt.Errorf("store: repair: %w", err)
 			}
@@ -122,7 +130,7 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 	// recount comes last.
 	defer func() {
 		if len(res.CountDrift) > 0 && err == nil {
-			if _, err = s.index.FixCounts(ctx); err != nil {
+			if _, err = e.ix.FixCounts(ctx); err != nil {
 				err = fmt.Errorf("store: repair: %w", err)
 			}
 		}
@@ -130,7 +138,7 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 	if len(lost) == 0 {
 		return res, nil
 	}
-	gone, err := s.index.DeletePartsOf(ctx, lost)
+	gone, err := e.ix.DeletePartsOf(ctx, lost)
 	if err != nil {
 		return res, fmt.Errorf("store: repair: %w", err)
 	}
@@ -148,12 +156,12 @@ func (s *Store) Repair(ctx context.Context, o RepairOptions) (_ RepairResult, er
 // quarantine moves the file (or whatever stands) at path, inside the blob
 // directories or packs/, to QuarantineDir under a name of its own, durably, and
 // returns where it went.
-func (s *Store) quarantine(path string) (string, error) {
-	rel, err := filepath.Rel(s.dir, path)
-	if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), cas.BlobsDir+"/") && !s.inPacks(path) {
-		return "", fmt.Errorf("quarantine %s: not under %s or %s", path, filepath.Join(s.dir, cas.BlobsDir), filepath.Join(s.dir, cas.PacksDir))
+func (e *localEngine) quarantine(path string) (string, error) {
+	rel, err := filepath.Rel(e.dir, path)
+	if err != nil || !strings.HasPrefix(filepath.ToSlash(rel), cas.BlobsDir+"/") && !e.inPacks(path) {
+		return "", fmt.Errorf("quarantine %s: not under %s or %s", path, filepath.Join(e.dir, cas.BlobsDir), filepath.Join(e.dir, cas.PacksDir))
 	}
-	qdir := filepath.Join(s.dir, QuarantineDir)
+	qdir := filepath.Join(e.dir, QuarantineDir)
 	if err := os.MkdirAll(qdir, 0o755); err != nil {
 		return "", fmt.Errorf("quarantine %s: %w", path, err)
 	}
@@ -185,15 +193,15 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
-// Quarantined returns the blobs that have a file under QuarantineDir, moved
+// quarantined returns the blobs that have a file under QuarantineDir, moved
 // there by Repair. A directory that does not exist holds none.
-func (s *Store) Quarantined(ctx context.Context) (map[cas.Blob]bool, error) {
-	des, err := os.ReadDir(filepath.Join(s.dir, QuarantineDir))
+func (e *localEngine) quarantined(ctx context.Context) (map[cas.Blob]bool, error) {
+	des, err := os.ReadDir(filepath.Join(e.dir, QuarantineDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[cas.Blob]bool{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", filepath.Join(s.dir, QuarantineDir), err)
+		return nil, fmt.Errorf("store: list %s: %w", filepath.Join(e.dir, QuarantineDir), err)
 	}
 	out := make(map[cas.Blob]bool, len(des))
 	for _, de := range des {
@@ -213,6 +221,96 @@ func (s *Store) Quarantined(ctx context.Context) (map[cas.Blob]bool, error) {
 		if err == nil {
 			out[b] = true
 		}
+	}
+	return out, nil
+}
+
+// inPacks reports whether path is inside the store's packs/ directory.
+func (e *localEngine) inPacks(path string) bool {
+	rel, err := filepath.Rel(e.dir, path)
+	return err == nil && strings.HasPrefix(filepath.ToSlash(rel), cas.PacksDir+"/")
+}
+
+// repairPacks is Repair's part for damaged packs. Each pack verify found
+// anything wrong with is written anew with the blobs in it that read back
+// whole and that rows name; the rows move to the new pack in one
+// transaction; the damaged pack goes to QuarantineDir. A used blob that was
+// corrupt in it gets a note of its own there, so that its rows stay, gc
+// runs, and writing the same content again heals it, as for a corrupt loose
+// blob. Blobs of a pack whose table of contents is lost are missing, not
+// corrupt: Repair drops their rows.
+func (e *localEngine) repairPacks(ctx context.Context, corrupt []Problem, dryRun bool) ([]Repaired, error) {
+	damaged := map[string][]Problem{}
+	var names []string
+	for _, p := range corrupt {
+		if !e.inPacks(p.Path) {
+			continue
+		}
+		name := filepath.Base(p.Path)
+		if damaged[name] == nil {
+			names = append(names, name)
+		}
+		damaged[name] = append(damaged[name], p)
+	}
+	slices.Sort(names)
+	var out []Repaired
+	for _, name := range names {
+		path := e.name(cas.PacksDir + "/" + name)
+		var bad []Repaired
+		for _, p := range damaged[name] {
+			if !p.Blob.Digest.IsZero() && len(p.Keys) > 0 {
+				bad = append(bad, Repaired{Blob: p.Blob, Path: path, Keys: p.Keys, Reason: p.Reason})
+			}
+		}
+		if dryRun {
+			out = append(out, bad...)
+			continue
+		}
+		ok, _, err := e.blobs.VerifyPack(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		whole := map[cas.Blob]bool{}
+		for _, e := range ok {
+			whole[e.Blob] = true
+		}
+		named, err := e.ix.PackedBlobs(ctx, name)
+		if err != nil {
+			return out, err
+		}
+		var live []cas.Blob
+		for _, b := range named {
+			if whole[b] {
+				live = append(live, b)
+			}
+		}
+		var rec index.PackRecord
+		if len(live) > 0 {
+			info, err := e.blobs.WritePack(ctx, live)
+			if err != nil {
+				return out, fmt.Errorf("rewrite %s: %w", name, err)
+			}
+			rec = index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: live}
+		}
+		if err := e.ix.ReplacePack(ctx, name, rec); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return out, err
+		}
+		to, err := e.quarantine(path)
+		if err != nil {
+			return out, err
+		}
+		for i := range bad {
+			note := filepath.Join(filepath.Dir(to), bad[i].Blob.FileName())
+			if _, err := os.Lstat(note); err == nil {
+				note = filepath.Join(filepath.Dir(to), bad[i].Blob.FileName()+".pack")
+			}
+			msg := fmt.Sprintf("%s was corrupt in %s (now %s): %s\n", bad[i].Blob, name, to, bad[i].Reason)
+			if err := os.WriteFile(note, []byte(msg), 0o444); err != nil {
+				return out, err
+			}
+			bad[i].To = to
+		}
+		out = append(out, bad...)
 	}
 	return out, nil
 }

@@ -149,7 +149,7 @@ func TestWriteReplacesCorruptBlob(t *testing.T) {
 		t.Error("a streamed write over a corrupt file says dedup")
 	}
 	for _, b := range []cas.Blob{{Digest: st[0].Digest, Ext: ".txt"}, {Digest: big.Digest, Ext: ".txt"}} {
-		if err := s.Blobs().Verify(ctx, b); err != nil {
+		if err := localOf(s).blobs.Verify(ctx, b); err != nil {
 			t.Errorf("after rewrite: %v", err)
 		}
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,28 +44,6 @@ func reserveFor(indexBytes int64) int64 {
 		r *= 2
 	}
 	return r
-}
-
-// WithReserve sets the size of the reserve file, which otherwise grows
-// with the index from MinReserve to DefaultReserve; zero keeps none.
-func WithReserve(bytes int64) Option {
-	return func(c *config) error {
-		if bytes < 0 {
-			return fmt.Errorf("store: negative reserve %d", bytes)
-		}
-		c.reserve = bytes
-		return nil
-	}
-}
-
-// Maintenance opens the store to free space: when the index cannot be
-// opened for want of space, the reserve file is released first. gc and
-// prune open the store so; GC and Prune make the reserve again when done.
-func Maintenance() Option {
-	return func(c *config) error {
-		c.maintenance = true
-		return nil
-	}
 }
 
 // reservePath returns the reserve file's path under dir.
@@ -158,14 +135,4 @@ func freeBytes(dir string) (int64, bool) {
 		return 0, false
 	}
 	return int64(st.Bavail) * int64(st.Bsize), true
-}
-
-// checkpointShort folds the index's log into the database and truncates
-// it, when the disk is short of space: the log's blocks go back to the
-// file system, and the next transaction logs from its start, so that a
-// prune and the gc after it each need room for their own pages only, not
-// for all of them together. It is best effort: with a reader in the
-// log, SQLite checkpoints what it can.
-func checkpointShort(s *Store) {
-	s.index.Checkpoint(context.Background())
 }

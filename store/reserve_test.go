@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 func TestReserveFor(t *testing.T) {
@@ -86,7 +85,7 @@ func TestReserveGrowsWithIndex(t *testing.T) {
 		}},
 		{"gc", 8, func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
 		{"prune", 16, func() error {
-			_, err := s.Prune(ctx, index.PruneOptions{Run: "none such"})
+			_, err := s.Prune(ctx, PruneOptions{Run: "none such"})
 			return err
 		}},
 	} {

@@ -1,39 +1,210 @@
 package store
 
-import "time"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
 
-// Options only tests use.
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/index"
+)
 
-// withFaults makes the named points of gc, and "write:record" (a row
-// commit), fail with what inject returns.
+// Options only tests use, and the test hooks (testHooks) behind them: an
+// option names what a test changes in the store it opens; the hooks see
+// the engine Open makes from that config and apply it there.
+
+// withFaults makes the named points of a store's work fail with what
+// inject returns (or hold there, as long as inject blocks).
 func withFaults(inject func(point string) error) Option {
-	return func(c *config) error {
-		c.inject = inject
-		return nil
-	}
+	return seamOption(func(s *seamSet) { s.inject = inject })
 }
 
-// withoutGCLock turns gc.lock off, to show what it prevents.
+// withoutGCLock turns off what keeps gc from removing the blobs writes are
+// about to record, to show what it prevents: gc.lock on a local store (the
+// store locks files of its own that no other store locks), the blob leases
+// and the sweep lock on a shared one.
 func withoutGCLock() Option {
-	return func(c *config) error {
-		c.noLock = true
-		return nil
-	}
+	return seamOption(func(s *seamSet) { s.noGCLock = true })
 }
 
 // withoutIntent makes gc skip gc.intent, to show the starvation it prevents.
 func withoutIntent() Option {
-	return func(c *config) error {
-		c.noIntent = true
-		return nil
-	}
+	return seamOption(func(s *seamSet) { s.noIntent = true })
 }
 
 // withSweepWindow sets how long gc may delete a batch's objects under the
 // sweep fence, for tests that wait for a fence to pass.
 func withSweepWindow(d time.Duration) Option {
+	return seamOption(func(s *seamSet) { s.sweepWindow = d })
+}
+
+// withBarrierCheap makes the store ask f, not the machine's unwritten
+// bytes, whether a barrier is cheap now (see localEngine.groupable).
+func withBarrierCheap(f func() bool) Option {
+	return seamOption(func(s *seamSet) { s.barrierCheap = f })
+}
+
+// A seamSet is what a test changes in one store.
+type seamSet struct {
+	inject       func(point string) error
+	noGCLock     bool
+	noIntent     bool
+	sweepWindow  time.Duration
+	barrierCheap func() bool
+	// counts holds what count saw, by what.
+	countMu sync.Mutex
+	counts  map[string][]int
+}
+
+// seamHooks is testHooks in this package's tests.
+type seamHooks struct {
+	mu       sync.Mutex
+	byConfig map[*config]*seamSet
+	byEngine map[engine]*seamSet
+}
+
+var hooks = &seamHooks{byConfig: map[*config]*seamSet{}, byEngine: map[engine]*seamSet{}}
+
+func init() { testHooks = hooks }
+
+// seamOption is an option that changes the seamSet of the store being
+// opened.
+func seamOption(f func(*seamSet)) Option {
 	return func(c *config) error {
-		c.sweepWindow = d
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		s := hooks.byConfig[c]
+		if s == nil {
+			s = &seamSet{}
+			hooks.byConfig[c] = s
+		}
+		f(s)
 		return nil
 	}
+}
+
+// opened moves the seams of c to e, and applies those Open cannot.
+func (h *seamHooks) opened(c *config, e engine) {
+	h.mu.Lock()
+	s := h.byConfig[c]
+	delete(h.byConfig, c)
+	if s == nil {
+		s = &seamSet{}
+	}
+	h.byEngine[e] = s
+	h.mu.Unlock()
+	switch e := e.(type) {
+	case *localEngine:
+		// Lock files of its own, which no other store locks.
+		private := func(name string) string {
+			dir, err := os.MkdirTemp("", "toolcas-nolock-")
+			if err != nil {
+				panic(err)
+			}
+			return filepath.Join(dir, name)
+		}
+		if s.noGCLock {
+			e.locks.lock, e.locks.intent = private(LockFile), private(IntentFile)
+		}
+		if s.noIntent {
+			e.locks.intent = private(IntentFile)
+		}
+	case *sharedEngine:
+		if s.noGCLock {
+			e.leases = noLeases{e.ix}
+		}
+		if s.sweepWindow != 0 {
+			e.sweepWindow = s.sweepWindow
+		}
+	}
+}
+
+func (h *seamHooks) seams(e engine) *seamSet {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byEngine[e]
+}
+
+func (h *seamHooks) fault(e engine, point string) error {
+	if s := h.seams(e); s != nil && s.inject != nil {
+		return s.inject(point)
+	}
+	return nil
+}
+
+func (h *seamHooks) barrierCheap(e engine) (bool, bool) {
+	if s := h.seams(e); s != nil && s.barrierCheap != nil {
+		return s.barrierCheap(), true
+	}
+	return false, false
+}
+
+func (h *seamHooks) count(e engine, what string, n int) {
+	s := h.seams(e)
+	if s == nil {
+		return
+	}
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	if s.counts == nil {
+		s.counts = map[string][]int{}
+	}
+	s.counts[what] = append(s.counts[what], n)
+}
+
+// counted returns what the store's work counted of what, in order.
+func counted(st *Store, what string) []int {
+	s := hooks.seams(st.eng)
+	if s == nil {
+		return nil
+	}
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	return slices.Clone(s.counts[what])
+}
+
+// total sums what the store's work counted of what.
+func total(st *Store, what string) int {
+	n := 0
+	for _, c := range counted(st, what) {
+		n += c
+	}
+	return n
+}
+
+// noLeases gives leases that hold nothing, and a sweep lock that deletes
+// without a fence: what the leases prevent.
+type noLeases struct{ ix *index.Index }
+
+func (l noLeases) blobLease(ctx context.Context, _ time.Duration) (context.Context, func() error, error) {
+	return ctx, func() error { return nil }, nil
+}
+
+func (l noLeases) sweepLock(context.Context, time.Duration) (sweepLock, error) {
+	return noSweepLock(l), nil
+}
+
+type noSweepLock noLeases
+
+func (l noSweepLock) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cutoff, now time.Time, _ time.Duration) ([]cas.Blob, error) {
+	return l.ix.DeleteUnreferencedAt(ctx, blobs, cutoff, now)
+}
+func (noSweepLock) Held(context.Context) error       { return nil }
+func (noSweepLock) ClearFence(context.Context) error { return nil }
+func (noSweepLock) Release() error                   { return nil }
+
+// localOf returns a local store's engine.
+func localOf(s *Store) *localEngine { return s.eng.(*localEngine) }
+
+// sharedOf returns a shared store's engine.
+func sharedOf(s *Store) *sharedEngine { return s.eng.(*sharedEngine) }
+
+// indexPart is the index's part of a store's part.
+func indexPart(p Part) index.Part {
+	return index.Part{ID: p.ID, Key: p.Key, Run: p.Run, Step: p.Step, Tool: p.Tool, CallID: p.CallID, Part: p.Part,
+		Version: p.Version, Kind: index.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Chars: p.Chars,
+		Bytes: p.Bytes, Blob: p.Blob, CreatedAt: p.CreatedAt}
 }

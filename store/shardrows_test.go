@@ -22,14 +22,14 @@ func TestShardRows(t *testing.T) {
 	mustWrite(t, s, items...)
 	want := map[byte]int{}
 	for sh := range 256 {
-		rows, err := s.index.BlobsInShard(ctx, byte(sh))
+		rows, err := s.ix.BlobsInShard(ctx, byte(sh))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want[byte(sh)] = len(rows)
 	}
 	for _, order := range [][]int{ascending(), descending()} {
-		r, err := newShardRows(ctx, s.index)
+		r, err := newShardRows(ctx, s.ix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // ShowPartFirst lists the first few parts sharing a blob, oldest first, and
@@ -18,7 +17,7 @@ func TestShowPartFirst(t *testing.T) {
 		items = append(items, item("shared", i, "the same content"))
 	}
 	mustWrite(t, s, items...)
-	ps, err := s.List(ctx, index.ListOptions{})
+	ps, err := s.List(ctx, ListOptions{})
 	if err != nil || len(ps) != 15 {
 		t.Fatalf("list: %d parts, %v", len(ps), err)
 	}

@@ -72,31 +72,31 @@ func markerLine(maxID int64, at time.Time) []byte {
 
 // ensureMarker makes the store's marker durable before its first write
 // with one barrier.
-func (s *Store) ensureMarker(ctx context.Context) error {
-	m := &s.marker
+func (e *localEngine) ensureMarker(ctx context.Context) error {
+	m := &e.marker
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.f != nil {
 		return nil
 	}
-	maxID, err := s.index.MaxBlobID(ctx)
+	maxID, err := e.ix.MaxBlobID(ctx)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(s.dir, UnsyncedDir)
+	dir := filepath.Join(e.dir, UnsyncedDir)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("make %s: %w", dir, err)
 		}
-		if err := syncDir(s.dir); err != nil {
-			return fmt.Errorf("sync %s: %w", s.dir, err)
+		if err := syncDir(e.dir); err != nil {
+			return fmt.Errorf("sync %s: %w", e.dir, err)
 		}
 	}
 	var err2 error
 	for range 10 {
 		var f *os.File
 		var path string
-		at := s.now()
+		at := e.now()
 		f, path, err2 = makeMarker(dir, maxID, at)
 		if err2 == nil {
 			m.f, m.path, m.at = f, path, at
@@ -160,15 +160,15 @@ func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error
 // holdMarker makes the store's marker durable, if it is not yet, and holds
 // it for a write it covers; release ends the hold, and moves the marker up
 // when it is old and no other write holds it.
-func (s *Store) holdMarker(ctx context.Context) (release func(), err error) {
-	if err := s.ensureMarker(ctx); err != nil {
+func (e *localEngine) holdMarker(ctx context.Context) (release func(), err error) {
+	if err := e.ensureMarker(ctx); err != nil {
 		return nil, err
 	}
-	m := &s.marker
+	m := &e.marker
 	m.writes.RLock()
 	return func() {
 		m.writes.RUnlock()
-		s.refreshMarker(ctx)
+		e.refreshMarker(ctx)
 	}, nil
 }
 
@@ -178,10 +178,10 @@ func (s *Store) holdMarker(ctx context.Context) (release func(), err error) {
 // holds after a crash while it is written (what it held, what it is given,
 // or a line that does not read whole, which covers every blob) covers
 // every write still to come; so it needs no sync of its own.
-func (s *Store) refreshMarker(ctx context.Context) {
-	m := &s.marker
+func (e *localEngine) refreshMarker(ctx context.Context) {
+	m := &e.marker
 	m.mu.Lock()
-	due := m.f != nil && !m.keep && s.now().Sub(m.at) >= markerRefresh
+	due := m.f != nil && !m.keep && e.now().Sub(m.at) >= markerRefresh
 	m.mu.Unlock()
 	if !due || !m.writes.TryLock() {
 		return
@@ -192,11 +192,11 @@ func (s *Store) refreshMarker(ctx context.Context) {
 	if m.f == nil || m.keep {
 		return
 	}
-	maxID, err := s.index.MaxBlobID(context.WithoutCancel(ctx))
+	maxID, err := e.ix.MaxBlobID(context.WithoutCancel(ctx))
 	if err != nil {
 		return // moved up by a later write
 	}
-	at := s.now()
+	at := e.now()
 	if _, err := m.f.WriteAt(markerLine(maxID, at), 0); err == nil {
 		m.at = at
 	}
@@ -204,8 +204,8 @@ func (s *Store) refreshMarker(ctx context.Context) {
 
 // closeMarker removes the store's marker: every write has returned, so
 // every blob it named is durable.
-func (s *Store) closeMarker() {
-	m := &s.marker
+func (e *localEngine) closeMarker() {
+	m := &e.marker
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.f == nil {
@@ -223,8 +223,8 @@ func (s *Store) closeMarker() {
 // that no pack holds, and that repair did not quarantine), or survived
 // with other bytes than its name says, when it is small enough to have
 // been named before its bytes were synced. It returns the parts dropped.
-func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
-	dir := filepath.Join(s.dir, UnsyncedDir)
+func (e *localEngine) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
+	dir := filepath.Join(e.dir, UnsyncedDir)
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -252,7 +252,7 @@ func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
 			f.Close()
 			continue
 		}
-		gone, err := s.recoverMarker(ctx, f)
+		gone, err := e.recoverMarker(ctx, f)
 		dropped = append(dropped, gone...)
 		if err != nil {
 			f.Close()
@@ -265,7 +265,7 @@ func (s *Store) recoverUnsynced(ctx context.Context) ([]index.Part, error) {
 }
 
 // recoverMarker checks the blobs one marker covers.
-func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, error) {
+func (e *localEngine) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, error) {
 	var maxID, at int64
 	buf := make([]byte, 64)
 	n, _ := f.Read(buf)
@@ -279,18 +279,18 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 	if at == 0 {
 		since = time.Unix(0, 0)
 	}
-	blobs, err := s.index.BlobsSince(ctx, maxID, since)
+	blobs, err := e.ix.BlobsSince(ctx, maxID, since)
 	if err != nil {
 		return nil, err
 	}
 	var lost, damaged []cas.Blob
 	for _, b := range blobs {
-		info, err := s.blobs.Stat(ctx, b)
+		info, err := e.blobs.Stat(ctx, b)
 		if err == nil && info.Size <= groupMax {
 			// A write of a blob this small renames it before the sync
 			// that makes its bytes durable: its name may have survived
 			// without them.
-			if err = s.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
+			if err = e.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
 				damaged = append(damaged, b)
 				continue
 			}
@@ -301,7 +301,7 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 		if !errors.Is(err, cas.ErrNotFound) {
 			return nil, err
 		}
-		if _, err := os.Lstat(filepath.Join(s.dir, QuarantineDir, b.FileName())); err == nil {
+		if _, err := os.Lstat(filepath.Join(e.dir, QuarantineDir, b.FileName())); err == nil {
 			continue // known damage, whose rows repair keeps
 		}
 		lost = append(lost, b)
@@ -309,21 +309,21 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 	if len(lost) == 0 && len(damaged) == 0 {
 		return nil, nil
 	}
-	gone, err := s.index.DeletePartsOf(ctx, append(lost, damaged...))
+	gone, err := e.ix.DeletePartsOf(ctx, append(lost, damaged...))
 	if err != nil || len(damaged) == 0 {
 		return gone, err
 	}
 	// The damaged files go too, or verify would report them until gc took
 	// them: with gc's lock, so that no writer is between a blob it wrote
 	// anew at that name and its row, and only those still damaged.
-	unlock, err := s.exclusiveLock(ctx, DefaultGCLockTimeout)
+	unlock, err := e.locks.exclusive(ctx, DefaultGCLockTimeout)
 	if err != nil {
 		return gone, err
 	}
 	defer unlock()
 	for _, b := range damaged {
-		if err := s.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
-			if err := s.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
+		if err := e.blobs.Verify(ctx, b); errors.Is(err, cas.ErrCorrupt) {
+			if err := e.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
 				return gone, err
 			}
 		}
@@ -334,4 +334,4 @@ func (s *Store) recoverMarker(ctx context.Context, f *os.File) ([]index.Part, er
 // Recovered returns the parts that Open dropped because their blob did
 // not survive an unclean shutdown whole (a power cut between a write's row
 // commit and its last sync; no caller was told of them).
-func (s *Store) Recovered() []index.Part { return s.recovered }
+func (e *localEngine) Recovered() []index.Part { return e.recovered }

@@ -128,7 +128,7 @@ func checkRecovered(t *testing.T, s *Store, returned []string, rows int) {
 			t.Errorf("returned %s (%s): %v", key, digest, err)
 		}
 	}
-	all, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	all, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func killAtCommit(t *testing.T, role string, args ...string) []string {
 	return returned
 }
 
-func partKeys(ps []index.Part) []string {
+func partKeys(ps []Part) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Key)
@@ -323,9 +323,7 @@ func init() {
 				mu.Lock()
 				if arrived++; arrived == groupWriters {
 					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-						s.commits.mu.Lock()
-						handed := s.commits.handed
-						s.commits.mu.Unlock()
+						handed := total(s, "commit:handed")
 						if handed == n+groupWriters {
 							break
 						}
@@ -343,7 +341,7 @@ func init() {
 		if err != nil {
 			return err
 		}
-		if !s.groupable(1) {
+		if !localOf(s).groupable(1) {
 			return errors.New("no one-call barrier here")
 		}
 		for i := range n {
@@ -483,15 +481,15 @@ func TestMarkerMovesUp(t *testing.T) {
 
 	// Twenty minutes on, a write with another in flight leaves it alone.
 	advance(20 * time.Minute)
-	s.marker.writes.RLock()
+	localOf(s).marker.writes.RLock()
 	mustWrite(t, s, item("r", 2, text16K(2)))
-	s.marker.writes.RUnlock()
+	localOf(s).marker.writes.RUnlock()
 	if id, at := content(); id != 0 || at != made {
 		t.Errorf("with a write in flight the marker became (%d, %d), want (0, %d)", id, at, made)
 	}
 	// The next write alone moves it up past every blob so far.
 	mustWrite(t, s, item("r", 3, text16K(3)))
-	maxID, err := s.index.MaxBlobID(ctx)
+	maxID, err := s.ix.MaxBlobID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

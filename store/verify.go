@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -83,97 +82,39 @@ type VerifyResult struct {
 	RecentOrphans int
 }
 
-// Verify re-hashes every blob file and checks it against its name and the
-// index: corrupt, truncated or misnamed blobs, blobs missing from disk,
-// orphans, stray temp files, and the index's own integrity. Blobs found
-// whole are marked verified in the index, unless the store is read-only.
+// Verify re-hashes every blob and checks it against its name and the
+// index: corrupt, truncated or misnamed blobs, blobs missing, orphans,
+// stray temp files, and the index's own integrity. Blobs found whole are
+// marked verified in the index, unless the store is read-only. On a store
+// in an object store every object is read from the store itself, past the
+// cache.
 func (s *Store) Verify(ctx context.Context, o VerifyOptions) (VerifyResult, error) {
-	if s.remote != nil {
-		return s.verifyRemote(ctx, o)
-	}
 	return s.verify(ctx, o, false)
 }
 
-// verify is Verify; held says the caller holds gc.lock exclusively, so
-// that a second look needs no lock of its own. It goes a shard at a time:
-// the walk's entries of one shard against the index's rows of that shard,
-// so that it holds one shard's rows, the names of the packed blobs, and
-// what it found wrong, never a list of every blob.
+// verify is Verify; held says the caller holds gc's side of the store's
+// lock, so that a second look needs no lock of its own. It goes a shard at
+// a time: the walk's entries of one shard against the index's rows of
+// that shard, so that it holds one shard's rows, the names of the packed
+// blobs, and what it found wrong, never a list of every blob.
 func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyResult, error) {
 	var res VerifyResult
 	// The checks below stop when verify returns.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// SQLite's integrity check and the recount of the counters behind
-	// stats each read the whole database: they run beside the re-hashing,
-	// and beside each other, each reading from the start, before any mark
-	// grows the index's log.
-	type check struct {
-		problems []string
-		err      error
-	}
-	checked := make(chan check, 1)
-	recounted := make(chan check, 1)
-	go func() {
-		var p []string
-		var err error
-		if o.QuickIndexCheck {
-			p, err = s.index.QuickCheck(ctx)
-		} else {
-			p, err = s.index.IntegrityCheck(ctx)
-		}
-		checked <- check{p, err}
-	}()
-	go func() {
-		var c check
-		c.problems, c.err = s.index.CountDrift(ctx)
-		recounted <- c
-	}()
-	integrity := func() ([]string, error) {
-		c := <-checked
-		checked <- c
-		return c.problems, c.err
-	}
+	checks := s.startIndexChecks(ctx, o.QuickIndexCheck)
 	// damaged reports an index too damaged to read: verify reports what
 	// the integrity check found rather than the first query that failed.
 	damaged := func() bool {
-		p, err := integrity()
+		p, err := checks.integrity()
 		res.IndexProblems = p
 		return err == nil && len(p) > 0
 	}
-	var total int64
-	if o.Progress == nil {
-		// The total is only for progress.
-	} else if st, err := s.index.Stats(ctx, ""); err == nil {
-		total = st.StoredBytes + st.UnreferencedBytes
-	} else if damaged() {
-		return res, nil
-	} else {
-		return res, fmt.Errorf("store: verify: %w", err)
+	v, err := s.newVerifier(ctx, o, &res)
+	if err == nil {
+		// The walk lists names only: re-hashing a file looks at it anyway.
+		err = v.run(ctx, s.eng.walk)
 	}
-	// The blobs packs hold: a row using one is not missing when its loose
-	// file is not there, and a loose copy found whole spares the packed one.
-	packs, _, _, err := s.blobs.Packs(ctx)
-	if err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
-	}
-	inPacks := map[cas.Blob]bool{}
-	for _, p := range packs {
-		for _, e := range p.Entries {
-			inPacks[e.Blob] = true
-		}
-	}
-	ahead, err := newShardRows(ctx, s.index)
-	if err != nil && damaged() {
-		return res, nil
-	}
-	if err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
-	}
-	v := &verifier{s: s, o: o, res: &res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
-		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(), start: s.now()}
-	// The walk lists names only: re-hashing a file looks at it anyway.
-	err = v.run(ctx, s.blobs.WalkNames)
 	if err == nil {
 		err = v.markWhole(ctx)
 	}
@@ -183,23 +124,11 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	if err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	problems, err := integrity()
-	if err != nil {
+	if res.IndexProblems, err = checks.integrity(); err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	res.IndexProblems = problems
-	var whole []cas.Blob
-	isUsed := func(b cas.Blob) bool {
-		r, err := s.index.Blob(ctx, b)
-		return err == nil && r.Parts > 0
-	}
-	if err := s.verifyPacks(ctx, &res, isUsed, v.seen, &whole); err != nil {
+	if err := s.verifyPacks(ctx, &res, v.seen); err != nil {
 		return res, fmt.Errorf("store: verify: %w", err)
-	}
-	if len(whole) > 0 && !s.readOnly {
-		if err := s.index.MarkVerified(ctx, whole, s.now()); err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
-		}
 	}
 	missing := slices.DeleteFunc(v.missing, func(b cas.Blob) bool { return v.seen[b] })
 	if len(missing) > 0 || len(res.Orphans) > 0 {
@@ -209,41 +138,9 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			return res, fmt.Errorf("store: verify: %w", err)
 		}
 	}
-	var lost []index.Part
-	for _, b := range missing {
-		ps, err := s.index.Sharing(ctx, b)
-		if err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
-		}
-		lost = append(lost, ps...)
+	if err := s.reportMissing(ctx, &res, missing); err != nil {
+		return res, fmt.Errorf("store: verify: %w", err)
 	}
-	quarantined := map[cas.Blob]bool{}
-	if len(lost) > 0 {
-		if quarantined, err = s.Quarantined(ctx); err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
-		}
-	}
-	byBlob := map[cas.Blob]*Problem{}
-	for _, p := range lost {
-		pr, ok := byBlob[p.Blob]
-		if !ok {
-			pr = &Problem{Path: s.blobs.Path(p.Blob), Blob: p.Blob, Reason: "missing"}
-			if quarantined[p.Blob] {
-				pr.Reason = "quarantined as corrupt; writing the same content again heals it"
-			}
-			byBlob[p.Blob] = pr
-		}
-		pr.Keys = append(pr.Keys, p.Key)
-	}
-	for b, pr := range byBlob {
-		if quarantined[b] {
-			res.Quarantined = append(res.Quarantined, *pr)
-		} else {
-			res.Missing = append(res.Missing, *pr)
-		}
-	}
-	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
-	sort.Slice(res.Quarantined, func(i, j int) bool { return res.Quarantined[i].Path < res.Quarantined[j].Path })
 	grace := o.Grace
 	if grace <= 0 {
 		grace = DefaultGrace
@@ -254,17 +151,139 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 			res.RecentOrphans++
 		}
 	}
-	c := <-recounted
-	if len(res.IndexProblems) > 0 {
+	if len(res.IndexProblems) == 0 {
 		// A damaged index has nothing worth recounting.
-		c = check{}
+		if res.CountDrift, err = checks.recount(); err != nil {
+			return res, fmt.Errorf("store: verify: %w", err)
+		}
 	}
-	if c.err != nil {
-		return res, fmt.Errorf("store: verify: %w", c.err)
-	}
-	res.CountDrift = c.problems
 	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0 && len(res.CountDrift) == 0
 	return res, nil
+}
+
+// indexChecks are SQLite's integrity check and the recount of the counters
+// behind stats, which each read the whole database: they run beside the
+// re-hashing, and beside each other, each reading from the start, before
+// any mark grows the index's log.
+type indexChecks struct {
+	checked, recounted chan indexCheck
+}
+
+type indexCheck struct {
+	problems []string
+	err      error
+}
+
+func (s *Store) startIndexChecks(ctx context.Context, quick bool) *indexChecks {
+	c := &indexChecks{checked: make(chan indexCheck, 1), recounted: make(chan indexCheck, 1)}
+	go func() {
+		var r indexCheck
+		if quick {
+			r.problems, r.err = s.ix.QuickCheck(ctx)
+		} else {
+			r.problems, r.err = s.ix.IntegrityCheck(ctx)
+		}
+		c.checked <- r
+	}()
+	go func() {
+		var r indexCheck
+		r.problems, r.err = s.ix.CountDrift(ctx)
+		c.recounted <- r
+	}()
+	return c
+}
+
+// integrity waits for the integrity check, which it may be asked for
+// again.
+func (c *indexChecks) integrity() ([]string, error) {
+	r := <-c.checked
+	c.checked <- r
+	return r.problems, r.err
+}
+
+// recount waits for the recount.
+func (c *indexChecks) recount() ([]string, error) {
+	r := <-c.recounted
+	c.recounted <- r
+	return r.problems, r.err
+}
+
+// newVerifier reads what verify needs before its walk: the total to show
+// progress against, the blobs packs hold (a row using one is not missing
+// when its loose file is not there, and a loose copy found whole spares
+// the packed one), and the rows no part uses or that name a pack.
+func (s *Store) newVerifier(ctx context.Context, o VerifyOptions, res *VerifyResult) (*verifier, error) {
+	var total int64
+	if o.Progress != nil {
+		st, err := s.ix.Stats(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		total = st.StoredBytes + st.UnreferencedBytes
+	}
+	inPacks := map[cas.Blob]bool{}
+	if pv, ok := s.eng.(packVerifier); ok {
+		var err error
+		if inPacks, err = pv.packedBlobs(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ahead, err := newShardRows(ctx, s.ix)
+	if err != nil {
+		return nil, err
+	}
+	return &verifier{s: s, o: o, res: res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
+		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(),
+		start: s.now()}, nil
+}
+
+// verifyPacks re-hashes the packs of a store that has them, and marks the
+// used blobs found whole in them verified, unless the store is read-only.
+func (s *Store) verifyPacks(ctx context.Context, res *VerifyResult, seen map[cas.Blob]bool) error {
+	pv, ok := s.eng.(packVerifier)
+	if !ok {
+		return nil
+	}
+	var whole []cas.Blob
+	isUsed := func(b cas.Blob) bool {
+		r, err := s.ix.Blob(ctx, b)
+		return err == nil && r.Parts > 0
+	}
+	if err := pv.verifyPacks(ctx, res, isUsed, seen, &whole); err != nil {
+		return err
+	}
+	if len(whole) > 0 && !s.readOnly {
+		return s.ix.MarkVerified(ctx, whole, s.now())
+	}
+	return nil
+}
+
+// reportMissing reports the blobs still missing with the keys that use
+// them: quarantined ones apart, as known damage.
+func (s *Store) reportMissing(ctx context.Context, res *VerifyResult, missing []cas.Blob) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	quarantined, err := s.Quarantined(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range missing {
+		keys, err := s.ix.Sharing(ctx, b)
+		if err != nil {
+			return err
+		}
+		pr := Problem{Path: s.eng.name(b.RelPath()), Blob: b, Keys: keysOf(keys), Reason: "missing"}
+		if quarantined[b] {
+			pr.Reason = "quarantined as corrupt; writing the same content again heals it"
+			res.Quarantined = append(res.Quarantined, pr)
+		} else {
+			res.Missing = append(res.Missing, pr)
+		}
+	}
+	sort.Slice(res.Missing, func(i, j int) bool { return res.Missing[i].Path < res.Missing[j].Path })
+	sort.Slice(res.Quarantined, func(i, j int) bool { return res.Quarantined[i].Path < res.Quarantined[j].Path })
+	return nil
 }
 
 // verifier holds what verify keeps between shards.
@@ -447,7 +466,7 @@ func (v *verifier) markWhole(ctx context.Context) error {
 	if v.s.readOnly || v.whole.len() == 0 {
 		return nil
 	}
-	return v.whole.mark(ctx, v.s.index, v.start, v.s.now())
+	return v.whole.mark(ctx, v.s.ix, v.start, v.s.now())
 }
 
 // hash re-hashes a blob entry: nil when it matches its name. It returns
@@ -457,17 +476,7 @@ func (v *verifier) hash(ctx context.Context, e cas.Entry) (cas.Entry, error) {
 	if e.Kind != cas.EntryBlob {
 		return e, nil
 	}
-	if v.s.remote != nil {
-		return e, v.s.verifyObject(ctx, e.Blob)
-	}
-	if !e.Lazy {
-		return e, v.s.blobs.Verify(ctx, e.Blob)
-	}
-	fi, err := v.s.blobs.VerifyInfo(ctx, e.Blob)
-	if fi != nil {
-		e.Size, e.ModTime, e.Lazy = fi.Size(), fi.ModTime(), false
-	}
-	return e, err
+	return v.s.eng.rehash(ctx, e)
 }
 
 // entry checks one name the walk found, given what hash said of it; a
@@ -477,11 +486,11 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 		return err
 	}
 	s, res := v.s, v.res
-	path := s.abs(e.RelPath)
+	path := s.eng.name(e.RelPath)
 	switch e.Kind {
 	case cas.EntryTemp:
 		// One a live writer holds is being written or waits in its pool.
-		if s.blobs == nil || !s.blobs.TempInUse(e.RelPath) {
+		if !s.eng.tempInUse(e.RelPath) {
 			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
 		}
 		return nil
@@ -498,7 +507,7 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 		if _, ok := v.used[e.Blob]; ok && !e.Blob.Digest.IsZero() && e.RelPath == e.Blob.RelPath() {
 			delete(v.used, e.Blob)
 			v.seen[e.Blob] = true
-			p.Keys = s.keys(ctx, e.Blob)
+			p.Keys = keysUsing(ctx, s.ix, e.Blob)
 			res.Corrupt = append(res.Corrupt, p)
 		} else {
 			res.Orphans = append(res.Orphans, p)
@@ -535,14 +544,14 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 			case !ce.Got.IsZero() && v.usedAnywhere(ctx, cas.Blob{Digest: ce.Got, Ext: e.Blob.Ext}):
 				reason = "misnamed: holds the content of " + ce.Got.String()
 			case isUsed && !e.Lazy:
-				if row, err := s.index.Blob(ctx, e.Blob); err == nil && e.Size < row.Size {
+				if row, err := s.ix.Blob(ctx, e.Blob); err == nil && e.Size < row.Size {
 					reason = fmt.Sprintf("truncated: %d of %d bytes", e.Size, row.Size)
 				}
 			}
 		}
 		p := Problem{Path: path, Blob: e.Blob, Reason: reason}
 		if isUsed {
-			p.Keys = s.keys(ctx, e.Blob)
+			p.Keys = keysUsing(ctx, s.ix, e.Blob)
 			v.seen[e.Blob] = true
 		}
 		res.Corrupt = append(res.Corrupt, p)
@@ -552,43 +561,37 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 
 // usedAnywhere reports whether a part uses a blob of any shard.
 func (v *verifier) usedAnywhere(ctx context.Context, b cas.Blob) bool {
-	r, err := v.s.index.Blob(ctx, b)
+	r, err := v.s.ix.Blob(ctx, b)
 	return err == nil && r.Parts > 0
 }
 
-// recheck looks again, under gc.lock shared, at what verify's first look
-// found missing or unused. While the lock is held gc cannot be between its
-// row deletions and its unlinks, and a writer commits a row only once its
-// blob is durable: a row whose blob is missing now is damage, whereas one
-// the walk missed may have been written, or collected, meanwhile. It
-// returns the blobs still missing that rows still use, and drops from
-// res.Orphans the blobs a row uses now. On a store this process cannot
-// lock (read-only), it reads the rows again without the lock.
+// recheck looks again, keeping gc from sweeping, at what verify's first
+// look found missing or unused. While gc cannot sweep it cannot be between
+// its row deletions and its blobs' removal, and a writer records a row
+// only once its blob is durable: a row whose blob is missing now is
+// damage, whereas one the walk missed may have been written, or
+// collected, meanwhile. It returns the blobs still missing that rows still
+// use, and drops from res.Orphans the blobs a row uses now.
 func (s *Store) recheck(ctx context.Context, missing []cas.Blob, res *VerifyResult, held bool) ([]cas.Blob, error) {
-	unlock, err := func() {}, error(nil)
-	if !held {
-		unlock, err = s.sharedLock(ctx)
-	}
-	switch {
-	case errors.Is(err, ErrLocked):
+	unlock, err := s.eng.lockForRecheck(ctx, held)
+	if err != nil {
 		return nil, fmt.Errorf("could not look again at blobs that seemed missing or unused: %w", err)
-	case err != nil:
-		unlock = func() {}
 	}
 	defer unlock()
 	var still []cas.Blob
 	for _, b := range missing {
-		row, err := s.index.Blob(ctx, b)
-		if errors.Is(err, index.ErrNotFound) || (err == nil && row.Parts == 0) {
+		row, err := s.ix.Blob(ctx, b)
+		if errors.Is(err, ErrNotFound) || (err == nil && row.Parts == 0) {
 			continue // no row uses it any more
 		}
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.blobs.Stat(ctx, b); err == nil || errors.Is(err, cas.ErrCorrupt) {
-			continue
+		if there, err := s.eng.present(ctx, b); err != nil {
+			return nil, err
+		} else if !there {
+			still = append(still, b)
 		}
-		still = append(still, b)
 	}
 	kept := res.Orphans[:0]
 	for _, o := range res.Orphans {
@@ -596,8 +599,8 @@ func (s *Store) recheck(ctx context.Context, missing []cas.Blob, res *VerifyResu
 			kept = append(kept, o)
 			continue
 		}
-		row, err := s.index.Blob(ctx, o.Blob)
-		if err != nil && !errors.Is(err, index.ErrNotFound) {
+		row, err := s.ix.Blob(ctx, o.Blob)
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
 		if err != nil || row.Parts == 0 {
@@ -610,17 +613,10 @@ func (s *Store) recheck(ctx context.Context, missing []cas.Blob, res *VerifyResu
 
 // keys lists the keys using a blob, for reports; an error listing them
 // leaves the list empty rather than hiding the problem being reported.
-func (s *Store) keys(ctx context.Context, b cas.Blob) []string {
-	ps, err := s.index.Sharing(ctx, b)
+func keysUsing(ctx context.Context, ix *index.Index, b cas.Blob) []string {
+	ps, err := ix.Sharing(ctx, b)
 	if err != nil {
 		return nil
 	}
 	return keysOf(ps)
-}
-
-func (s *Store) abs(rel string) string {
-	if s.remote != nil {
-		return s.objectName(rel)
-	}
-	return filepath.Join(s.dir, filepath.FromSlash(rel))
 }

@@ -52,7 +52,7 @@ func TestVerifyFindsDamage(t *testing.T) {
 	// Blob 6's file now holds blob 5's content.
 	good, _ := os.ReadFile(st[4].Path)
 	damage(t, st[5].Path, func([]byte) []byte { return good })
-	orphan, _ := s.blobs.PutBytes(ctx, []byte("nobody's"), ".txt")
+	orphan, _ := localOf(s).blobs.PutBytes(ctx, []byte("nobody's"), ".txt")
 	os.WriteFile(filepath.Join(s.Dir(), "blobs", "00", ".tmp-crash"), []byte("x"), 0o644)
 
 	res, err = s.Verify(ctx, VerifyOptions{})
@@ -102,7 +102,7 @@ func TestVerifyFindsDamage(t *testing.T) {
 	if _, err := s.Write(ctx, []hook.Item{item("r", 7, "new after damage")}); err != nil {
 		t.Errorf("write after damage: %v", err)
 	}
-	b, _ := s.index.Blob(ctx, cas.Blob{Digest: st[4].Digest, Ext: ".txt"})
+	b, _ := s.ix.Blob(ctx, cas.Blob{Digest: st[4].Digest, Ext: ".txt"})
 	if b.VerifiedAt.IsZero() {
 		t.Error("verified blob not marked")
 	}
@@ -249,7 +249,7 @@ func TestVerifyShardInTwoRuns(t *testing.T) {
 		}
 	}
 	var res VerifyResult
-	ahead, err := newShardRows(ctx, s.index)
+	ahead, err := newShardRows(ctx, s.ix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestVerifyMarksOnlyWhole(t *testing.T) {
 		items = append(items, item(run, i, fmt.Sprint("blob number ", i, " of many")))
 	}
 	st := mustWrite(t, s, items...)
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: "gone"}); err != nil {
+	if _, err := s.Prune(ctx, PruneOptions{Run: "gone"}); err != nil {
 		t.Fatal(err)
 	}
 	flipped := map[int]bool{17: true, 700: true, 1499: true}
@@ -319,7 +319,7 @@ func TestVerifyMarksOnlyWhole(t *testing.T) {
 		t.Errorf("%d orphans, want the 150 pruned parts' blobs", len(res.Orphans))
 	}
 	for i, p := range st {
-		b, err := s.index.Blob(ctx, cas.Blob{Digest: p.Digest, Ext: ".txt"})
+		b, err := s.ix.Blob(ctx, cas.Blob{Digest: p.Digest, Ext: ".txt"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
-	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -46,163 +44,211 @@ import (
 // (see recoverUnsynced); no caller was told of them, since a write returns
 // only after its syncs.
 //
-// The caller holds the shared lock, so gc cannot sweep meanwhile.
-func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) ([]hook.Stored, error) {
-	// Counted in the group first, so that writes begun together share
-	// its barriers (see blobGroup).
-	var gw *groupWrite
-	if nameLater && s.groupable(len(ci.Data)) {
-		gw = s.group.enter()
-		defer gw.leave()
+// It holds the writers' side of gc.lock from the blob to its row, as
+// every write does, so gc cannot sweep meanwhile.
+func (e *localEngine) writeOne(ctx context.Context, np index.NewPart, ci cas.Item) ([]cas.PutResult, []index.Recorded, error) {
+	nameLater := e.blobs.Durability() == cas.SyncFull
+	if nameLater {
+		release, err := e.holdMarker(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: %w", err)
+		}
+		defer release()
 	}
-	// Hashed once: the statements name the blob, the put writes it.
-	hashed := cas.Hash(ci.Data, ci.Ext)
-	np.Blob = hashed.Blob()
-	// The blob's temp file is made again once the step's syncs are done.
-	defer s.blobs.RefillTempPool()
-	var (
-		put     cas.PutResult
-		putErr  error
-		putDone = make(chan struct{})
-		// grouped is set when the blob was renamed into place unsynced:
-		// its bytes and name wait for the group's barrier after the
-		// commit.
-		grouped *cas.Pending
-		// naming is set, and named closed, by the directory's sync.
-		naming  bool
-		nameErr error
-		named   = make(chan struct{})
-		recs    []index.Recorded
-		// barrierErr is the error of the barrier after the commit.
-		barrierErr error
-		// recorded is closed once the statements' goroutine has recorded
-		// the part, or failed to.
-		recorded chan struct{}
-	)
-
-	// ready is called by the index before its commit, perhaps more than
-	// once: it waits for the blob to be in place.
-	ready := func() (bool, error) {
-		// A test's way to stop a writer whose statements have run.
-		s.fault("write:ready")
-		<-putDone
-		return grouped != nil, putErr
+	unlock, err := e.locks.shared(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer unlock()
+	w := e.newOneWrite(ctx, np, ci, nameLater)
+	defer w.leave()
+	// In the group, the statements start once the bytes are written (see
+	// putInGroup): their goroutine would keep a thread from writes that
+	// the group's barrier waits for.
+	if w.gw == nil {
+		w.startStatements()
+	}
+	w.writeBlob()
+	if w.recorded != nil {
+		<-w.recorded
+	} else if w.putErr == nil && w.recErr == nil {
+		w.recs, w.barrierErr, w.recErr = e.recordWhenReady(ctx, []index.NewPart{w.np}, w.ready, w.putDone, nil)
+	}
+	if w.recErr == nil && w.putErr == nil {
+		// A test's way to stop a writer with its row committed.
+		fault(e, "write:committed")
+	}
+	if err := w.finish(); err != nil {
+		return nil, nil, err
+	}
+	return []cas.PutResult{w.put}, w.recs, nil
+}
 
+// oneWrite is the state of one writeOne, which its goroutines share: the
+// blob's put, the statements', and the sync of the blob's name.
+type oneWrite struct {
+	e         *localEngine
+	ctx       context.Context
+	np        index.NewPart
+	hashed    cas.Hashed
+	nameLater bool
+	// gw is the write's place in the group, nil when it writes alone.
+	gw *groupWrite
+	// early says the statements may run while the blob is written.
+	early bool
+
+	put    cas.PutResult
+	putErr error
+	// putDone is closed once the put ended.
+	putDone chan struct{}
+	// grouped is set when the blob was renamed into place unsynced: its
+	// bytes and name wait for the group's barrier after the commit.
+	grouped *cas.Pending
+	// naming is set, and named closed, by the directory's sync.
+	naming  bool
+	nameErr error
+	named   chan struct{}
+	recs    []index.Recorded
+	recErr  error
+	// barrierErr is the error of the barrier after the commit.
+	barrierErr error
+	// recorded is closed once the statements' goroutine has recorded the
+	// part, or failed to.
+	recorded chan struct{}
+}
+
+// newOneWrite starts a write of ci as np: counted in the group first, so
+// that writes begun together share its barriers (see blobGroup), and
+// hashed once (the statements name the blob, the put writes it).
+func (e *localEngine) newOneWrite(ctx context.Context, np index.NewPart, ci cas.Item, nameLater bool) *oneWrite {
+	w := &oneWrite{e: e, ctx: ctx, np: np, nameLater: nameLater, putDone: make(chan struct{}), named: make(chan struct{})}
+	if nameLater && e.groupable(len(ci.Data)) {
+		w.gw = e.group.enter()
+	}
+	w.hashed = cas.Hash(ci.Data, ci.Ext)
+	w.np.Blob = w.hashed.Blob()
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
-	err := s.fault("write:record")
-	early := err == nil && s.statementsEarly(len(ci.Data))
-	startStatements := func() bool {
-		if !early || recorded != nil {
-			return recorded != nil
-		}
-		s.writersSeen.early.Add(1)
-		recorded = make(chan struct{})
-		var queued func()
-		if gw != nil {
-			queued = gw.handedOver
-		}
-		go func() {
-			defer close(recorded)
-			recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone, queued)
-		}()
-		return true
-	}
-	// In the group, once the bytes are written (see putInGroup): the
-	// statements' goroutine would keep a thread from writes that the
-	// group's barrier waits for.
-	if gw == nil {
-		startStatements()
-	}
+	w.recErr = fault(e, "write:record")
+	w.early = w.recErr == nil && e.statementsEarly(len(ci.Data))
+	return w
+}
 
-	// The blob. Its directory's sync starts as soon as it is renamed into
-	// place, beside the commit: the marker covers a row committed before
-	// the sync ends.
-	func() {
-		defer close(putDone)
-		if gw != nil {
-			// However the put ends, it has nothing more for the
-			// group's transaction.
-			defer gw.handedOver()
-		}
+// leave ends the write's place in the group, and makes its blob's temp
+// file again once the step's syncs are done.
+func (w *oneWrite) leave() {
+	if w.gw != nil {
+		w.gw.leave()
+	}
+	w.e.blobs.RefillTempPool()
+}
+
+// ready is called by the index before its commit, perhaps more than once:
+// it waits for the blob to be in place.
+func (w *oneWrite) ready() (bool, error) {
+	// A test's way to stop a writer whose statements have run.
+	fault(w.e, "write:ready")
+	<-w.putDone
+	return w.grouped != nil, w.putErr
+}
+
+// startStatements runs the index's statements in a goroutine of their
+// own while the blob is written, when they may run early, and reports
+// whether they run.
+func (w *oneWrite) startStatements() bool {
+	if !w.early || w.recorded != nil {
+		return w.recorded != nil
+	}
+	count(w.e, "write:early", 1)
+	w.recorded = make(chan struct{})
+	var queued func()
+	if w.gw != nil {
+		queued = w.gw.handedOver
+	}
+	go func() {
+		defer close(w.recorded)
+		w.recs, w.barrierErr, w.recErr = w.e.recordWhenReady(w.ctx, []index.NewPart{w.np}, w.ready, w.putDone, queued)
+	}()
+	return true
+}
+
+// writeBlob puts the blob. Its directory's sync starts as soon as it is
+// renamed into place, beside the commit: the marker covers a row
+// committed before the sync ends.
+func (w *oneWrite) writeBlob() {
+	defer close(w.putDone)
+	e := w.e
+	if w.gw != nil {
+		// However the put ends, it has nothing more for the group's
+		// transaction.
+		defer w.gw.handedOver()
+	} else if w.putErr = fault(e, "write:blob"); w.putErr != nil {
 		// A test's stand-in for a blob write that failed (in the group,
 		// once its bytes are written: see putInGroup).
-		if gw == nil {
-			if putErr = s.fault("write:blob"); putErr != nil {
-				return
-			}
+		return
+	}
+	if !w.nameLater {
+		w.put, w.putErr = e.blobs.PutHashed(w.ctx, w.hashed)
+		return
+	}
+	var syncName func() error
+	if w.gw != nil {
+		w.put, syncName, w.grouped, w.putErr = e.putInGroup(w.ctx, w.gw, w.hashed, w.startStatements)
+	} else {
+		w.put, syncName, w.putErr = e.blobs.PutHashedNameUnsynced(w.ctx, w.hashed)
+	}
+	if w.putErr != nil || syncName == nil {
+		return
+	}
+	w.naming = true
+	go func() {
+		defer close(w.named)
+		// A test's stand-in for a sync that failed, once it ran.
+		if w.nameErr = syncName(); w.nameErr == nil {
+			w.nameErr = fault(e, "write:name")
 		}
-		if !nameLater {
-			put, putErr = s.blobs.PutHashed(ctx, hashed)
-			return
-		}
-		var syncName func() error
-		if gw != nil {
-			put, syncName, grouped, putErr = s.putInGroup(ctx, gw, hashed, startStatements)
-		} else {
-			put, syncName, putErr = s.blobs.PutHashedNameUnsynced(ctx, hashed)
-		}
-		if putErr != nil || syncName == nil {
-			return
-		}
-		naming = true
-		go func() {
-			defer close(named)
-			// A test's stand-in for a sync that failed, once it ran.
-			if nameErr = syncName(); nameErr == nil {
-				nameErr = s.fault("write:name")
-			}
-		}()
 	}()
+}
 
-	if recorded != nil {
-		<-recorded
-	} else if putErr == nil && err == nil {
-		recs, barrierErr, err = s.recordWhenReady(ctx, []index.NewPart{np}, ready, putDone, nil)
+// finish waits for the name's sync, and undoes what it must of a write
+// that failed.
+func (w *oneWrite) finish() error {
+	e := w.e
+	if w.naming {
+		<-w.named
 	}
-
-	if err == nil && putErr == nil {
-		// A test's way to stop a writer with its row committed.
-		s.fault("write:committed")
+	if w.nameErr == nil {
+		w.nameErr = w.barrierErr
 	}
-	if naming {
-		<-named
-	}
-	if nameErr == nil {
-		nameErr = barrierErr
-	}
-	if putErr != nil {
+	if w.putErr != nil {
 		// Nothing to roll back: the statements, if they ran, were.
-		return nil, fmt.Errorf("store: %w", putErr)
+		return fmt.Errorf("store: %w", w.putErr)
 	}
-	puts := []cas.PutResult{put}
-	if err != nil {
-		s.expire(puts)
-		return nil, fmt.Errorf("store: %w", err)
+	puts := []cas.PutResult{w.put}
+	if w.recErr != nil {
+		e.expire(puts)
+		return fmt.Errorf("store: %w", w.recErr)
 	}
-	if nameErr != nil {
+	if w.nameErr != nil {
 		// The row is committed, but the blob's name, or its bytes, may
 		// not be durable: the row goes again, and the blob is gc's. The
 		// marker stays for the next Open, which re-hashes the blob and
 		// removes it if it is damaged, and drops the row if it could not
 		// go here.
-		if derr := s.index.DeleteParts(context.WithoutCancel(ctx), []int64{recs[0].ID}); derr != nil {
+		nameErr := w.nameErr
+		if derr := e.ix.DeleteParts(context.WithoutCancel(w.ctx), []int64{w.recs[0].ID}); derr != nil {
 			nameErr = errors.Join(nameErr, derr)
 		}
-		s.marker.mu.Lock()
-		s.marker.keep = true
-		s.marker.mu.Unlock()
-		s.expire(puts)
-		return nil, fmt.Errorf("store: %w", nameErr)
+		e.marker.mu.Lock()
+		e.marker.keep = true
+		e.marker.mu.Unlock()
+		e.expire(puts)
+		return fmt.Errorf("store: %w", nameErr)
 	}
-	if grouped != nil {
-		grouped.NameSynced()
+	if w.grouped != nil {
+		w.grouped.NameSynced()
 	}
-	return []hook.Stored{{
-		Key: recs[0].Key, Path: s.blobs.Path(put.Blob), Digest: put.Blob.Digest,
-		Version: recs[0].Version, SameAs: recs[0].SameAs, Dedup: put.Existed,
-	}}, nil
+	return nil
 }
 
 // groupable reports whether a durable one-part write of size bytes may
@@ -214,8 +260,8 @@ func (s *Store) writeOne(ctx context.Context, np index.NewPart, ci cas.Item, nam
 // step's own syncs take a millisecond. While the machine holds more than
 // cas.BarrierUnwrittenMax unwritten, each write syncs its own blob, as a
 // write over groupMax does.
-func (s *Store) groupable(size int) bool {
-	return size <= groupMax && !s.index.IsPostgres() && s.blobs.CanBarrier() && s.barrierCheap()
+func (e *localEngine) groupable(size int) bool {
+	return size <= groupMax && !e.ix.IsPostgres() && e.blobs.CanBarrier() && e.barrierCheap()
 }
 
 // putInGroup is the put of a write in the group: its bytes written without
@@ -227,9 +273,9 @@ func (s *Store) groupable(size int) bool {
 // runs beside the commit. written is called once new bytes are
 // written, before any sync: it starts the statements, which hand
 // themselves over, and says whether it did.
-func (s *Store) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, written func() bool) (res cas.PutResult,
+func (e *localEngine) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, written func() bool) (res cas.PutResult,
 	syncName func() error, grouped *cas.Pending, err error) {
-	p, err := s.blobs.WriteHashed(ctx, h)
+	p, err := e.blobs.WriteHashed(ctx, h)
 	if err != nil {
 		return cas.PutResult{}, nil, nil, err
 	}
@@ -237,7 +283,7 @@ func (s *Store) putInGroup(ctx context.Context, gw *groupWrite, h cas.Hashed, wr
 		return p.Result(), nil, nil, nil
 	}
 	started := written()
-	if err := s.fault("write:blob"); err != nil {
+	if err := fault(e, "write:blob"); err != nil {
 		p.Discard()
 		return cas.PutResult{}, nil, nil, err
 	}
@@ -264,29 +310,29 @@ const earlyWithoutSyncMax = 1 << 20
 // writes alone when no marker but its own is there. (A store in another
 // process writing without syncs makes no marker, and may wait on this
 // one's syncs.)
-func (s *Store) statementsEarly(size int) bool {
-	if s.index.IsPostgres() {
+func (e *localEngine) statementsEarly(size int) bool {
+	if e.ix.IsPostgres() {
 		return false
 	}
-	if s.blobs.Durability() == cas.SyncNone {
+	if e.blobs.Durability() == cas.SyncNone {
 		// Without a sync, a small blob's write holds the lock about as
 		// long as the statements take (a store writing without syncs
 		// makes no marker, so writers in other processes cannot be seen).
 		return size <= earlyWithoutSyncMax
 	}
-	w := &s.writersSeen
+	w := &e.writersSeen
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.at.IsZero() && time.Since(w.at) < writersSeenFor {
 		return w.alone
 	}
-	s.marker.mu.Lock()
+	e.marker.mu.Lock()
 	own := ""
-	if s.marker.f != nil {
-		own = filepath.Base(s.marker.path)
+	if e.marker.f != nil {
+		own = filepath.Base(e.marker.path)
 	}
-	s.marker.mu.Unlock()
-	des, err := os.ReadDir(filepath.Join(s.dir, UnsyncedDir))
+	e.marker.mu.Unlock()
+	des, err := os.ReadDir(filepath.Join(e.dir, UnsyncedDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
@@ -301,14 +347,23 @@ func (s *Store) statementsEarly(size int) bool {
 	return w.alone
 }
 
+// barrierCheap reports whether one barrier for the file system costs
+// little now (cas.Store.BarrierCheap), unless a test says.
+func (e *localEngine) barrierCheap() bool {
+	if testHooks != nil {
+		if cheap, set := testHooks.barrierCheap(e); set {
+			return cheap
+		}
+	}
+	return e.blobs.BarrierCheap()
+}
+
 // writersSeen is what statementsEarly last saw, and when (by the wall
 // clock: a test's clock may stand still).
 type writersSeen struct {
 	mu    sync.Mutex
 	at    time.Time
 	alone bool
-	// early counts the writes that ran their statements early, for tests.
-	early atomic.Int64
 }
 
 // writersSeenFor is how long statementsEarly trusts what it saw: for that

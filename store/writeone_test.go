@@ -17,7 +17,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 )
 
 // A one-part write whose blob fails (a full disk, say) commits no row,
@@ -44,7 +43,7 @@ func TestWriteOneBlobFails(t *testing.T) {
 			if !errors.Is(err, cas.ErrDiskFull) {
 				t.Fatalf("Write with its blob failing = %v, want ErrDiskFull", err)
 			}
-			if ps, err := s.List(ctx, index.ListOptions{AllVersions: true}); err != nil || len(ps) != 0 {
+			if ps, err := s.List(ctx, ListOptions{AllVersions: true}); err != nil || len(ps) != 0 {
 				t.Fatalf("parts after the failed write: %d, %v; want none", len(ps), err)
 			}
 			fail.Store(false)
@@ -58,7 +57,7 @@ func TestWriteOneBlobFails(t *testing.T) {
 			if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(1) {
 				t.Errorf("Read(%s) = %v", st[0].Key, err)
 			}
-			if n := s.writersSeen.early.Load(); n != 2 {
+			if n := int64(total(s, "write:early")); n != 2 {
 				t.Errorf("%d writes ran their statements early, want 2", n)
 			}
 		})
@@ -121,13 +120,11 @@ func TestGroupCommitOneBlobFails(t *testing.T) {
 	if nFailed != 1 {
 		t.Errorf("%d writes failed, want 1", nFailed)
 	}
-	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	ps, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil || len(ps) != writers-1 {
 		t.Errorf("%d parts recorded (%v), want %d", len(ps), err, writers-1)
 	}
-	s.commits.mu.Lock()
-	batches := append([]int(nil), s.commits.batches...)
-	s.commits.mu.Unlock()
+	batches := counted(s, "commit:batch")
 	if len(batches) == 0 || batches[0] != writers {
 		t.Errorf("transactions of %v writes, want the first of all %d", batches, writers)
 	}
@@ -148,7 +145,7 @@ func init() {
 				return err
 			}
 		}
-		s.Blobs().SettleTempPool()
+		localOf(s).blobs.SettleTempPool()
 		fmt.Println("READY", len(blobsTemps(a[0])))
 		select {}
 	}
@@ -246,7 +243,7 @@ func TestStatementsEarlyOnlyAlone(t *testing.T) {
 		}
 	}
 	write(a, 1)
-	if n := a.writersSeen.early.Load(); n != 1 {
+	if n := int64(total(a, "write:early")); n != 1 {
 		t.Fatalf("alone: %d early writes, want 1", n)
 	}
 	b, err := Open(ctx, a.Dir())
@@ -255,15 +252,15 @@ func TestStatementsEarlyOnlyAlone(t *testing.T) {
 	}
 	write(b, 2)
 	write(a, 3)
-	if n := a.writersSeen.early.Load(); n != 1 {
+	if n := int64(total(a, "write:early")); n != 1 {
 		t.Errorf("beside another writer: %d early writes, want still 1", n)
 	}
-	if n := b.writersSeen.early.Load(); n != 0 {
+	if n := int64(total(b, "write:early")); n != 0 {
 		t.Errorf("the other writer: %d early writes, want 0", n)
 	}
 	b.Close()
 	write(a, 4)
-	if n := a.writersSeen.early.Load(); n != 2 {
+	if n := int64(total(a, "write:early")); n != 2 {
 		t.Errorf("alone again: %d early writes, want 2", n)
 	}
 	for step := 1; step <= 4; step++ {
@@ -317,7 +314,7 @@ func TestKilledBeforeTheCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ps, err := s.List(ctx, index.ListOptions{AllVersions: true})
+	ps, err := s.List(ctx, ListOptions{AllVersions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +390,7 @@ func TestWriteOneRefillsTheTempPool(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s.Blobs().SettleTempPool()
+			localOf(s).blobs.SettleTempPool()
 			des, err := os.ReadDir(filepath.Join(s.Dir(), cas.BlobsDir))
 			if err != nil {
 				t.Fatal(err)

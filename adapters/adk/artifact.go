@@ -13,7 +13,6 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -78,29 +77,29 @@ func (s *ArtifactService) Save(ctx context.Context, req *artifact.SaveRequest) (
 }
 
 // versions returns the rows of an artifact, newest first.
-func (s *ArtifactService) versions(ctx context.Context, app, user, session, name string) ([]index.Part, error) {
+func (s *ArtifactService) versions(ctx context.Context, app, user, session, name string) ([]store.Part, error) {
 	k := s.Key(app, user, session, name)
-	rows, err := s.st.List(ctx, index.ListOptions{Run: k.Run, Tool: app, AllVersions: true})
+	rows, err := s.st.List(ctx, store.ListOptions{Run: k.Run, Tool: app, AllVersions: true})
 	if err != nil {
 		return nil, fmt.Errorf("toolcasadk: artifact %s: %w", name, err)
 	}
-	rows = slices.DeleteFunc(rows, func(p index.Part) bool { return p.CallID != k.CallID || p.Step != 0 || p.Part != -1 })
-	slices.SortFunc(rows, func(a, b index.Part) int { return b.Version - a.Version })
+	rows = slices.DeleteFunc(rows, func(p store.Part) bool { return p.CallID != k.CallID || p.Step != 0 || p.Part != -1 })
+	slices.SortFunc(rows, func(a, b store.Part) int { return b.Version - a.Version })
 	return rows, nil
 }
 
 // version returns the row of one version, or of the newest when v is 0.
-func (s *ArtifactService) version(ctx context.Context, app, user, session, name string, v int64) (index.Part, error) {
+func (s *ArtifactService) version(ctx context.Context, app, user, session, name string, v int64) (store.Part, error) {
 	rows, err := s.versions(ctx, app, user, session, name)
 	if err != nil {
-		return index.Part{}, err
+		return store.Part{}, err
 	}
 	for _, r := range rows {
 		if v <= 0 || int64(r.Version) == v {
 			return r, nil
 		}
 	}
-	return index.Part{}, errNotFound
+	return store.Part{}, errNotFound
 }
 
 // Load returns a version of an artifact, the newest when none is asked for.
@@ -116,7 +115,7 @@ func (s *ArtifactService) Load(ctx context.Context, req *artifact.LoadRequest) (
 	if _, err := s.st.Copy(ctx, &buf, row); err != nil {
 		return nil, fmt.Errorf("toolcasadk: load artifact %s: %w", req.FileName, err)
 	}
-	if row.Kind == index.KindText {
+	if row.Kind == hook.KindText {
 		return &artifact.LoadResponse{Part: &genai.Part{Text: buf.String()}}, nil
 	}
 	return &artifact.LoadResponse{Part: &genai.Part{InlineData: &genai.Blob{Data: buf.Bytes(), MIMEType: row.MIME, DisplayName: row.Filename}}}, nil
@@ -133,7 +132,7 @@ func (s *ArtifactService) Delete(ctx context.Context, req *artifact.DeleteReques
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	if _, err := s.st.Index().DeleteKey(ctx, rows[0].Key, int(req.Version)); err != nil {
+	if _, err := s.st.DeleteVersion(ctx, rows[0].Key, int(req.Version)); err != nil {
 		return fmt.Errorf("toolcasadk: delete artifact %s: %w", req.FileName, err)
 	}
 	return nil
@@ -148,7 +147,7 @@ func (s *ArtifactService) List(ctx context.Context, req *artifact.ListRequest) (
 	names := []string{}
 	prefix := req.UserID + "/"
 	for _, run := range []string{Run(req.SessionID), Run(userScope)} {
-		rows, err := s.st.List(ctx, index.ListOptions{Run: run, Tool: req.AppName})
+		rows, err := s.st.List(ctx, store.ListOptions{Run: run, Tool: req.AppName})
 		if err != nil {
 			return nil, fmt.Errorf("toolcasadk: list artifacts: %w", err)
 		}
@@ -194,7 +193,7 @@ func (s *ArtifactService) GetArtifactVersion(ctx context.Context, req *artifact.
 		return nil, err
 	}
 	mime := row.MIME
-	if row.Kind == index.KindText {
+	if row.Kind == hook.KindText {
 		mime = "text/plain"
 	}
 	return &artifact.GetArtifactVersionResponse{ArtifactVersion: &artifact.ArtifactVersion{

@@ -35,7 +35,6 @@ import (
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 )
 
@@ -180,6 +179,5 @@ func Run(session string) string {
 	if hook.CheckRun(session) == nil {
 		return session
 	}
-	d := cas.Sum([]byte(session))
-	return fmt.Sprintf("s-%x", d[:8])
+	return "s-" + hook.ShortID([]byte(session))
 }

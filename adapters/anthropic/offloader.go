@@ -25,7 +25,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 )
 
@@ -192,8 +191,7 @@ func (o *Offloader) call(name string, input json.RawMessage) (hook.Step, string)
 			}
 		}
 	}
-	d := cas.Sum(append([]byte(name+"\x00"), input...))
-	return step, fmt.Sprintf("in-%x", d[:8])
+	return step, "in-" + hook.ShortID(append([]byte(name+"\x00"), input...))
 }
 
 // partsOf turns result blocks into the hook's parts; ok is false when a

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -42,14 +41,14 @@ func completeRefs(g *globals) cobra.CompletionFunc {
 		}
 		out, dir := withStore(cmd, g, func(ctx context.Context, s *store.Store) []string {
 			if !strings.Contains(toComplete, "/") {
-				runs, _ := s.Index().Runs(ctx, toComplete, completionLimit)
+				runs, _ := s.Runs(ctx, toComplete, completionLimit)
 				out := make([]string, len(runs))
 				for i, r := range runs {
 					out[i] = r + "/"
 				}
 				return out
 			}
-			keys, _ := s.Index().Keys(ctx, toComplete, completionLimit)
+			keys, _ := s.Keys(ctx, toComplete, completionLimit)
 			return keys
 		})
 		if len(out) > 0 && strings.HasSuffix(out[0], "/") {
@@ -62,16 +61,16 @@ func completeRefs(g *globals) cobra.CompletionFunc {
 // completeRunsAndTools completes --run and --tool, where cmd has them,
 // with the names in the store.
 func completeRunsAndTools(g *globals, cmd *cobra.Command) {
-	for name, list := range map[string]func(*index.Index, context.Context, string, int) ([]string, error){
-		"run":  (*index.Index).Runs,
-		"tool": (*index.Index).Tools,
+	for name, list := range map[string]func(*store.Store, context.Context, string, int) ([]string, error){
+		"run":  (*store.Store).Runs,
+		"tool": (*store.Store).Tools,
 	} {
 		if cmd.Flags().Lookup(name) == nil {
 			continue
 		}
 		cmd.RegisterFlagCompletionFunc(name, func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			return withStore(cmd, g, func(ctx context.Context, s *store.Store) []string {
-				names, _ := list(s.Index(), ctx, toComplete, completionLimit)
+				names, _ := list(s, ctx, toComplete, completionLimit)
 				return names
 			})
 		})
@@ -82,29 +81,29 @@ func completeRunsAndTools(g *globals, cmd *cobra.Command) {
 // the store, which would otherwise look like an empty answer.
 func checkNames(ctx context.Context, s *store.Store, run, tool string) error {
 	if run != "" {
-		ok, err := s.Index().HasRun(ctx, run)
+		ok, err := s.HasRun(ctx, run)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("no run %q in %s%s", run, s.Location(), known(ctx, (*index.Index).Runs, s, "runs"))
+			return fmt.Errorf("no run %q in %s%s", run, s.Location(), known(ctx, (*store.Store).Runs, s, "runs"))
 		}
 	}
 	if tool != "" {
-		ok, err := s.Index().HasTool(ctx, tool)
+		ok, err := s.HasTool(ctx, tool)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("no tool %q in %s%s", tool, s.Location(), known(ctx, (*index.Index).Tools, s, "tools"))
+			return fmt.Errorf("no tool %q in %s%s", tool, s.Location(), known(ctx, (*store.Store).Tools, s, "tools"))
 		}
 	}
 	return nil
 }
 
 // known lists the first few names the store does have, for a message.
-func known(ctx context.Context, list func(*index.Index, context.Context, string, int) ([]string, error), s *store.Store, what string) string {
-	names, err := list(s.Index(), ctx, "", listMost+1)
+func known(ctx context.Context, list func(*store.Store, context.Context, string, int) ([]string, error), s *store.Store, what string) string {
+	names, err := list(s, ctx, "", listMost+1)
 	if err != nil || len(names) == 0 {
 		return " (it holds no parts)"
 	}

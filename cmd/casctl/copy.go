@@ -8,7 +8,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -164,9 +163,9 @@ func openCopySource(ctx context.Context, loc, indexURL, cache string) (*store.St
 		return nil, errNoStore(loc, "--from names the store to copy")
 	}
 	opts := copyStoreOptions(loc, indexURL, cache)
-	s, err := store.OpenAt(ctx, loc, append(opts, store.ReadOnly())...)
-	if errors.Is(err, index.ErrOlderSchema) {
-		s, err = store.OpenAt(ctx, loc, opts...)
+	s, err := store.Open(ctx, loc, append(opts, store.ReadOnly())...)
+	if errors.Is(err, store.ErrOlderSchema) {
+		s, err = store.Open(ctx, loc, opts...)
 	}
 	if err != nil {
 		return nil, cleanErr(err)
@@ -205,7 +204,7 @@ func openCopyDest(ctx context.Context, loc, indexURL, cache string, init bool) (
 			return nil, err
 		}
 	}
-	s, err := store.OpenAt(ctx, loc, opts...)
+	s, err := store.Open(ctx, loc, opts...)
 	if err != nil {
 		return nil, cleanErr(err)
 	}

@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	// their own.
 	prefix := "demo"
 	for n := 2; ; n++ {
-		taken, err := s.Index().Runs(ctx, prefix+"-", 1)
+		taken, err := s.Runs(ctx, prefix+"-", 1)
 		if err != nil {
 			return fail("demo", err)
 		}

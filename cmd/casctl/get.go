@@ -14,9 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -81,14 +79,14 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 		return fail("get", err)
 	}
 	lines := o.offset > 0 || o.limit > 0 || re != nil
-	if lines && p.Kind != index.KindText {
+	if lines && p.Kind != hook.KindText {
 		return fail("get", fmt.Errorf("%s is %s, not text: --offset, --limit and --grep apply to text parts", p.Key, describeKind(p)))
 	}
 	if o.output != "" {
 		return fail("get", writeFile(ctx, s, p, o.output))
 	}
 	if !lines {
-		if p.Kind != index.KindText && !textMIME(p.MIME) && isTerminal(g.stdout) {
+		if p.Kind != hook.KindText && !textMIME(p.MIME) && isTerminal(g.stdout) {
 			return fail("get", fmt.Errorf("%s is %s, binary content, and stdout is a terminal: redirect it (casctl get %s > FILE) or use --output FILE",
 				p.Key, describeKind(p), ref))
 		}
@@ -158,7 +156,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 
 // writeFile writes a part's checked bytes to path, through a temp file
 // renamed into place: a failed get leaves what was there.
-func writeFile(ctx context.Context, s *store.Store, p index.Part, path string) error {
+func writeFile(ctx context.Context, s *store.Store, p store.Part, path string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".casctl-get-*")
 	if err != nil {
 		return err
@@ -181,24 +179,24 @@ var versionRE = regexp.MustCompile(`^(.+)@([0-9]+)$`)
 
 // resolve finds the part a reference names, taking KEY@N for version N of
 // a key, and explains a run name given where a reference belongs.
-func resolve(ctx context.Context, s *store.Store, ref string) (index.Part, error) {
+func resolve(ctx context.Context, s *store.Store, ref string) (store.Part, error) {
 	p, err := s.Resolve(ctx, "", refArg(ref))
 	if err == nil {
 		return p, nil
 	}
-	if m := versionRE.FindStringSubmatch(ref); m != nil && errors.Is(err, index.ErrNotFound) {
+	if m := versionRE.FindStringSubmatch(ref); m != nil && errors.Is(err, store.ErrNotFound) {
 		n, _ := strconv.Atoi(m[2])
 		return s.ResolveVersion(ctx, "", m[1], n)
 	}
-	if errors.Is(err, index.ErrInvalidRef) && !strings.ContainsAny(ref, "/"+string(filepath.Separator)) {
-		if ok, _ := s.Index().HasRun(ctx, ref); ok {
-			return index.Part{}, fmt.Errorf("%q is a run, not a part; list its parts with casctl ls --run %s", ref, ref)
+	if errors.Is(err, store.ErrInvalidRef) && !strings.ContainsAny(ref, "/"+string(filepath.Separator)) {
+		if ok, _ := s.HasRun(ctx, ref); ok {
+			return store.Part{}, fmt.Errorf("%q is a run, not a part; list its parts with casctl ls --run %s", ref, ref)
 		}
 	}
-	return index.Part{}, err
+	return store.Part{}, err
 }
 
-func describeKind(p index.Part) string {
+func describeKind(p store.Part) string {
 	if p.MIME != "" {
 		return fmt.Sprintf("%s (%s)", p.Kind, p.MIME)
 	}
@@ -207,8 +205,8 @@ func describeKind(p index.Part) string {
 
 // lostBlob explains a part whose blob file is not there: quarantined by
 // repair, or missing.
-func lostBlob(ctx context.Context, s *store.Store, p index.Part, err error) error {
-	if !errors.Is(err, cas.ErrNotFound) {
+func lostBlob(ctx context.Context, s *store.Store, p store.Part, err error) error {
+	if !errors.Is(err, store.ErrMissingBlobs) && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if q, qerr := s.Quarantined(ctx); qerr == nil && q[p.Blob] {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -62,7 +61,7 @@ type partJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func partOf(s *store.Store, p index.Part) partJSON {
+func partOf(s *store.Store, p store.Part) partJSON {
 	out := partJSON{
 		Key: p.Key, Run: p.Run, Step: p.Step, Tool: p.Tool, CallID: p.CallID, Version: p.Version,
 		Kind: string(p.Kind), MIME: p.MIME, Filename: p.Filename, Size: p.Bytes, Chars: p.Chars,
@@ -88,7 +87,7 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 		// Not an error for a listing: it is empty, and says why.
 		fmt.Fprintf(g.stderr, "casctl: ls: %v\n", err)
 	}
-	lo := index.ListOptions{Run: o.run, Tool: o.tool, Limit: o.limit, AllVersions: o.versions}
+	lo := store.ListOptions{Run: o.run, Tool: o.tool, Limit: o.limit, AllVersions: o.versions}
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}

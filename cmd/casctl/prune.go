@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -73,7 +72,7 @@ func runPrune(ctx context.Context, g *globals, o pruneOptions) error {
 	if err := checkNames(ctx, s, o.run, ""); err != nil {
 		return fail("prune", err)
 	}
-	po := index.PruneOptions{Run: o.run, KeepRuns: o.keepRuns, DryRun: o.dryRun}
+	po := store.PruneOptions{Run: o.run, KeepRuns: o.keepRuns, DryRun: o.dryRun}
 	if o.run == "" && o.keepRuns == 0 {
 		po.Before = time.Now().Add(-o.olderThan)
 	}

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/store"
 )
@@ -147,7 +145,7 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 // dedupNote says why a write that stored nothing new names no same_as,
 // which names only other keys of the same run.
 func dedupNote(ctx context.Context, s *store.Store, res store.PutResult) string {
-	ps, err := s.Index().Sharing(ctx, cas.Blob{Digest: res.Digest, Ext: filepath.Ext(res.Path)})
+	ps, err := s.Sharing(ctx, res.Blob)
 	if err != nil {
 		return "the content was already stored: nothing new was written"
 	}

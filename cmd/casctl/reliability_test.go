@@ -43,7 +43,7 @@ func putParts(t *testing.T, srcs ...io.Reader) string {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := store.Open(ctx, dir, store.WithCreate(), store.WithDurability(cas.SyncNone))
+	s, err := store.Open(ctx, dir, store.WithCreate(), store.WithDurability(store.SyncNone))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -102,7 +101,7 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 		return nil, err
 	}
 	if store.IsRemoteLocation(dir) {
-		s, err := store.OpenAt(ctx, dir, g.storeOptions(opts)...)
+		s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 		if err != nil {
 			return nil, cleanErr(err)
 		}
@@ -130,7 +129,7 @@ func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
 	g.readOnly = true
 	s, err := g.open(ctx, store.ReadOnly())
 	g.readOnly = false
-	if errors.Is(err, index.ErrOlderSchema) {
+	if errors.Is(err, store.ErrOlderSchema) {
 		return g.open(ctx)
 	}
 	return s, err
@@ -175,7 +174,7 @@ func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Stor
 		// init on S3 makes the bucket and the marker if they are missing,
 		// and migrates the database; on a store that is there it only
 		// opens it.
-		s, err := store.OpenAt(ctx, dir, g.storeOptions(append(opts, store.WithCreate()))...)
+		s, err := store.Open(ctx, dir, g.storeOptions(append(opts, store.WithCreate()))...)
 		if err != nil {
 			return nil, false, cleanErr(err)
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -88,7 +88,7 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 		row("filename", p.Filename)
 	}
 	sz := fmt.Sprintf("%s (%d bytes)", size(p.Bytes), p.Bytes)
-	if p.Kind == index.KindText {
+	if p.Kind == hook.KindText {
 		sz += fmt.Sprintf(", %d characters", p.Chars)
 	}
 	row("size", sz)

@@ -6,8 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/store"
 )
 
 type statsOptions struct {
@@ -89,7 +88,7 @@ func runStats(ctx context.Context, g *globals, o statsOptions) error {
 }
 
 // printStats prints the summary and the per-tool table.
-func printStats(out io.Writer, st index.Stats) {
+func printStats(out io.Writer, st store.Stats) {
 	w := table(out)
 	fmt.Fprintf(w, "runs\t%d\n", st.Runs)
 	fmt.Fprintf(w, "parts\t%d\n", st.Parts)

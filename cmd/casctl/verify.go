@@ -127,7 +127,7 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 			// SQLite loses committed rows when its -wal file goes; the
 			// question does not arise for an index on PostgreSQL.
 			lost := " (was index.db-wal deleted?)"
-			if s.Index().IsPostgres() {
+			if s.SharedIndex() {
 				lost = ""
 			}
 			fmt.Fprintf(g.stderr, "warning: %d orphans are younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost%s; copy the store before running gc, which deletes them once they are older\n",
@@ -183,7 +183,7 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	}
 	fmt.Fprintln(w, leftovers)
 	if len(res.IndexProblems) > 0 {
-		fmt.Fprintln(w, "the index database is damaged: restore "+s.Index().Path()+" from a copy; casctl repair cannot mend it")
+		fmt.Fprintln(w, "the index database is damaged: restore "+s.IndexLocation()+" from a copy; casctl repair cannot mend it")
 		return
 	}
 	if s.Remote() {

@@ -236,7 +236,7 @@ func refusals(t *testing.T, s hook.Store) {
 	} {
 		if _, err := s.Write(ctx, []hook.Item{{Key: k, Part: hook.Text("x")}}); err == nil {
 			t.Errorf("Write(%+v) accepted", k)
-		} else if !strings.Contains(err.Error(), "invalid key") {
+		} else if !errors.Is(err, hook.ErrInvalidKey) {
 			t.Errorf("Write(%+v) = %v, want an error saying the key is invalid", k, err)
 		}
 	}

@@ -3,13 +3,106 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
 )
+
+// sweepGC sweeps a local store's plan: the rows of blobs that are nowhere
+// in a first hold of gc.lock, then the candidates a batch per hold (see
+// sweeper.sweep), and temp files and packs in a last hold.
+func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error, timeout time.Duration, res *GCResult) error {
+	sw := &sweeper{e: e, timeout: timeout}
+	defer sw.unlock()
+	// The first hold: gc.lock exclusively before anything is deleted.
+	if err := sw.lock(ctx); err != nil {
+		return err
+	}
+	if err := fault(e, "gc:sweep"); err != nil {
+		return fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+	}
+	if err := held(); err != nil {
+		return fmt.Errorf("store: gc: %w (nothing deleted)", err)
+	}
+	if len(p.StaleRows) > 0 {
+		if _, err := e.ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
+			return fmt.Errorf("store: gc: %w", err)
+		}
+	}
+	sw.unlock()
+	var errs []string
+	res.Removed = make([]cas.Blob, 0, len(p.Remove))
+	// The sweep unlinks from two goroutines: mu guards res and errs.
+	var mu sync.Mutex
+	err := sw.sweep(ctx, p.Remove, p.cutoff(), p.At, held, func(g *GCBlob) {
+		if g.Pack != "" {
+			// Its bytes go when its pack is rewritten, below.
+			mu.Lock()
+			res.UnusedPacked++
+			res.UnusedPackedBytes += g.Size
+			mu.Unlock()
+			return
+		}
+		err := e.blobs.Remove(ctx, g.Blob)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && !errors.Is(err, cas.ErrNotFound) {
+			errs = append(errs, err.Error())
+			return
+		}
+		res.RemovedBlobs++
+		res.FreedBytes += g.Size
+		res.Removed = append(res.Removed, g.Blob)
+	})
+	if err != nil {
+		return fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+	}
+	last, err := e.sweepLast(ctx, sw, p, res)
+	if err != nil {
+		return fmt.Errorf("store: gc: %w", err)
+	}
+	if errs = append(errs, last...); len(errs) > 0 {
+		return fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
+			len(errs), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// sweepLast removes temp files and sweeps packs, in a last hold of gc.lock,
+// when there are any; it returns what could not be removed.
+func (e *localEngine) sweepLast(ctx context.Context, sw *sweeper, p *GCPlan, res *GCResult) ([]string, error) {
+	if len(p.Temps) == 0 && !p.hasPacks {
+		return nil, nil
+	}
+	if err := sw.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer sw.unlock()
+	var errs []string
+	for _, t := range p.Temps {
+		if err := e.blobs.RemoveTemp(ctx, t.Path); errors.Is(err, cas.ErrTempInUse) {
+			res.InUseTemp++
+			continue
+		} else if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		res.RemovedTemp++
+	}
+	if p.hasPacks {
+		var err error
+		if res.Packs, err = e.sweepPacks(ctx, p); err != nil {
+			errs = append(errs, "packs: "+err.Error())
+		}
+	}
+	return errs, nil
+}
 
 // How gc sweeps: in holds of gc.lock of about sweepHold each, with writers
 // let in between. A hold deletes the rows of a batch of candidates in one
@@ -38,7 +131,7 @@ const sweepMaxGap = 50 * time.Millisecond
 
 // sweeper holds gc.lock for gc's sweep, a hold at a time.
 type sweeper struct {
-	s       *Store
+	e       *localEngine
 	timeout time.Duration
 	// release ends the current hold; nil when gc holds no lock.
 	release  func()
@@ -73,7 +166,7 @@ func (w *sweeper) lock(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-	u, err := w.s.exclusiveLock(ctx, w.timeout)
+	u, err := w.e.locks.exclusive(ctx, w.timeout)
 	if err != nil {
 		return err
 	}
@@ -103,9 +196,9 @@ func (w *sweeper) unlock() {
 // held, before each delete. remove unlinks one blob; it is called from two
 // goroutines at once (see removeAll). The candidates are reordered in
 // place: those with no row first, by file name, then the others by id.
-func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now time.Time,
-	heldIndex func() error, remove func(*gcGarbage)) error {
-	slices.SortFunc(candidates, func(a, b gcGarbage) int {
+func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now time.Time,
+	heldIndex func() error, remove func(*GCBlob)) error {
+	slices.SortFunc(candidates, func(a, b GCBlob) int {
 		switch {
 		case (a.id == 0) != (b.id == 0):
 			if a.id == 0 {
@@ -113,11 +206,11 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 			}
 			return 1
 		case a.id == 0:
-			return byFileName(a.blob, b.blob)
+			return byFileName(a.Blob, b.Blob)
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	split := slices.IndexFunc(candidates, func(g gcGarbage) bool { return g.id != 0 })
+	split := slices.IndexFunc(candidates, func(g GCBlob) bool { return g.id != 0 })
 	if split < 0 {
 		split = len(candidates)
 	}
@@ -129,8 +222,8 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 	var (
 		blobs  []cas.Blob
 		ids    []index.BlobID
-		byBlob = map[cas.Blob]*gcGarbage{}
-		batch  []*gcGarbage
+		byBlob = map[cas.Blob]*GCBlob{}
+		batch  []*GCBlob
 	)
 	for len(noRow) > 0 {
 		if err := w.lock(ctx); err != nil {
@@ -140,15 +233,15 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 		noRow = noRow[len(look):]
 		blobs = blobs[:0]
 		for _, g := range look {
-			blobs = append(blobs, g.blob)
+			blobs = append(blobs, g.Blob)
 		}
-		has, err := w.s.index.BlobsWithRows(ctx, blobs)
+		has, err := w.e.ix.BlobsWithRows(ctx, blobs)
 		if err != nil {
 			return err
 		}
 		batch = batch[:0]
 		for i := range look {
-			if !has[look[i].blob] {
+			if !has[look[i].Blob] {
 				batch = append(batch, &look[i])
 			}
 		}
@@ -168,14 +261,14 @@ func (w *sweeper) sweep(ctx context.Context, candidates []gcGarbage, cutoff, now
 		ids = ids[:0]
 		clear(byBlob)
 		for i := range chunk {
-			ids = append(ids, index.BlobID{ID: chunk[i].id, Blob: chunk[i].blob})
-			byBlob[chunk[i].blob] = &chunk[i]
+			ids = append(ids, index.BlobID{ID: chunk[i].id, Blob: chunk[i].Blob})
+			byBlob[chunk[i].Blob] = &chunk[i]
 		}
-		gone, err := w.s.index.DeleteUnusedRows(ctx, ids, cutoff, now)
+		gone, err := w.e.ix.DeleteUnusedRows(ctx, ids, cutoff, now)
 		if err != nil {
 			return err
 		}
-		if err := w.s.fault("gc:rows-deleted"); err != nil {
+		if err := fault(w.e, "gc:rows-deleted"); err != nil {
 			return err
 		}
 		batch = batch[:0]
@@ -211,7 +304,7 @@ const removeMin = 16
 // enough of them: while gc holds gc.lock the writers wait, and the index's
 // delete took one core; the unlinks of a hold's files, a third of its
 // time, take both.
-func removeAll(gs []*gcGarbage, remove func(*gcGarbage)) {
+func removeAll(gs []*GCBlob, remove func(*GCBlob)) {
 	if len(gs) < 2*removeMin {
 		for _, g := range gs {
 			remove(g)

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gabriel-vasile/mimetype"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/policy"
+)
+
+// Write stores a step's parts: every blob durably, then every row in one
+// transaction. A key that the same call wrote before gets a new version; a
+// key that another call of the run wrote is not reused, the part gets
+// key~2 (see index.Record). It implements hook.Store.
+func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, error) {
+	e, err := s.writer("write")
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]index.NewPart, len(items))
+	data := make([][]byte, len(items))
+	for i, it := range items {
+		if parts[i], data[i], err = newPart(it); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	puts, recs, err := e.write(ctx, parts, data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hook.Stored, len(items))
+	for i := range items {
+		out[i] = s.stored(puts[i], recs[i])
+	}
+	return out, nil
+}
+
+// newPart describes an item to the index, its blob's digest still unset,
+// and returns its content; what the index would refuse is refused here,
+// before any blob is written.
+func newPart(it hook.Item) (index.NewPart, []byte, error) {
+	k, p := it.Key, it.Part
+	if err := k.Check(); err != nil {
+		return index.NewPart{}, nil, err
+	}
+	data := p.Data
+	var chars int64
+	if p.Kind == hook.KindText {
+		data = []byte(p.Text)
+		chars = int64(policy.TextSize(p.Text))
+	}
+	np := keyPart(k, p.Kind, p.MIME, p.Filename)
+	np.Bytes, np.Chars, np.Blob.Ext = int64(len(data)), chars, k.Ext
+	if err := index.CheckPart(np); err != nil {
+		return index.NewPart{}, nil, err
+	}
+	return np, data, nil
+}
+
+// keyPart describes a part of key k to the index, without its sizes and
+// blob.
+func keyPart(k hook.Key, kind hook.Kind, mime, filename string) index.NewPart {
+	return index.NewPart{
+		Key: k.String(), Run: k.Run, Step: k.Step, Tool: k.Tool, CallID: k.CallID, Part: k.Part,
+		Kind: kindOf(kind), MIME: mime, Filename: filename,
+	}
+}
+
+// kindOf is the index's kind of a part: text unless an image or a file.
+func kindOf(k hook.Kind) index.Kind {
+	switch k {
+	case hook.KindImage:
+		return index.KindImage
+	case hook.KindFile:
+		return index.KindFile
+	}
+	return index.KindText
+}
+
+// stored says where a write put a part.
+func (s *Store) stored(put cas.PutResult, rec index.Recorded) hook.Stored {
+	return hook.Stored{
+		Key: rec.Key, Path: s.Path(put.Blob), Digest: put.Blob.Digest,
+		Version: rec.Version, SameAs: rec.SameAs, Dedup: put.Existed,
+	}
+}
+
+// StreamPart describes a part that Put reads from a stream.
+type StreamPart struct {
+	// Key is the part's key; its Ext is ignored and chosen from the content.
+	Key hook.Key
+	// MIME and Filename are as the tool gave them, either may be empty.
+	MIME     string
+	Filename string
+}
+
+// PutResult says what Put stored.
+type PutResult struct {
+	hook.Stored
+	// Blob is the blob the part is stored in.
+	Blob cas.Blob
+	// Info is what a pointer says about the part.
+	Info  hook.PartInfo
+	Kind  hook.Kind
+	MIME  string
+	Size  int64
+	Chars int64
+}
+
+// Put stores one part read from r, streaming, in bounded memory whatever its
+// size. The part is text when no MIME type, or a text/* one, is given and
+// the bytes are UTF-8; otherwise an image (image/*) or a file.
+//
+// Without a MIME type, Put sniffs the first bytes: content with a known
+// signature that is not text, such as a PNG or a PDF, gets the type it
+// shows, so a PNG is an image.
+//
+// The content arrives at the producer's pace, staged where gc leaves it
+// alone; the write is guarded from gc only once every byte is there.
+func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult, error) {
+	e, err := s.writer("put")
+	if err != nil {
+		return PutResult{}, err
+	}
+	if sp.MIME == "" {
+		br := bufio.NewReaderSize(r, sniffLen)
+		head, _ := br.Peek(sniffLen) // a short read sniffs what there is; Put sees any error again
+		sp.MIME = SniffMIME(head)
+		r = br
+	}
+	probe := hook.NewContentProbe(sp.MIME, sp.Filename)
+	k := sp.Key
+	k.Ext = ".txt" // checked now; the real one is chosen from the content
+	if err := k.Check(); err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	if err := probe.CheckMIME(); err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	st, err := e.stage(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	defer st.discard()
+	part := probe.Part()
+	var (
+		res cas.PutResult
+		rec []index.Recorded
+	)
+	err = e.guard(ctx, func(ctx context.Context) ([]cas.PutResult, error) {
+		res, err = st.put(ctx)
+		return []cas.PutResult{res}, err
+	}, func(ctx context.Context) error {
+		k.Ext = res.Blob.Ext
+		np := keyPart(k, part.Kind, part.MIME, part.Filename)
+		np.Bytes, np.Chars, np.Blob = res.Size, probe.Chars(), res.Blob
+		rec, err = s.ix.Record(ctx, []index.NewPart{np})
+		return err
+	})
+	if err != nil {
+		return PutResult{}, fmt.Errorf("store: %w", err)
+	}
+	return PutResult{
+		Stored: s.stored(res, rec[0]), Blob: res.Blob,
+		Info: probe.Info(res.Size), Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: probe.Chars(),
+	}, nil
+}
+
+// sniffLen is how many first bytes SniffMIME looks at.
+const sniffLen = 3072
+
+// SniffMIME returns the MIME type the first bytes of some content show when
+// they show one that is not text, else "": text stays text, and content of
+// no known type stays a file with no type.
+func SniffMIME(head []byte) string {
+	if len(head) == 0 {
+		return ""
+	}
+	m := mimetype.Detect(head)
+	for t := m; t != nil; t = t.Parent() {
+		if t.Is("text/plain") {
+			return ""
+		}
+	}
+	if m.Is("application/octet-stream") {
+		return ""
+	}
+	mt, _, _ := strings.Cut(m.String(), ";")
+	return mt
+}
