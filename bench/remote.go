@@ -71,7 +71,7 @@ func openReplayStore(ctx context.Context, c replayConfig) (hook.Store, func() er
 		loc = c.Remote.Location
 		opts = append(opts, store.WithCacheDir(c.Dir))
 	}
-	s, err := store.OpenAt(ctx, loc, opts...)
+	s, err := store.Open(ctx, loc, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,7 +273,7 @@ func remoteCopy(ctx context.Context, c copyConfig) ([]copyRun, error) {
 			return nil, err
 		}
 	}
-	remote, err := store.OpenAt(ctx, c.To.Location, c.To.options(store.WithCreate(), store.WithCacheDir(filepath.Join(c.Dir, "cache")))...)
+	remote, err := store.Open(ctx, c.To.Location, c.To.options(store.WithCreate(), store.WithCacheDir(filepath.Join(c.Dir, "cache")))...)
 	if err != nil {
 		return nil, err
 	}

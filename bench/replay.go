@@ -14,7 +14,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/internal/trace"
 	"github.com/toolcas/toolcas/policy"
@@ -430,7 +429,7 @@ func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
 	res.VerifyOK = v.OK
 	res.VerifyMBps = float64(v.CheckedBytes) / 1e6 / res.VerifySeconds
 	res.HashMBps = float64(hashed) / 1e6 / hashSecs
-	if _, err := s.Prune(ctx, index.PruneOptions{Run: firstRun(st)}); err != nil {
+	if _, err := s.Prune(ctx, store.PruneOptions{Run: firstRun(st)}); err != nil {
 		return err
 	}
 	t0 = time.Now()
@@ -443,7 +442,7 @@ func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
 	return nil
 }
 
-func firstRun(st index.Stats) string {
+func firstRun(st store.Stats) string {
 	first := ""
 	var at time.Time
 	for _, r := range st.ByRun {
@@ -531,7 +530,7 @@ func packFinish(ctx context.Context, s *store.Store, dir string, res *replayResu
 	u := du(dir)
 	res.PackedBlocks, res.PackedData, res.PackedIndex, res.PackedFiles = u.blocks, u.data, u.index, u.files
 	res.PackedReserve = u.reserve
-	parts, err := s.List(ctx, index.ListOptions{})
+	parts, err := s.List(ctx, store.ListOptions{})
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
-	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/procstat"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
@@ -245,7 +244,11 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		h, _ := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
 		buf := []byte(strings.Repeat("0123456789abcdef", 1024))
 		var hookT, putT time.Duration
-		c2 := s.Blobs() // the same directories, as above
+		c2, err := cas.Open(ctx, sub("hook")) // the same directories, as above
+		if err != nil {
+			return nil, err
+		}
+		defer c2.Close()
 		pbuf := make([]byte, 16<<10)
 		for i := range n * rounds {
 			offload := func() error {
@@ -348,7 +351,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		st, _ := s.Stats(ctx, "")
 		perPart := float64(st.IndexBytes) / float64(st.Parts)
 		add(target{fmt.Sprintf("index size, %d parts", st.Parts), "≤ 512 B per part", fmt.Sprintf("%.0f B per part", perPart), perPart, perPart <= 512})
-		if _, err := s.Prune(ctx, index.PruneOptions{Run: "run0"}); err != nil {
+		if _, err := s.Prune(ctx, store.PruneOptions{Run: "run0"}); err != nil {
 			return nil, err
 		}
 		t0 := time.Now()
@@ -399,7 +402,12 @@ func (zeros) Read(p []byte) (int, error) {
 // plainly as it can be done: the yardstick for verify.
 func hashFiles(ctx context.Context, s *store.Store) (int64, error) {
 	var n int64
-	err := s.Blobs().Walk(ctx, func(e cas.Entry) error {
+	c, err := cas.Open(ctx, s.Dir())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	err = c.Walk(ctx, func(e cas.Entry) error {
 		if e.Kind != cas.EntryBlob {
 			return nil
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/quiesce"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/store"
 )
@@ -228,7 +229,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// is timed, and the step pays for the file the bare write makes.
 		paid := func(i int) error {
 			err := step(h, "r", i, 16<<10)
-			s.Blobs().SettleTempPool()
+			quiesce.Wait(s)
 			return err
 		}
 		b0 := s.Barriers()
@@ -250,7 +251,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			// returns (between an agent's steps), untimed.
 			off := rounds * n
 			lat, latT, latBare, err := turnRatios(rounds, n, func(i int) error { return step(h, "r", off+i, 16<<10) },
-				func(i int) error { return bare(off + i) }, s.Blobs().SettleTempPool)
+				func(i int) error { return bare(off + i) }, func() { quiesce.Wait(s) })
 			if err != nil {
 				s.Close()
 				return nil, err
@@ -344,7 +345,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		settled := func(f func(int) error) func(int) error {
 			return func(i int) error {
 				err := f(i)
-				s.Blobs().SettleTempPool()
+				quiesce.Wait(s)
 				return err
 			}
 		}
@@ -516,7 +517,7 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	ratios, dirT, casT, err := turnRatios(rounds, 5*n,
 		func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error {
 			err := step(hc, "r", i, 4<<10)
-			s.Blobs().SettleTempPool()
+			quiesce.Wait(s)
 			return err
 		}, nil)
 	if err != nil {

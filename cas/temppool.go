@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/toolcas/toolcas/internal/quiesce"
 )
 
 // WithTempPool makes the store keep n temp files made ahead, locked, in
@@ -225,10 +227,12 @@ func (s *Store) closePool() {
 	}
 }
 
-// SettleTempPool waits until the pool's filling, if one runs, is done:
-// for benchmarks that time puts one by one, so that the filling behind
-// one put does not run during whatever is timed next.
-func (s *Store) SettleTempPool() {
+func init() { quiesce.Register((*Store).settleTempPool) }
+
+// settleTempPool waits until the pool's filling, if one runs, is done:
+// for benchmarks that time puts one by one (quiesce.Wait), so that the
+// filling behind one put does not run during whatever is timed next.
+func (s *Store) settleTempPool() {
 	p := &s.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()

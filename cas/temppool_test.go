@@ -33,7 +33,7 @@ func pooledTemps(t *testing.T, s *Store) []string {
 // that blobs/ then holds n temp files.
 func waitPool(t *testing.T, s *Store, n int) []string {
 	t.Helper()
-	s.SettleTempPool()
+	s.settleTempPool()
 	names := pooledTemps(t, s)
 	if len(names) != n {
 		t.Fatalf("pool holds %d temp files, want %d", len(names), n)

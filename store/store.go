@@ -21,6 +21,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/quiesce"
 )
 
 // Files at the store root besides cas's.
@@ -171,3 +172,10 @@ func (s *Store) IndexLocation() string { return s.ix.Path() }
 
 // SharedIndex reports whether the index is in PostgreSQL.
 func (s *Store) SharedIndex() bool { return s.ix.IsPostgres() }
+
+// A benchmark timing one write at a time waits for what the store's blobs
+// do in the background (quiesce.Wait): a local store's temp files made
+// ahead.
+func init() {
+	quiesce.Register(func(s *Store) { quiesce.Wait(s.eng.backend()) })
+}

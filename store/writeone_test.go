@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/quiesce"
 )
 
 // A one-part write whose blob fails (a full disk, say) commits no row,
@@ -145,7 +146,7 @@ func init() {
 				return err
 			}
 		}
-		localOf(s).blobs.SettleTempPool()
+		quiesce.Wait(localOf(s).blobs)
 		fmt.Println("READY", len(blobsTemps(a[0])))
 		select {}
 	}
@@ -390,7 +391,7 @@ func TestWriteOneRefillsTheTempPool(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			localOf(s).blobs.SettleTempPool()
+			quiesce.Wait(localOf(s).blobs)
 			des, err := os.ReadDir(filepath.Join(s.Dir(), cas.BlobsDir))
 			if err != nil {
 				t.Fatal(err)
