@@ -83,7 +83,6 @@ type options struct {
 	threshold int
 	rounds    int
 	synthetic bool
-	choices   bool
 	agents    int
 }
 
@@ -128,7 +127,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.threshold, "threshold", 2000, "with -trace: offload results over this many characters")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds of replays, the stores taking turns (default 3, 1 with -quick)")
 	fs.BoolVar(&o.synthetic, "synthetic", true, "replay the synthetic trace and measure the targets (false: only -trace)")
-	fs.BoolVar(&o.choices, "pack-choices", false, "with -trace: only measure ways of packing its offloaded results (frame sizes, order, levels, dictionaries) and print them")
 	writePath := fs.Bool("write-path", false, "only measure the write path's targets (durable step, sync=none, four runs at once) and print them")
 	mcpBench := fs.Bool("mcp", false, "measure the MCP proxy's added latency instead (bench/results/MCP.md)")
 	mcpCalls := fs.Int("mcp-calls", 500, "with -mcp: calls of each tool each way per round")
@@ -221,12 +219,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := loadRealTrace(o.trace); err != nil {
 			return usageError{err}
 		}
-	}
-	if o.choices {
-		if o.trace == "" {
-			return usageError{errors.New("-pack-choices needs -trace")}
-		}
-		return packChoices(stdout, o.trace, o.threshold)
 	}
 	if o.quick && !outSet {
 		// A quick run is a smoke test: it never overwrites the committed

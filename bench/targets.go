@@ -244,7 +244,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		h, _ := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
 		buf := []byte(strings.Repeat("0123456789abcdef", 1024))
 		var hookT, putT time.Duration
-		c2, err := cas.Open(ctx, sub("hook")) // the same directories, as above
+		c2, err := cas.Open(ctx, s.Dir()) // the same directories, as above
 		if err != nil {
 			return nil, err
 		}
