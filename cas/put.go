@@ -201,17 +201,17 @@ func Hash(data []byte, ext string) Hashed {
 // Blob returns the blob the content is.
 func (h Hashed) Blob() Blob { return h.blob }
 
-// PutBytesNameUnsynced is PutBytes for a writer that overlaps the last
+// putBytesNameUnsynced is PutBytes for a writer that overlaps the last
 // barrier with work of its own: a new blob's bytes are durable and it is
 // visible under its name when it returns, but its shard directory is not
 // yet synced, so a power cut may still lose the name. syncName syncs it;
 // the blob is durable once syncName returns nil. syncName is nil when
 // there is nothing to sync (a dedup hit, or durability off).
-func (s *Store) PutBytesNameUnsynced(ctx context.Context, b []byte, ext string) (res PutResult, syncName func() error, err error) {
+func (s *Store) putBytesNameUnsynced(ctx context.Context, b []byte, ext string) (res PutResult, syncName func() error, err error) {
 	return s.PutHashedNameUnsynced(ctx, Hash(b, ext))
 }
 
-// PutHashedNameUnsynced is PutBytesNameUnsynced for content hashed already.
+// PutHashedNameUnsynced is putBytesNameUnsynced for content hashed already.
 // It leaves the temp pool's filling to its caller (see RefillTempPool).
 func (s *Store) PutHashedNameUnsynced(ctx context.Context, h Hashed) (res PutResult, syncName func() error, err error) {
 	p, err := s.WriteHashed(ctx, h)

@@ -334,8 +334,8 @@ func isShardName(name string) bool {
 	return len(name) == 2 && isLowerHex(name[0]) && isLowerHex(name[1])
 }
 
-// Locate lists the blobs whose digest is d, one per extension stored.
-func (s *Store) Locate(ctx context.Context, d Digest) ([]Blob, error) {
+// locate lists the blobs whose digest is d, one per extension stored.
+func (s *Store) locate(ctx context.Context, d Digest) ([]Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -335,12 +335,12 @@ func TestLocateAndRemove(t *testing.T) {
 	data := []byte("same bytes")
 	s.PutBytes(ctx, data, ".txt")
 	s.PutBytes(ctx, data, ".md")
-	blobs, err := s.Locate(ctx, Sum(data))
+	blobs, err := s.locate(ctx, Sum(data))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(blobs) != 2 {
-		t.Fatalf("Locate = %v, want two blobs", blobs)
+		t.Fatalf("locate = %v, want two blobs", blobs)
 	}
 	for _, b := range blobs {
 		if err := s.Remove(ctx, b); err != nil {
@@ -350,8 +350,8 @@ func TestLocateAndRemove(t *testing.T) {
 	if err := s.Remove(ctx, blobs[0]); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second Remove = %v, want ErrNotFound", err)
 	}
-	if blobs, _ := s.Locate(ctx, Sum(data)); len(blobs) != 0 {
-		t.Errorf("Locate after remove = %v", blobs)
+	if blobs, _ := s.locate(ctx, Sum(data)); len(blobs) != 0 {
+		t.Errorf("locate after remove = %v", blobs)
 	}
 }
 
@@ -500,7 +500,7 @@ func assertNoTemps(t *testing.T, s *Store) {
 	}
 }
 
-// PutBytesNameUnsynced leaves the shard directory's sync to the caller: the
+// putBytesNameUnsynced leaves the shard directory's sync to the caller: the
 // blob reads back at once, one sync (the file) is issued before it
 // returns and one (the directory) by syncName; a dedup hit syncs nothing.
 func TestPutBytesNameUnsynced(t *testing.T) {
@@ -510,7 +510,7 @@ func TestPutBytesNameUnsynced(t *testing.T) {
 	s := MustOpen(t, WithClock(func() time.Time { return time.Unix(0, clock.Load()) }))
 	data := []byte("a blob whose name is synced later")
 	before := s.Syncs()
-	res, syncName, err := s.PutBytesNameUnsynced(ctx, data, ".txt")
+	res, syncName, err := s.putBytesNameUnsynced(ctx, data, ".txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +533,7 @@ func TestPutBytesNameUnsynced(t *testing.T) {
 	hit := func(s *Store, data []byte, want int64, what string) {
 		t.Helper()
 		before := s.Syncs()
-		res, syncName, err := s.PutBytesNameUnsynced(ctx, data, ".txt")
+		res, syncName, err := s.putBytesNameUnsynced(ctx, data, ".txt")
 		if !told {
 			want = 2
 		}
@@ -552,7 +552,7 @@ func TestPutBytesNameUnsynced(t *testing.T) {
 	// A blob whose name this store has not synced yet, or whose file was
 	// replaced since, is synced by the hit.
 	unsynced := []byte("a blob whose name is not synced yet")
-	if _, syncName, err := s.PutBytesNameUnsynced(ctx, unsynced, ".txt"); err != nil || syncName == nil {
+	if _, syncName, err := s.putBytesNameUnsynced(ctx, unsynced, ".txt"); err != nil || syncName == nil {
 		t.Fatal(err)
 	}
 	hit(s, unsynced, 2, "dedup hit on a young blob whose name this store did not sync")
@@ -569,14 +569,14 @@ func TestPutBytesNameUnsynced(t *testing.T) {
 	if told {
 		clock.Add(int64(2 * settleTime))
 		before = s.Syncs()
-		res2, syncName, err := s.PutBytesNameUnsynced(ctx, data, ".txt")
+		res2, syncName, err := s.putBytesNameUnsynced(ctx, data, ".txt")
 		if err != nil || !res2.Existed || syncName != nil || s.Syncs() != before {
 			t.Errorf("dedup hit on an old blob: existed %v, syncName %v, %d syncs (want 0), %v", res2.Existed, syncName != nil, s.Syncs()-before, err)
 		}
 	} else {
 		t.Log("this file system records no birth time: every durable hit syncs, the old-blob case is not checked")
 	}
-	if _, _, err := s.PutBytesNameUnsynced(ctx, data, "../x"); err == nil {
+	if _, _, err := s.putBytesNameUnsynced(ctx, data, "../x"); err == nil {
 		t.Error("a bad extension was accepted")
 	}
 }

@@ -39,11 +39,25 @@ var (
 
 // RegisterStore makes a store type loadable from configuration, under its
 // type name and any aliases. Packages that define stores call it from init,
-// as database/sql drivers register themselves.
+// as database/sql drivers register themselves. It panics, as
+// policy.Register does, on an empty name, a nil loader, or a name
+// registered twice.
 func RegisterStore(typeName string, load StoreLoader, aliases ...string) {
+	if load == nil {
+		panic("hook: RegisterStore " + typeName + " with a nil loader")
+	}
+	names := append([]string{typeName}, aliases...)
 	loadersMu.Lock()
 	defer loadersMu.Unlock()
-	for _, n := range append([]string{typeName}, aliases...) {
+	for _, n := range names {
+		switch {
+		case n == "":
+			panic("hook: RegisterStore with an empty type name")
+		case loaders[n] != nil:
+			panic("hook: RegisterStore " + n + " twice")
+		}
+	}
+	for _, n := range names {
 		loaders[n] = load
 	}
 }

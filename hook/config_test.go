@@ -114,3 +114,29 @@ func TestLoadRefusesBadConfig(t *testing.T) {
 		t.Error("a hook with a store that cannot be saved was saved")
 	}
 }
+
+// RegisterStore refuses what policy.Register refuses: a name registered
+// twice, an empty name, a nil loader.
+func TestRegisterStorePanics(t *testing.T) {
+	load := func(json.RawMessage) (hook.Store, error) { return hook.NewMemStore(), nil }
+	hook.RegisterStore("example.RegisteredOnce", load)
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"twice", func() { hook.RegisterStore("example.RegisteredOnce", load) }},
+		{"a built-in's name", func() { hook.RegisterStore(hook.TypeDirStore, load) }},
+		{"an alias taken", func() { hook.RegisterStore("example.Other", load, "example.RegisteredOnce") }},
+		{"empty", func() { hook.RegisterStore("", load) }},
+		{"nil loader", func() { hook.RegisterStore("example.Nil", nil) }},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterStore %s did not panic", tc.name)
+				}
+			}()
+			tc.f()
+		}()
+	}
+}

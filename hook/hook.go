@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolcas/toolcas/policy"
 )
@@ -32,8 +33,42 @@ type Hook struct {
 	log          *slog.Logger
 }
 
-// An Option configures New.
-type Option func(*Hook) error
+// An Option configures New or NewReadTool. An option that one of them has
+// no use for is an error there.
+type Option func(*settings) error
+
+// settings are what the options say, for a hook or for a read tool.
+type settings struct {
+	// forReadTool is set for NewReadTool.
+	forReadTool  bool
+	previewChars int
+	readTool     string
+	log          *slog.Logger
+	maxBytes     int
+	timeout      time.Duration
+}
+
+// apply applies opts to s.
+func (s *settings) apply(opts []Option) error {
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// only is the error of an option that only the hook (readTool false) or
+// only the read tool configures, given to the other.
+func (s *settings) only(name string, readTool bool) error {
+	switch {
+	case readTool && !s.forReadTool:
+		return fmt.Errorf("hook: %s configures NewReadTool, not New", name)
+	case !readTool && s.forReadTool:
+		return fmt.Errorf("hook: %s configures New, not NewReadTool", name)
+	}
+	return nil
+}
 
 // MaxPreviewChars is the longest preview a pointer may show.
 const MaxPreviewChars = 100_000
@@ -41,35 +76,36 @@ const MaxPreviewChars = 100_000
 // WithPreviewChars sets how many code points of a text part the pointer
 // shows (default 200).
 func WithPreviewChars(n int) Option {
-	return func(h *Hook) error {
+	return func(s *settings) error {
 		if n < 0 || n > MaxPreviewChars {
 			return fmt.Errorf("hook: preview of %d characters, want 0 to %d", n, MaxPreviewChars)
 		}
-		h.previewChars = n
-		return nil
+		s.previewChars = n
+		return s.only("WithPreviewChars", false)
 	}
 }
 
-// WithReadToolName sets the name under which the read-back tool is
-// registered (default ReadToolName); its results are never offloaded.
+// WithReadToolName sets the name of the read-back tool (default
+// ReadToolName): the name NewReadTool registers it under, and the name
+// whose results the hook never offloads. Give both the same.
 func WithReadToolName(name string) Option {
-	return func(h *Hook) error {
+	return func(s *settings) error {
 		if name == "" || len(name) > MaxToolNameBytes {
 			return fmt.Errorf("hook: read tool name of %d bytes, want 1 to %d", len(name), MaxToolNameBytes)
 		}
-		h.readTool = name
+		s.readTool = name
 		return nil
 	}
 }
 
-// WithLogger sets where warnings go (default slog.Default()).
+// WithLogger sets where the hook's warnings go (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(h *Hook) error {
+	return func(s *settings) error {
 		if l == nil {
 			return errors.New("hook: nil logger")
 		}
-		h.log = l
-		return nil
+		s.log = l
+		return s.only("WithLogger", false)
 	}
 }
 
@@ -79,13 +115,11 @@ func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, err
 	if strategies == nil {
 		return nil, errors.New("hook: no strategies: give at least one policy (policy.Default(policy.OverChars(8000)), say)")
 	}
-	h := &Hook{store: store, strategies: strategies, previewChars: DefaultPreviewChars, readTool: ReadToolName, log: slog.Default()}
-	for _, o := range opts {
-		if err := o(h); err != nil {
-			return nil, err
-		}
+	st := settings{previewChars: DefaultPreviewChars, readTool: ReadToolName, log: slog.Default()}
+	if err := st.apply(opts); err != nil {
+		return nil, err
 	}
-	return h, nil
+	return &Hook{store: store, strategies: strategies, previewChars: st.previewChars, readTool: st.readTool, log: st.log}, nil
 }
 
 // Step identifies the step whose results are offloaded.

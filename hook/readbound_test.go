@@ -16,7 +16,7 @@ import (
 
 // storeText offloads one text result and returns a read tool over its
 // store and the part's key.
-func storeText(t *testing.T, text string, opts ...hook.ReadToolOption) (*hook.ReadTool, string) {
+func storeText(t *testing.T, text string, opts ...hook.Option) (*hook.ReadTool, string) {
 	t.Helper()
 	s := hook.NewMemStore()
 	out := offload(t, mustHook(t, s), hook.Step{Run: "r", Number: 1}, result("t", "c", hook.Text(text)))
@@ -96,7 +96,7 @@ func TestReadToolBudgetEndsPage(t *testing.T) {
 	for i := range 100 {
 		lines = append(lines, fmt.Sprintf("%03d %s", i, strings.Repeat("x", 100)))
 	}
-	rt, key := storeText(t, strings.Join(lines, "\n"), hook.ReadToolMaxBytes(2048))
+	rt, key := storeText(t, strings.Join(lines, "\n"), hook.WithReadMaxBytes(2048))
 	got := read(t, rt, "r", hook.ReadArgs{Ref: key})
 	if len(got) > 2048 {
 		t.Fatalf("page of %d bytes with a 2048-byte budget", len(got))
@@ -107,7 +107,7 @@ func TestReadToolBudgetEndsPage(t *testing.T) {
 	if !strings.Contains(head, want) || !strings.HasSuffix(head, fmt.Sprintf("more with offset=%d]", n)) {
 		t.Errorf("header %q, want it to say %q and where to go on", head, want)
 	}
-	if _, err := hook.NewReadTool(nil, hook.ReadToolMaxBytes(10)); err == nil {
+	if _, err := hook.NewReadTool(nil, hook.WithReadMaxBytes(10)); err == nil {
 		t.Error("a 10-byte budget was accepted")
 	}
 }
@@ -117,7 +117,7 @@ func TestReadToolBudgetEndsPage(t *testing.T) {
 // run for minutes; a canceled context stops matching inside a long line.
 func TestReadToolPatternCost(t *testing.T) {
 	text := strings.Repeat(strings.Repeat("a", 200<<10)+"\n", 40)
-	rt, key := storeText(t, text, hook.ReadToolTimeout(100*time.Millisecond))
+	rt, key := storeText(t, text, hook.WithReadTimeout(100*time.Millisecond))
 	_, err := rt.Read(context.Background(), "r", hook.ReadArgs{Ref: key, Pattern: "a{1000}b"})
 	if !errors.Is(err, hook.ErrPatternTooCostly) || !strings.Contains(err.Error(), "instructions") {
 		t.Errorf("pattern a{1000}b: %v, want it refused as too costly", err)
@@ -224,7 +224,7 @@ func TestPointerBounded(t *testing.T) {
 // page is found returns the page, saying how far the search went.
 func TestReadToolTimeLimitPartial(t *testing.T) {
 	text := "b first\n" + strings.Repeat(strings.Repeat("a", 200<<10)+"\n", 60)
-	rt, key := storeText(t, text, hook.ReadToolTimeout(100*time.Millisecond))
+	rt, key := storeText(t, text, hook.WithReadTimeout(100*time.Millisecond))
 	got := read(t, rt, "r", hook.ReadArgs{Ref: key, Pattern: "^b|a{400}b"})
 	head, body, _ := strings.Cut(got, "\n")
 	t.Log(head)

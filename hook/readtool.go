@@ -67,52 +67,35 @@ type ReadTool struct {
 
 // NewReadTool returns a read-back tool over store; nil means the store the
 // context carries (WithStore).
-func NewReadTool(store Store, opts ...ReadToolOption) (*ReadTool, error) {
-	t := &ReadTool{store: store, name: ReadToolName, maxBytes: DefaultReadBytes, timeout: DefaultReadTimeout}
-	for _, o := range opts {
-		if err := o(t); err != nil {
-			return nil, err
-		}
+func NewReadTool(store Store, opts ...Option) (*ReadTool, error) {
+	st := settings{forReadTool: true, readTool: ReadToolName, maxBytes: DefaultReadBytes, timeout: DefaultReadTimeout}
+	if err := st.apply(opts); err != nil {
+		return nil, err
 	}
-	return t, nil
+	return &ReadTool{store: store, name: st.readTool, maxBytes: st.maxBytes, timeout: st.timeout}, nil
 }
 
-// A ReadToolOption configures NewReadTool.
-type ReadToolOption func(*ReadTool) error
-
-// ReadToolNamed registers the tool under another name; give the hook the
-// same name with WithReadToolName.
-func ReadToolNamed(name string) ReadToolOption {
-	return func(t *ReadTool) error {
-		if name == "" {
-			return errors.New("hook: empty read tool name")
-		}
-		t.name = name
-		return nil
-	}
-}
-
-// ReadToolMaxBytes sets how many bytes of text one call returns at most
-// (default DefaultReadBytes); at least 1024.
-func ReadToolMaxBytes(n int) ReadToolOption {
-	return func(t *ReadTool) error {
+// WithReadMaxBytes sets how many bytes of text one call of the read tool
+// returns at most (default DefaultReadBytes); at least 1024.
+func WithReadMaxBytes(n int) Option {
+	return func(s *settings) error {
 		if n < 1024 || n > 64<<20 {
 			return fmt.Errorf("hook: read tool byte budget %d out of range 1024..%d", n, 64<<20)
 		}
-		t.maxBytes = n
-		return nil
+		s.maxBytes = n
+		return s.only("WithReadMaxBytes", true)
 	}
 }
 
-// ReadToolTimeout sets how long one call may search (default
-// DefaultReadTimeout), unless the caller's context ends sooner.
-func ReadToolTimeout(d time.Duration) ReadToolOption {
-	return func(t *ReadTool) error {
+// WithReadTimeout sets how long one call of the read tool may search
+// (default DefaultReadTimeout), unless the caller's context ends sooner.
+func WithReadTimeout(d time.Duration) Option {
+	return func(s *settings) error {
 		if d <= 0 {
 			return fmt.Errorf("hook: read tool timeout %v: want a positive duration", d)
 		}
-		t.timeout = d
-		return nil
+		s.timeout = d
+		return s.only("WithReadTimeout", true)
 	}
 }
 

@@ -46,7 +46,7 @@ func newIndexPath(tb testing.TB) string {
 	return filepath.Join(tb.TempDir(), "index.db")
 }
 
-// One gc at a time: a second session's LockGC fails while the first holds
+// One gc at a time: a second session's lockGC fails while the first holds
 // the lock, and succeeds once it is released.
 func TestLockGC(t *testing.T) { forEachBackend(t, testLockGC) }
 
@@ -58,15 +58,15 @@ func testLockGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer y.Close()
-	release, err := x.LockGC(ctx)
+	release, err := x.lockGC(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = y.LockGC(ctx)
+	_, err = y.lockGC(ctx)
 	if !onPostgres(t) {
 		// SQLite's store locks gc with a file; the index takes nothing.
 		if err != nil {
-			t.Errorf("LockGC on SQLite = %v, want nil", err)
+			t.Errorf("lockGC on SQLite = %v, want nil", err)
 		}
 		if err := release(); err != nil {
 			t.Error(err)
@@ -74,7 +74,7 @@ func testLockGC(t *testing.T) {
 		return
 	}
 	if !errors.Is(err, ErrGCRunning) {
-		t.Fatalf("second LockGC = %v, want ErrGCRunning", err)
+		t.Fatalf("second lockGC = %v, want ErrGCRunning", err)
 	}
 	if err := release(); err != nil {
 		t.Fatal(err)
@@ -82,19 +82,19 @@ func testLockGC(t *testing.T) {
 	if err := release(); err != nil {
 		t.Errorf("second release = %v", err)
 	}
-	r2, err := y.LockGC(ctx)
+	r2, err := y.lockGC(ctx)
 	if err != nil {
-		t.Fatalf("LockGC after release = %v", err)
+		t.Fatalf("lockGC after release = %v", err)
 	}
-	if _, err := x.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
-		t.Fatalf("LockGC while the other index holds it = %v, want ErrGCRunning", err)
+	if _, err := x.lockGC(ctx); !errors.Is(err, ErrGCRunning) {
+		t.Fatalf("lockGC while the other index holds it = %v, want ErrGCRunning", err)
 	}
 	if err := r2(); err != nil {
 		t.Fatal(err)
 	}
-	r3, err := x.LockGC(ctx)
+	r3, err := x.lockGC(ctx)
 	if err != nil {
-		t.Fatalf("LockGC after the other released it = %v", err)
+		t.Fatalf("lockGC after the other released it = %v", err)
 	}
 	r3()
 }
@@ -122,8 +122,8 @@ func testPostgresGCLockFreedWhenSessionDies(t *testing.T) {
 	if err := l.Held(ctx); err != nil {
 		t.Fatalf("Held right after AcquireGCLock = %v", err)
 	}
-	if _, err := y.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
-		t.Fatalf("LockGC while another session holds it = %v, want ErrGCRunning", err)
+	if _, err := y.lockGC(ctx); !errors.Is(err, ErrGCRunning) {
+		t.Fatalf("lockGC while another session holds it = %v, want ErrGCRunning", err)
 	}
 	var pid int
 	if err := l.conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
@@ -138,12 +138,12 @@ func testPostgresGCLockFreedWhenSessionDies(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var release func() error
 	for {
-		release, err = y.LockGC(ctx)
+		release, err = y.lockGC(ctx)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, ErrGCRunning) || time.Now().After(deadline) {
-			t.Fatalf("LockGC after the holder's session died = %v", err)
+			t.Fatalf("lockGC after the holder's session died = %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -160,8 +160,8 @@ func testPostgresGCLockFreedWhenSessionDies(t *testing.T) {
 	if _, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "after the gc session died")}); err != nil {
 		t.Errorf("Record after the gc session died = %v", err)
 	}
-	if _, err := x.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
-		t.Errorf("LockGC while the other index holds it = %v, want ErrGCRunning", err)
+	if _, err := x.lockGC(ctx); !errors.Is(err, ErrGCRunning) {
+		t.Errorf("lockGC while the other index holds it = %v, want ErrGCRunning", err)
 	}
 }
 
@@ -187,7 +187,7 @@ func TestPostgresSessionSettings(t *testing.T) {
 }
 
 // Size on PostgreSQL counts the index's own tables, every table its
-// migrations make and nothing else in their schema, and SizeContext
+// migrations make and nothing else in their schema, and sizeContext
 // reports a server that does not answer instead of a zero.
 func TestPostgresSize(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
@@ -202,22 +202,22 @@ func TestPostgresSize(t *testing.T) {
 				t.Errorf("table %s, made by the migrations, is not in pgTables: Size misses it", tb)
 			}
 		}
-		before, err := x.SizeContext(ctx)
+		before, err := x.sizeContext(ctx)
 		if err != nil || before <= 0 {
-			t.Fatalf("SizeContext = %d, %v", before, err)
+			t.Fatalf("sizeContext = %d, %v", before, err)
 		}
 		if _, err := x.db.ExecContext(ctx, `CREATE TABLE not_ours AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 2000)`); err != nil {
 			t.Fatal(err)
 		}
-		if after, err := x.SizeContext(ctx); err != nil || after != before {
-			t.Errorf("SizeContext with another table in the schema = %d, %v; want %d", after, err, before)
+		if after, err := x.sizeContext(ctx); err != nil || after != before {
+			t.Errorf("sizeContext with another table in the schema = %d, %v; want %d", after, err, before)
 		}
 		if got := x.Size(); got != before {
 			t.Errorf("Size = %d, want %d", got, before)
 		}
 		x.Close()
-		if n, err := x.SizeContext(ctx); err == nil {
-			t.Errorf("SizeContext of a closed index = %d, nil; want an error", n)
+		if n, err := x.sizeContext(ctx); err == nil {
+			t.Errorf("sizeContext of a closed index = %d, nil; want an error", n)
 		}
 	})
 }
@@ -251,18 +251,18 @@ func TestPostgresLocksPerSchema(t *testing.T) {
 		if a.lockKey(gcLockKey) == b.lockKey(gcLockKey) {
 			t.Fatalf("schemas a and b have the same gc lock key %x", a.lockKey(gcLockKey))
 		}
-		ra, err := a.LockGC(ctx)
+		ra, err := a.lockGC(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ra()
-		rb, err := b.LockGC(ctx)
+		rb, err := b.lockGC(ctx)
 		if err != nil {
-			t.Fatalf("LockGC in schema b while schema a's gc runs = %v", err)
+			t.Fatalf("lockGC in schema b while schema a's gc runs = %v", err)
 		}
 		defer rb()
-		if _, err := a2.LockGC(ctx); !errors.Is(err, ErrGCRunning) {
-			t.Errorf("second LockGC in schema a = %v, want ErrGCRunning", err)
+		if _, err := a2.lockGC(ctx); !errors.Is(err, ErrGCRunning) {
+			t.Errorf("second lockGC in schema a = %v, want ErrGCRunning", err)
 		}
 		for _, x := range []*Index{a, b} {
 			if _, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "in a schema")}); err != nil {

@@ -29,9 +29,9 @@ type GCLock struct {
 	err  error
 }
 
-// LockGC takes the index's gc lock, as AcquireGCLock does, and returns the
+// lockGC takes the index's gc lock, as AcquireGCLock does, and returns the
 // function that releases it.
-func (x *Index) LockGC(ctx context.Context) (release func() error, err error) {
+func (x *Index) lockGC(ctx context.Context) (release func() error, err error) {
 	l, err := x.AcquireGCLock(ctx)
 	if err != nil {
 		return nil, err

@@ -75,7 +75,7 @@ var (
 	// been committed, so the index does not try it again.
 	ErrCommitUnknown = errors.New("commit outcome unknown")
 
-	// ErrGCRunning is returned by LockGC when another process holds the gc
+	// ErrGCRunning is returned by lockGC when another process holds the gc
 	// lock.
 	ErrGCRunning = errors.New("another gc is running")
 )
@@ -516,7 +516,7 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 }
 
 // SchemaVersion returns the schema version of the open database.
-func (x *Index) SchemaVersion() int64 { return x.version }
+func (x *Index) schemaVersion() int64 { return x.version }
 
 // Path returns the database file's absolute path, or for an index in
 // PostgreSQL its URL with any password hidden.
@@ -539,7 +539,7 @@ func (x *Index) Close() error {
 
 // Size returns the bytes the index takes on disk: the database, its WAL and
 // its shared-memory file; on PostgreSQL, its tables and their indexes, or 0
-// when the server does not answer (SizeContext says why).
+// when the server does not answer (sizeContext says why).
 func (x *Index) Size() int64 {
 	if x.pg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -556,8 +556,8 @@ func (x *Index) Size() int64 {
 	return n
 }
 
-// SizeContext is Size with the error that kept it from answering.
-func (x *Index) SizeContext(ctx context.Context) (int64, error) {
+// sizeContext is Size with the error that kept it from answering.
+func (x *Index) sizeContext(ctx context.Context) (int64, error) {
 	if x.pg {
 		return x.pgSize(ctx)
 	}

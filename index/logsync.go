@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// RecordGatheringLogUnsynced is RecordGathering for a writer that may make
+// RecordGatheringLogUnsynced is recordGathering for a writer that may make
 // the commit durable itself, with one barrier for its blobs' names and
 // the log (see cas.Store.Barrier): once gather has returned no more
 // parts, logSync is called, and when it returns false the transaction
@@ -16,7 +16,7 @@ import (
 // every reader, but a power cut may lose it until the file system holding
 // the index has been synced. logSync may be called more than once, as
 // gather is. Where commits do not sync the log anyway (on PostgreSQL, or
-// with cas.SyncNone or RecentMayBeLost), it is RecordGathering.
+// with cas.SyncNone or RecentKeysMayBeLostOnPowerCut), it is recordGathering.
 //
 // Should the log's sync after a commit fail, the error wraps
 // ErrCommitUnknown: the parts are recorded, but may not survive a power
@@ -24,7 +24,7 @@ import (
 func (x *Index) RecordGatheringLogUnsynced(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error),
 	logSync func() bool) ([]Recorded, error) {
 	if !x.logSynced || x.pg {
-		return x.RecordGathering(ctx, ps, gather)
+		return x.recordGathering(ctx, ps, gather, nil)
 	}
 	return x.recordGathering(ctx, ps, gather, logSync)
 }

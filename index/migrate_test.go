@@ -194,8 +194,8 @@ func testMigrateKeepsEveryRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	if x.SchemaVersion() != latestVersion(t) {
-		t.Fatalf("at version %d", x.SchemaVersion())
+	if x.schemaVersion() != latestVersion(t) {
+		t.Fatalf("at version %d", x.schemaVersion())
 	}
 	for _, tb := range tables {
 		after := tableRows(t, x.db.DB, tb)
@@ -343,7 +343,7 @@ func TestMigrateFresh(t *testing.T) { forEachBackend(t, testMigrateFresh) }
 
 func testMigrateFresh(t *testing.T) {
 	x := MustOpen(t)
-	if got, want := x.SchemaVersion(), latestVersion(t); got != want {
+	if got, want := x.schemaVersion(), latestVersion(t); got != want {
 		t.Errorf("fresh index at version %d, want %d", got, want)
 	}
 	// Reopening does not migrate again.
@@ -379,8 +379,8 @@ func testMigrateFromEveryEarlierVersion(t *testing.T) {
 				t.Fatalf("open version %d: %v", v, err)
 			}
 			defer x.Close()
-			if x.SchemaVersion() != latest {
-				t.Errorf("migrated to %d, want %d", x.SchemaVersion(), latest)
+			if x.schemaVersion() != latest {
+				t.Errorf("migrated to %d, want %d", x.schemaVersion(), latest)
 			}
 			ps, err := x.List(ctx, ListOptions{})
 			if err != nil {
@@ -512,8 +512,8 @@ func testPostgresMigrationWaitsForReader(t *testing.T) {
 		t.Fatalf("Open after the reader was done = %v", r.err)
 	}
 	defer r.x.Close()
-	if r.x.SchemaVersion() != latestVersion(t) {
-		t.Errorf("migrated to %d, want %d", r.x.SchemaVersion(), latestVersion(t))
+	if r.x.schemaVersion() != latestVersion(t) {
+		t.Errorf("migrated to %d, want %d", r.x.schemaVersion(), latestVersion(t))
 	}
 }
 

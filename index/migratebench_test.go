@@ -44,8 +44,8 @@ func BenchmarkMigrateLatest(b *testing.B) {
 				b.ReportMetric(time.Since(t0).Seconds(), "s/migration")
 				b.ReportMetric(fill.Seconds(), "s/fill")
 				b.StopTimer()
-				if x.SchemaVersion() != latest {
-					b.Fatalf("at version %d, want %d", x.SchemaVersion(), latest)
+				if x.schemaVersion() != latest {
+					b.Fatalf("at version %d, want %d", x.schemaVersion(), latest)
 				}
 				t0 = time.Now()
 				if _, err := x.Stats(ctx, ""); err != nil {

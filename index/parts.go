@@ -245,10 +245,10 @@ const (
 // time is refreshed. On PostgreSQL, an error that is ErrCommitUnknown means
 // the commit's answer was lost: the parts may or may not have been recorded.
 func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
-	return x.RecordWhenReady(ctx, ps, nil)
+	return x.recordWhenReady(ctx, ps, nil)
 }
 
-// RecordWhenReady is Record for a writer whose blobs are still being made
+// recordWhenReady is Record for a writer whose blobs are still being made
 // durable: it runs the transaction's statements, then calls ready, and
 // commits only once ready returns nil; an error from ready rolls the
 // transaction back and is returned, wrapped. The statements' work so
@@ -256,15 +256,15 @@ func (x *Index) Record(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 // ready says its blob is in place. ready may be called more than once
 // (a transaction retried while other processes held the lock), and must
 // return the same answer each time. A nil ready commits at once.
-func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() error) ([]Recorded, error) {
+func (x *Index) recordWhenReady(ctx context.Context, ps []NewPart, ready func() error) ([]Recorded, error) {
 	var gather func() ([]NewPart, error)
 	if ready != nil {
 		gather = func() ([]NewPart, error) { return nil, ready() }
 	}
-	return x.RecordGathering(ctx, ps, gather)
+	return x.recordGathering(ctx, ps, gather, nil)
 }
 
-// RecordGathering is RecordWhenReady for a writer that gathers the parts of
+// recordGathering is recordWhenReady for a writer that gathers the parts of
 // other writes into its transaction: once the statements of ps have run,
 // gather is called, and the parts it returns are recorded in the same
 // transaction, after those before them; it is called again until it
@@ -273,10 +273,8 @@ func (x *Index) RecordWhenReady(ctx context.Context, ps []NewPart, ready func() 
 // of what gather returned. If the transaction is retried, every part
 // gathered so far is recorded again before gather is called anew. A nil
 // gather commits at once.
-func (x *Index) RecordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error)) ([]Recorded, error) {
-	return x.recordGathering(ctx, ps, gather, nil)
-}
-
+// syncLog is as RecordGatheringLogUnsynced says, nil for a commit that
+// syncs as the index does.
 func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func() ([]NewPart, error),
 	logSync func() bool) ([]Recorded, error) {
 	ps, err := recordable(ps)

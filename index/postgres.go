@@ -49,7 +49,7 @@ func IsPostgresURL(s string) bool {
 // race between toolcas writers ever needs a retry.
 const writeLockKey = 0x746f6f6c // "tool"
 
-// gcLockKey is the session-scoped advisory lock LockGC takes, and
+// gcLockKey is the session-scoped advisory lock lockGC takes, and
 // migrateLockKey the one goose holds while it migrates.
 const (
 	gcLockKey      = writeLockKey + 1

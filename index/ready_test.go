@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// RecordWhenReady runs the statements, then ready, then commits: while
+// recordWhenReady runs the statements, then ready, then commits: while
 // ready runs, another connection sees none of the rows; an error from ready
 // rolls everything back and is returned, and the key is then still free.
 func TestRecordWhenReady(t *testing.T) { forEachBackend(t, testRecordWhenReady) }
@@ -19,7 +19,7 @@ func testRecordWhenReady(t *testing.T) {
 	p := newPart("run", 1, "search", "c1", "alpha")
 	failed := errors.New("the blob could not be written")
 	calls := 0
-	_, err := x.RecordWhenReady(ctx, []NewPart{p}, func() error {
+	_, err := x.recordWhenReady(ctx, []NewPart{p}, func() error {
 		calls++
 		if n := visible(); n != 0 {
 			t.Errorf("before ready's answer, another connection sees %d parts", n)
@@ -27,7 +27,7 @@ func testRecordWhenReady(t *testing.T) {
 		return failed
 	})
 	if !errors.Is(err, failed) {
-		t.Fatalf("RecordWhenReady with a failing ready = %v, want %v", err, failed)
+		t.Fatalf("recordWhenReady with a failing ready = %v, want %v", err, failed)
 	}
 	if calls != 1 {
 		t.Errorf("ready called %d times, want 1", calls)
@@ -40,7 +40,7 @@ func testRecordWhenReady(t *testing.T) {
 	}
 
 	calls = 0
-	rec, err := x.RecordWhenReady(ctx, []NewPart{p, newPart("run", 2, "search", "c2", "beta")}, func() error {
+	rec, err := x.recordWhenReady(ctx, []NewPart{p, newPart("run", 2, "search", "c2", "beta")}, func() error {
 		calls++
 		if n := visible(); n != 0 {
 			t.Errorf("while ready runs, another connection sees %d parts", n)
@@ -58,7 +58,7 @@ func testRecordWhenReady(t *testing.T) {
 	}
 
 	// No ready: Record.
-	if _, err := x.RecordWhenReady(ctx, []NewPart{newPart("run", 3, "search", "c3", "gamma")}, nil); err != nil {
+	if _, err := x.recordWhenReady(ctx, []NewPart{newPart("run", 3, "search", "c3", "gamma")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := visible(); n != 3 {
@@ -66,7 +66,7 @@ func testRecordWhenReady(t *testing.T) {
 	}
 }
 
-// RecordGathering records what gather returns in the same transaction, in
+// recordGathering records what gather returns in the same transaction, in
 // order, until it returns none; a gathered part that cannot be recorded,
 // or gather's error, rolls back every part, those before it too.
 func TestRecordGathering(t *testing.T) { forEachBackend(t, testRecordGathering) }
@@ -81,7 +81,7 @@ func testRecordGathering(t *testing.T) {
 		{newPart("run", 3, "search", "c3", "alpha")},
 	}
 	calls := 0
-	rec, err := x.RecordGathering(ctx, []NewPart{first}, func() ([]NewPart, error) {
+	rec, err := x.recordGathering(ctx, []NewPart{first}, func() ([]NewPart, error) {
 		if n := visible(); n != 0 {
 			t.Errorf("while gathering, another connection sees %d parts", n)
 		}
@@ -90,7 +90,7 @@ func testRecordGathering(t *testing.T) {
 			return nil, nil
 		}
 		return more[calls-1], nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func testRecordGathering(t *testing.T) {
 		{"bad part", func() ([]NewPart, error) { return []NewPart{bad}, nil }, ErrInvalidPart},
 		{"gather fails", func() ([]NewPart, error) { return nil, failed }, failed},
 	} {
-		_, err := x.RecordGathering(ctx, []NewPart{newPart("run", 5, "search", "c5", "epsilon")}, tc.gather)
+		_, err := x.recordGathering(ctx, []NewPart{newPart("run", 5, "search", "c5", "epsilon")}, tc.gather, nil)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: RecordGathering = %v, want %v", tc.name, err, tc.want)
 		}

@@ -165,10 +165,10 @@ func TestUpstreamNeverOutlivesProxy(t *testing.T) {
 
 // processRig is a proxy in this process in front of the test binary as an
 // upstream process.
-func processRig(t *testing.T, up mcp.Upstream, opts ...mcp.ProxyOption) *rig {
+func processRig(t *testing.T, up mcp.Upstream, opts ...mcp.Option) *rig {
 	t.Helper()
 	r := &rig{store: openStore(t), changed: make(chan struct{}, 16), progress: make(chan *sdk.ProgressNotificationParams, 16)}
-	p, err := mcp.NewProxy(context.Background(), up, r.store, append([]mcp.ProxyOption{mcp.WithLogger(quietLog())}, opts...)...)
+	p, err := mcp.NewProxy(context.Background(), up, r.store, append([]mcp.Option{mcp.WithLogger(quietLog())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

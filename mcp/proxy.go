@@ -78,42 +78,75 @@ type session struct {
 // next counts a tool call and returns its step.
 func (s *session) next() int { return int(s.calls.Add(1)) }
 
-// A ProxyOption configures NewProxy.
-type ProxyOption func(*Proxy) error
+// An Option configures NewProxy or NewStoreServer. An option that one of
+// them has no use for is an error there.
+type Option func(*options) error
 
-// WithHook sets the hook that decides what is offloaded (its policies and
-// preview). Its store is not used: the proxy writes to its own. The
-// default offloads any result over DefaultThreshold characters.
-func WithHook(h *hook.Hook) ProxyOption {
-	return func(p *Proxy) error {
+// options are what the options say.
+type options struct {
+	// server is set for NewStoreServer, which takes WithRun only.
+	server  bool
+	hook    *hook.Hook
+	run     string
+	timeout time.Duration
+	log     *slog.Logger
+	links   bool
+}
+
+// apply applies opts to o, refusing an option that has no use for the
+// server when o is a server's.
+func (o *options) apply(opts []Option) error {
+	for _, opt := range opts {
+		if err := opt(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proxyOnly is the error of an option that only NewProxy takes, given to
+// NewStoreServer.
+func (o *options) proxyOnly(name string) error {
+	if o.server {
+		return fmt.Errorf("mcp: %s configures NewProxy, not NewStoreServer", name)
+	}
+	return nil
+}
+
+// WithHook sets the hook that decides what the proxy offloads (its
+// policies and preview). Its store is not used: the proxy writes to its
+// own. The default offloads any result over DefaultThreshold characters.
+func WithHook(h *hook.Hook) Option {
+	return func(o *options) error {
 		if h == nil {
 			return errors.New("mcp: nil hook")
 		}
-		p.hook = h
-		return nil
+		o.hook = h
+		return o.proxyOnly("WithHook")
 	}
 }
 
-// WithStrategies sets the offload policies (see ParseOffload).
-func WithStrategies(s *policy.Strategies) ProxyOption {
-	return func(p *Proxy) error {
+// WithStrategies sets the proxy's offload policies (see ParseOffload).
+func WithStrategies(s *policy.Strategies) Option {
+	return func(o *options) error {
 		h, err := hook.New(nil, s)
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
-		p.hook = h
-		return nil
+		o.hook = h
+		return o.proxyOnly("WithStrategies")
 	}
 }
 
-// WithRun makes every client session write to one run, instead of a run
-// of its own named by NewRunName.
-func WithRun(run string) ProxyOption {
-	return func(p *Proxy) error {
+// WithRun names the one run the proxy's client sessions all write to,
+// instead of a run of each session's own (NewRunName); or, for a store
+// server, the one run it reads, lists and counts.
+func WithRun(run string) Option {
+	return func(o *options) error {
 		if err := hook.CheckRun(run); err != nil {
-			return fmt.Errorf("mcp: --run: %w", err)
+			return fmt.Errorf("mcp: run: %w", err)
 		}
-		p.run = run
+		o.run = run
 		return nil
 	}
 }
@@ -121,34 +154,34 @@ func WithRun(run string) ProxyOption {
 // WithCallTimeout bounds how long the upstream has to answer a call; past
 // it the call is cancelled upstream and the client gets an error. Zero (the
 // default) means no bound beyond the client's own.
-func WithCallTimeout(d time.Duration) ProxyOption {
-	return func(p *Proxy) error {
+func WithCallTimeout(d time.Duration) Option {
+	return func(o *options) error {
 		if d < 0 {
 			return fmt.Errorf("mcp: negative call timeout %s", d)
 		}
-		p.timeout = d
-		return nil
+		o.timeout = d
+		return o.proxyOnly("WithCallTimeout")
 	}
 }
 
 // WithLogger sets where the proxy says what goes wrong (default
 // slog.Default()).
-func WithLogger(l *slog.Logger) ProxyOption {
-	return func(p *Proxy) error {
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
 		if l == nil {
 			return errors.New("mcp: nil logger")
 		}
-		p.log = l
-		return nil
+		o.log = l
+		return o.proxyOnly("WithLogger")
 	}
 }
 
 // WithResourceLinks sets whether a pointer carries, after its text, a
 // resource link to each offloaded part (default true).
-func WithResourceLinks(on bool) ProxyOption {
-	return func(p *Proxy) error {
-		p.links = on
-		return nil
+func WithResourceLinks(on bool) Option {
+	return func(o *options) error {
+		o.links = on
+		return o.proxyOnly("WithResourceLinks")
 	}
 }
 
@@ -156,22 +189,21 @@ func WithResourceLinks(on bool) ProxyOption {
 // to the upstream once; if that fails the proxy still serves (the read-back
 // tool and the resources), logs why, and every call that needs the upstream
 // tries again and, failing, says why.
-func NewProxy(ctx context.Context, up Upstream, st hook.Store, opts ...ProxyOption) (*Proxy, error) {
+func NewProxy(ctx context.Context, up Upstream, st hook.Store, opts ...Option) (*Proxy, error) {
 	if up == nil {
 		return nil, errors.New("mcp: no upstream")
 	}
 	if st == nil {
 		return nil, errors.New("mcp: no store")
 	}
+	o := options{log: slog.Default(), links: true}
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
 	p := &Proxy{
-		up: up, store: st, log: slog.Default(), links: true, now: time.Now,
+		up: up, store: st, hook: o.hook, run: o.run, timeout: o.timeout, log: o.log, links: o.links, now: time.Now,
 		tools: map[string]string{}, prompts: map[string]string{}, resources: map[string]string{}, templates: map[string]string{},
 		sessions: map[*sdk.ServerSession]*session{}, progress: map[string]progressRoute{},
-	}
-	for _, o := range opts {
-		if err := o(p); err != nil {
-			return nil, err
-		}
 	}
 	if p.hook == nil {
 		s, _ := ParseOffload(nil)

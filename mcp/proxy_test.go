@@ -53,11 +53,11 @@ type rig struct {
 	progress chan *sdk.ProgressNotificationParams
 }
 
-func newRig(t *testing.T, f *fake, opts ...mcp.ProxyOption) *rig {
+func newRig(t *testing.T, f *fake, opts ...mcp.Option) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{fake: f, store: openStore(t), changed: make(chan struct{}, 16), progress: make(chan *sdk.ProgressNotificationParams, 1000)}
-	p, err := mcp.NewProxy(ctx, dialFake(f), r.store, append([]mcp.ProxyOption{mcp.WithLogger(quietLog())}, opts...)...)
+	p, err := mcp.NewProxy(ctx, dialFake(f), r.store, append([]mcp.Option{mcp.WithLogger(quietLog())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ type reader struct {
 	tool  *hook.ReadTool
 }
 
-func newReader(st hook.Store, opts ...hook.ReadToolOption) (*reader, error) {
+func newReader(st hook.Store, opts ...hook.Option) (*reader, error) {
 	t, err := hook.NewReadTool(st, opts...)
 	if err != nil {
 		return nil, err

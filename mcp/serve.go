@@ -31,21 +31,6 @@ type StoreServer struct {
 	server *sdk.Server
 }
 
-// A ServeOption configures NewStoreServer.
-type ServeOption func(*StoreServer) error
-
-// ServeRun scopes the server to one run: it reads, lists and counts only
-// that run's parts.
-func ServeRun(run string) ServeOption {
-	return func(s *StoreServer) error {
-		if run == "" {
-			return fmt.Errorf("mcp: empty run name")
-		}
-		s.run = run
-		return nil
-	}
-}
-
 // SearchArgs are the search tool's parameters.
 type SearchArgs struct {
 	Run   string `json:"run,omitempty" jsonschema:"only parts of this run"`
@@ -85,13 +70,14 @@ type StatsArgs struct {
 }
 
 // NewStoreServer returns the server over st.
-func NewStoreServer(st *store.Store, opts ...ServeOption) (*StoreServer, error) {
-	s := &StoreServer{store: st}
-	for _, o := range opts {
-		if err := o(s); err != nil {
-			return nil, err
-		}
+// WithRun scopes it to one run: it reads, lists and counts only that run's
+// parts.
+func NewStoreServer(st *store.Store, opts ...Option) (*StoreServer, error) {
+	o := options{server: true}
+	if err := o.apply(opts); err != nil {
+		return nil, err
 	}
+	s := &StoreServer{store: st, run: o.run}
 	var hs hook.Store = st
 	if s.run == "" {
 		hs = anyRun{st}

@@ -36,7 +36,7 @@ func offloadInto(t *testing.T, st *store.Store, run string, tools ...string) []h
 	return refs
 }
 
-func serveClient(t *testing.T, st *store.Store, opts ...mcp.ServeOption) *sdk.ClientSession {
+func serveClient(t *testing.T, st *store.Store, opts ...mcp.Option) *sdk.ClientSession {
 	t.Helper()
 	s, err := mcp.NewStoreServer(st, opts...)
 	if err != nil {
@@ -150,7 +150,7 @@ func TestStoreServerOneRun(t *testing.T) {
 	st := openStore(t)
 	a := offloadInto(t, st, "run-a", "search_web")
 	b := offloadInto(t, st, "run-b", "search_web")
-	cs := serveClient(t, st, mcp.ServeRun("run-a"))
+	cs := serveClient(t, st, mcp.WithRun("run-a"))
 	ctx := context.Background()
 	for ref, wantErr := range map[string]bool{a[0].Key: false, b[0].Key: true} {
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.ReadToolName, Arguments: map[string]any{"ref": ref}})

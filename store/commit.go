@@ -123,79 +123,24 @@ func (c *committer) take() []*commitReq {
 // returns them all. If that fails, each write is recorded alone, so that
 // one write's bad row fails only it.
 func (e *localEngine) commit(ctx context.Context, own *commitReq, batch []*commitReq) []*commitReq {
-	defer func() {
-		for _, r := range batch {
-			if r != own {
-				close(r.done)
-			}
-		}
-	}()
 	first := batch[0]
+	tx := &sharedTx{e: e, batch: batch, joining: first.blob != nil}
+	defer tx.done(own)
 	if len(batch) == 1 && first == own && first.blob == nil {
 		e.recordTx(ctx, own)
-		return batch
+		return tx.batch
 	}
 	// The rows of other writes, or of writes that may join, do not fail
 	// with this one's context; a write whose context is done before its
 	// transaction starts fails alone.
 	if first == own && ctx.Err() != nil {
 		own.err = ctx.Err()
-		return batch
+		return tx.batch
 	}
 	ctx = context.WithoutCancel(ctx)
 	var all []index.NewPart
 	for _, r := range batch {
 		all = append(all, r.parts...)
-	}
-	// gather runs once the batch's statements have: while the first
-	// write's blob is being written, the writes queued meanwhile join; then
-	// it waits for every blob of the batch, and the transaction commits
-	// once all are in place. One that failed fails it, and each write is
-	// then recorded alone, where only that one fails again.
-	c := &e.commits
-	joining := first.blob != nil
-	// inPlace is set once the first write's blob is in place: the writes
-	// queued until then still join.
-	inPlace := false
-	gather := func() ([]index.NewPart, error) {
-		for joining {
-			if more := c.take(); len(more) > 0 {
-				batch = append(batch, more...)
-				// A test's way to see writes join.
-				fault(e, "write:joined")
-				var parts []index.NewPart
-				for _, r := range more {
-					parts = append(parts, r.parts...)
-				}
-				return parts, nil
-			}
-			if inPlace {
-				joining = false
-				break
-			}
-			select {
-			case <-first.blob:
-				inPlace = true
-			case <-c.arrived:
-			}
-		}
-		for _, r := range batch {
-			if r.ready != nil {
-				var err error
-				if r.barrier, err = r.ready(); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return nil, nil
-	}
-	logSync := func() bool {
-		for _, r := range batch {
-			if !r.barrier {
-				return true
-			}
-		}
-		return false
 	}
 	// A test's stand-in for a shared transaction that failed.
 	var err error
@@ -204,31 +149,105 @@ func (e *localEngine) commit(ctx context.Context, own *commitReq, batch []*commi
 	}
 	var recs []index.Recorded
 	if err == nil {
-		recs, err = e.recordGathering(ctx, all, gather, logSync)
+		recs, err = e.recordGathering(ctx, all, tx.gather, tx.logSync)
 	}
-	if err == nil {
-		for _, r := range batch {
-			r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
+	if err != nil {
+		tx.failed(ctx, err)
+		return tx.batch
+	}
+	for _, r := range tx.batch {
+		r.recs, recs = recs[:len(r.parts):len(r.parts)], recs[len(r.parts):]
+	}
+	e.barrierAfter(tx.batch)
+	return tx.batch
+}
+
+// sharedTx is one transaction of the committer's, and the writes in it.
+type sharedTx struct {
+	e     *localEngine
+	batch []*commitReq
+	// joining says writes may still join; inPlace is set once the first
+	// write's blob is in place: the writes queued until then still join.
+	joining, inPlace bool
+}
+
+// done tells the writes of the batch but own, whose committer returns
+// itself, that they are done.
+func (t *sharedTx) done(own *commitReq) {
+	for _, r := range t.batch {
+		if r != own {
+			close(r.done)
 		}
-		e.barrierAfter(batch)
-		return batch
 	}
-	// A commit whose answer was lost may have recorded every part: writing
-	// them again would add each as a new version. Each write is told so.
-	if errors.Is(err, index.ErrCommitUnknown) {
-		for _, r := range batch {
+}
+
+// gather runs once the batch's statements have: while the first write's
+// blob is being written, the writes queued meanwhile join; then it waits
+// for every blob of the batch, and the transaction commits once all are
+// in place. One that failed fails it, and each write is then recorded
+// alone, where only that one fails again.
+func (t *sharedTx) gather() ([]index.NewPart, error) {
+	c := &t.e.commits
+	for t.joining {
+		if more := c.take(); len(more) > 0 {
+			t.batch = append(t.batch, more...)
+			// A test's way to see writes join.
+			fault(t.e, "write:joined")
+			var parts []index.NewPart
+			for _, r := range more {
+				parts = append(parts, r.parts...)
+			}
+			return parts, nil
+		}
+		if t.inPlace {
+			t.joining = false
+			break
+		}
+		select {
+		case <-t.batch[0].blob:
+			t.inPlace = true
+		case <-c.arrived:
+		}
+	}
+	for _, r := range t.batch {
+		if r.ready != nil {
+			var err error
+			if r.barrier, err = r.ready(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// logSync says the transaction must sync the log itself: a write of it
+// takes no barrier after the commit.
+func (t *sharedTx) logSync() bool {
+	for _, r := range t.batch {
+		if !r.barrier {
+			return true
+		}
+	}
+	return false
+}
+
+// failed tells the writes of a transaction that failed. A commit whose
+// answer was lost may have recorded every part: writing them again would
+// add each as a new version, so each write is told so. Otherwise each
+// write is recorded alone, so that one write's bad row fails only it.
+func (t *sharedTx) failed(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, index.ErrCommitUnknown):
+		for _, r := range t.batch {
 			r.err = err
 		}
-		return batch
+	case len(t.batch) == 1:
+		t.batch[0].err = err
+	default:
+		for _, r := range t.batch {
+			t.e.recordTx(ctx, r)
+		}
 	}
-	if len(batch) == 1 {
-		first.err = err
-		return batch
-	}
-	for _, r := range batch {
-		e.recordTx(ctx, r)
-	}
-	return batch
 }
 
 // recordTx records r's parts in one transaction, and takes the barrier

@@ -19,7 +19,7 @@ import (
 // lines; an image or a file comes back as a header under "result", its
 // MIME type under "mime_type" and its bytes in base64 under "data". A
 // failure comes back under "error", for the model to read.
-func NewReadTool(store hook.Store, opts ...hook.ReadToolOption) (tool.Tool, error) {
+func NewReadTool(store hook.Store, opts ...hook.Option) (tool.Tool, error) {
 	rt, err := hook.NewReadTool(store, opts...)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func NewReadTool(store hook.Store, opts ...hook.ReadToolOption) (tool.Tool, erro
 
 // MustReadTool is NewReadTool for configuration known to be valid; it
 // panics on error.
-func MustReadTool(store hook.Store, opts ...hook.ReadToolOption) tool.Tool {
+func MustReadTool(store hook.Store, opts ...hook.Option) tool.Tool {
 	t, err := NewReadTool(store, opts...)
 	if err != nil {
 		panic(err)

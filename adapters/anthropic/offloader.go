@@ -68,7 +68,7 @@ func WithRun(run string) Option {
 // hook.WithReadToolName(name) too.
 func WithReadToolName(name string) Option {
 	return func(o *Offloader) error {
-		rt, err := newReadTool(o.readTool.store, o, hook.ReadToolNamed(name))
+		rt, err := newReadTool(o.readTool.store, o, hook.WithReadToolName(name))
 		if err != nil {
 			return fmt.Errorf("toolcasanthropic: %w", err)
 		}

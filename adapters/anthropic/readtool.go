@@ -23,7 +23,7 @@ type ReadTool struct {
 
 var _ anthropic.BetaTool = (*ReadTool)(nil)
 
-func newReadTool(store hook.Store, o *Offloader, opts ...hook.ReadToolOption) (*ReadTool, error) {
+func newReadTool(store hook.Store, o *Offloader, opts ...hook.Option) (*ReadTool, error) {
 	rt, err := hook.NewReadTool(store, opts...)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ type Option func(*Middleware) error
 // what the tool reads back.
 func WithReadToolName(name string) Option {
 	return func(m *Middleware) error {
-		rt, err := NewReadTool(m.readTool.store, hook.ReadToolNamed(name))
+		rt, err := NewReadTool(m.readTool.store, hook.WithReadToolName(name))
 		if err != nil {
 			return fmt.Errorf("toolcaseino: %w", err)
 		}

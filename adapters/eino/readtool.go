@@ -26,7 +26,7 @@ var _ tool.EnhancedInvokableTool = (*ReadTool)(nil)
 
 // NewReadTool returns the read-back tool over store (nil: the store
 // hook.WithStore puts in the context).
-func NewReadTool(store hook.Store, opts ...hook.ReadToolOption) (*ReadTool, error) {
+func NewReadTool(store hook.Store, opts ...hook.Option) (*ReadTool, error) {
 	rt, err := hook.NewReadTool(store, opts...)
 	if err != nil {
 		return nil, err

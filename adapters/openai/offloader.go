@@ -59,7 +59,7 @@ func WithRun(run string) Option {
 // hook.WithReadToolName(name) too.
 func WithReadToolName(name string) Option {
 	return func(o *Offloader) error {
-		return o.setReadTool(hook.ReadToolNamed(name))
+		return o.setReadTool(hook.WithReadToolName(name))
 	}
 }
 
@@ -86,7 +86,7 @@ func New(h *hook.Hook, store hook.Store, opts ...Option) (*Offloader, error) {
 	return o, nil
 }
 
-func (o *Offloader) setReadTool(opts ...hook.ReadToolOption) error {
+func (o *Offloader) setReadTool(opts ...hook.Option) error {
 	rt, err := hook.NewReadTool(o.st, opts...)
 	if err != nil {
 		return fmt.Errorf("toolcasopenai: %w", err)

@@ -96,7 +96,7 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 		level = slog.LevelError
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	opts := []mcp.ProxyOption{mcp.WithLogger(log), mcp.WithCallTimeout(o.timeout), mcp.WithResourceLinks(!o.noLinks)}
+	opts := []mcp.Option{mcp.WithLogger(log), mcp.WithCallTimeout(o.timeout), mcp.WithResourceLinks(!o.noLinks)}
 	if o.run != "" {
 		if err := hook.CheckRun(o.run); err != nil {
 			return usagef("mcp proxy: --run: %v", err)

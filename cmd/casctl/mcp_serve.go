@@ -47,9 +47,9 @@ func runMCPServe(ctx context.Context, g *globals, o mcpServeOptions) error {
 		return fail("mcp serve", err)
 	}
 	defer st.Close()
-	var opts []mcp.ServeOption
+	var opts []mcp.Option
 	if o.run != "" {
-		opts = append(opts, mcp.ServeRun(o.run))
+		opts = append(opts, mcp.WithRun(o.run))
 	}
 	s, err := mcp.NewStoreServer(st, opts...)
 	if err != nil {
