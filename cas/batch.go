@@ -34,7 +34,7 @@ type Item struct {
 func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error) {
 	for i, it := range items {
 		if err := CheckExt(it.Ext); err != nil {
-			return nil, fmt.Errorf("cas: put batch item %d: %w", i, err)
+			return nil, fmt.Errorf("put batch item %d: %w", i, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -104,7 +104,7 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 		if err := s.fs.Rename(p.tmp, p.blob.RelPath()); err != nil {
 			todo = todo[i:]
 			cleanup()
-			return nil, fmt.Errorf("cas: rename into %s: %w", s.abs(p.blob.RelPath()), err)
+			return nil, fmt.Errorf("rename into %s: %w", s.abs(p.blob.RelPath()), err)
 		}
 	}
 	if s.durability == SyncFull {
@@ -122,7 +122,7 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 				return s.fs.SyncDir(BlobsDir + "/" + shards[i])
 			})
 		}); err != nil {
-			return nil, fmt.Errorf("cas: sync shard directories: %w", err)
+			return nil, fmt.Errorf("sync shard directories: %w", err)
 		}
 	}
 	return results, nil

@@ -100,7 +100,7 @@ func (s *Store) refreshPacks(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("cas: list %s: %w", s.abs(PacksDir), err)
+		return fmt.Errorf("list %s: %w", s.abs(PacksDir), err)
 	}
 	if s.packs.loaded == nil {
 		s.packs.loaded = map[string]*loadedPack{}
@@ -168,7 +168,7 @@ func (s *Store) loadPack(name string) (*loadedPack, error) {
 	defer f.Close()
 	ra, ok := f.(io.ReaderAt)
 	if !ok {
-		return nil, errors.New("cas: pack file does not support positioned reads")
+		return nil, errors.New("pack file does not support positioned reads")
 	}
 	toc, err := readTOC(ra, fi.Size())
 	if err != nil {
@@ -274,7 +274,7 @@ func (s *Store) statPacked(ctx context.Context, b Blob) (BlobInfo, error) {
 		return BlobInfo{}, err
 	}
 	if !ok {
-		return BlobInfo{}, fmt.Errorf("cas: stat %s: %w", b.FileName(), ErrNotFound)
+		return BlobInfo{}, fmt.Errorf("stat %s: %w", b.FileName(), ErrNotFound)
 	}
 	return BlobInfo{Blob: b, Size: e.Size, ModTime: lp.modTime, Pack: lp.name}, nil
 }
@@ -288,7 +288,7 @@ func (s *Store) Packs(ctx context.Context) (packs []PackInfo, temps []Entry, bad
 		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("cas: list %s: %w", s.abs(PacksDir), err)
+		return nil, nil, nil, fmt.Errorf("list %s: %w", s.abs(PacksDir), err)
 	}
 	bad = map[string]error{}
 	for _, de := range des {
@@ -346,7 +346,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // loose files.
 func (s *Store) WritePack(ctx context.Context, blobs []Blob) (PackInfo, error) {
 	if len(blobs) == 0 {
-		return PackInfo{}, errors.New("cas: write pack: no blobs")
+		return PackInfo{}, errors.New("write pack: no blobs")
 	}
 	created, err := s.mkdir(PacksDir)
 	if err != nil {
@@ -354,7 +354,7 @@ func (s *Store) WritePack(ctx context.Context, blobs []Blob) (PackInfo, error) {
 	}
 	if created && s.durability == SyncFull {
 		if err := s.fs.SyncDir("."); err != nil {
-			return PackInfo{}, fmt.Errorf("cas: sync %s: %w", s.dir, err)
+			return PackInfo{}, fmt.Errorf("sync %s: %w", s.dir, err)
 		}
 	}
 	tmp, f, err := s.createTempIn(PacksDir)
@@ -379,11 +379,11 @@ func (s *Store) WritePack(ctx context.Context, blobs []Blob) (PackInfo, error) {
 	info.Name = PackName(info.Digest)
 	if err := s.fs.Rename(tmp, PacksDir+"/"+info.Name); err != nil {
 		s.fs.Remove(tmp)
-		return PackInfo{}, fmt.Errorf("cas: rename into %s: %w", s.abs(PacksDir+"/"+info.Name), err)
+		return PackInfo{}, fmt.Errorf("rename into %s: %w", s.abs(PacksDir+"/"+info.Name), err)
 	}
 	if s.durability == SyncFull {
 		if err := s.fs.SyncDir(PacksDir); err != nil {
-			return PackInfo{}, fmt.Errorf("cas: sync %s: %w", s.abs(PacksDir), err)
+			return PackInfo{}, fmt.Errorf("sync %s: %w", s.abs(PacksDir), err)
 		}
 	}
 	info.ModTime = s.now()
@@ -426,7 +426,7 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 		}
 		r, err := s.Open(ctx, b)
 		if err != nil {
-			return PackInfo{}, fmt.Errorf("cas: write pack: %w", err)
+			return PackInfo{}, fmt.Errorf("write pack: %w", err)
 		}
 		size := r.Size()
 		if raw > 0 && raw+size > FrameSize {
@@ -448,11 +448,11 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 			n = int64(len(data))
 			if err != nil {
 				r.Close()
-				return PackInfo{}, fmt.Errorf("cas: write pack: %s: %w", b, err)
+				return PackInfo{}, fmt.Errorf("write pack: %s: %w", b, err)
 			}
 		} else if n, err = io.Copy(enc, r); err != nil {
 			r.Close()
-			return PackInfo{}, fmt.Errorf("cas: write pack: %s: %w", b, err)
+			return PackInfo{}, fmt.Errorf("write pack: %s: %w", b, err)
 		}
 		r.Close()
 		e.Size = n
@@ -484,10 +484,10 @@ func (s *Store) RemovePack(ctx context.Context, name string) error {
 		return err
 	}
 	if _, err := ParsePackName(name); err != nil {
-		return fmt.Errorf("cas: remove pack: %w", err)
+		return fmt.Errorf("remove pack: %w", err)
 	}
 	if err := s.fs.Remove(PacksDir + "/" + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: remove %s: %w", s.abs(PacksDir+"/"+name), err)
+		return fmt.Errorf("remove %s: %w", s.abs(PacksDir+"/"+name), err)
 	}
 	s.packs.mu.Lock()
 	delete(s.packs.loaded, name)
@@ -501,10 +501,10 @@ func (s *Store) RemoveTempPack(ctx context.Context, rel string) error {
 		return err
 	}
 	if len(rel) <= len(PacksDir)+1 || rel[:len(PacksDir)+1] != PacksDir+"/" || !isTempName(rel[len(PacksDir)+1:]) {
-		return fmt.Errorf("cas: remove temp: %q is not a temp file of the store's packs", clip(rel))
+		return fmt.Errorf("remove temp: %q is not a temp file of the store's packs", clip(rel))
 	}
 	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+		return fmt.Errorf("remove temp %s: %w", s.abs(rel), err)
 	}
 	return nil
 }
@@ -524,7 +524,7 @@ type PackProblem struct {
 func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, problems []PackProblem, err error) {
 	d, err := ParsePackName(name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cas: verify pack: %w", err)
+		return nil, nil, fmt.Errorf("verify pack: %w", err)
 	}
 	f, _, err := s.openPackFile(name)
 	if err != nil {
@@ -625,7 +625,7 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 func (s *Store) RemoveEmptyShards(ctx context.Context) (int, error) {
 	top, err := s.fs.ReadDir(BlobsDir)
 	if err != nil {
-		return 0, fmt.Errorf("cas: list %s: %w", s.abs(BlobsDir), err)
+		return 0, fmt.Errorf("list %s: %w", s.abs(BlobsDir), err)
 	}
 	n := 0
 	for _, de := range top {

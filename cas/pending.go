@@ -26,7 +26,7 @@ type Pending struct {
 // caller (see RefillTempPool).
 func (s *Store) WriteHashed(ctx context.Context, h Hashed) (*Pending, error) {
 	if err := CheckExt(h.blob.Ext); err != nil {
-		return nil, fmt.Errorf("cas: put: %w", err)
+		return nil, fmt.Errorf("put: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (p *Pending) Commit() (syncName func() error, err error) {
 	return func() error {
 		s.syncs.Add(1)
 		if err := s.fs.SyncDir(shard); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), err)
+			return fmt.Errorf("sync %s: %w", s.abs(shard), err)
 		}
 		s.rememberSynced(b, id)
 		return nil
@@ -121,7 +121,7 @@ func (p *Pending) CommitThenSync() (sync func() error, err error) {
 			return s.writeError(b, err)
 		}
 		if dirErr != nil {
-			return fmt.Errorf("cas: sync %s: %w", s.abs(shard), dirErr)
+			return fmt.Errorf("sync %s: %w", s.abs(shard), dirErr)
 		}
 		s.rememberSynced(b, id)
 		return nil
@@ -186,7 +186,7 @@ func (s *Store) BarrierCheap() bool {
 func (s *Store) Barrier() error {
 	s.syncs.Add(1)
 	if err := s.fs.SyncFS(); err != nil {
-		return fmt.Errorf("cas: sync the file system of %s: %w", s.dir, err)
+		return fmt.Errorf("sync the file system of %s: %w", s.dir, err)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ type PutResult struct {
 // a corruption, is replaced atomically.
 func (s *Store) Put(ctx context.Context, r io.Reader, ext string) (PutResult, error) {
 	if err := CheckExt(ext); err != nil {
-		return PutResult{}, fmt.Errorf("cas: put: %w", err)
+		return PutResult{}, fmt.Errorf("put: %w", err)
 	}
 	return s.PutWith(ctx, r, func() (string, error) { return ext, nil })
 }
@@ -98,7 +98,7 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, extFor func() (string, e
 		data := append([]byte(nil), buf[:n]...)
 		return &Staged{s: s, blob: Blob{Digest: Sum(data), Ext: ext}, size: int64(n), data: data}, nil
 	case err != nil:
-		return nil, fmt.Errorf("cas: put: read content: %w", err)
+		return nil, fmt.Errorf("put: read content: %w", err)
 	}
 	return s.stageStream(ctx, buf, r, extFor)
 }
@@ -113,7 +113,7 @@ func (st *Staged) Size() int64 { return st.size }
 // Put does. It may be called once.
 func (st *Staged) Commit(ctx context.Context) (PutResult, error) {
 	if st.done {
-		return PutResult{}, errors.New("cas: put: staged content committed or discarded already")
+		return PutResult{}, errors.New("put: staged content committed or discarded already")
 	}
 	st.done = true
 	if st.data != nil || st.f == nil {
@@ -158,10 +158,10 @@ func (st *Staged) Discard() {
 func extOf(extFor func() (string, error)) (string, error) {
 	ext, err := extFor()
 	if err != nil {
-		return "", fmt.Errorf("cas: put: %w", err)
+		return "", fmt.Errorf("put: %w", err)
 	}
 	if err := CheckExt(ext); err != nil {
-		return "", fmt.Errorf("cas: put: %w", err)
+		return "", fmt.Errorf("put: %w", err)
 	}
 	return ext, nil
 }
@@ -174,7 +174,7 @@ func (s *Store) PutBytes(ctx context.Context, b []byte, ext string) (PutResult, 
 // PutHashed is PutBytes for content hashed already (see Hashed).
 func (s *Store) PutHashed(ctx context.Context, h Hashed) (PutResult, error) {
 	if err := CheckExt(h.blob.Ext); err != nil {
-		return PutResult{}, fmt.Errorf("cas: put: %w", err)
+		return PutResult{}, fmt.Errorf("put: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return PutResult{}, err
@@ -279,7 +279,7 @@ func (s *Store) stageStream(ctx context.Context, head []byte, r io.Reader, extFo
 		}
 		if rerr != nil {
 			s.discard(tmp, f)
-			return nil, fmt.Errorf("cas: put: read content: %w", rerr)
+			return nil, fmt.Errorf("put: read content: %w", rerr)
 		}
 	}
 	var d Digest
@@ -336,15 +336,15 @@ func (s *Store) createTempIn(dir string) (string, file, error) {
 		}
 		if err != nil {
 			if isDiskFull(err) {
-				return "", nil, fmt.Errorf("cas: create temp file in %s: %w: %w", s.abs(dir), ErrDiskFull, err)
+				return "", nil, fmt.Errorf("create temp file in %s: %w: %w", s.abs(dir), ErrDiskFull, err)
 			}
-			return "", nil, fmt.Errorf("cas: create temp file in %s: %w", s.abs(dir), err)
+			return "", nil, fmt.Errorf("create temp file in %s: %w", s.abs(dir), err)
 		}
 		// gc removes a temp file only while it holds its lock: a file gc
 		// removed between its creation and this lock is made anew.
 		if err := lockTemp(f); err != nil {
 			s.discard(tmp, f)
-			return "", nil, fmt.Errorf("cas: lock temp file %s: %w", s.abs(tmp), err)
+			return "", nil, fmt.Errorf("lock temp file %s: %w", s.abs(tmp), err)
 		}
 		if unlinked(f) {
 			f.Close()
@@ -352,7 +352,7 @@ func (s *Store) createTempIn(dir string) (string, file, error) {
 		}
 		return tmp, f, nil
 	}
-	return "", nil, fmt.Errorf("cas: create temp file in %s: too many name collisions", s.abs(dir))
+	return "", nil, fmt.Errorf("create temp file in %s: too many name collisions", s.abs(dir))
 }
 
 func randomSuffix() string {
@@ -426,12 +426,12 @@ func (s *Store) renameInto(tmp string, b Blob, syncName bool) error {
 	}
 	if err != nil {
 		s.fs.Remove(tmp)
-		return fmt.Errorf("cas: rename into %s: %w", s.abs(b.RelPath()), err)
+		return fmt.Errorf("rename into %s: %w", s.abs(b.RelPath()), err)
 	}
 	if s.durability == SyncFull && syncName {
 		s.syncs.Add(1)
 		if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
+			return fmt.Errorf("sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
 		}
 	}
 	return nil
@@ -449,9 +449,9 @@ func (s *Store) writeError(b Blob, err error) error {
 		name = b.FileName()
 	}
 	if isDiskFull(err) {
-		return fmt.Errorf("cas: write %s: %w: %w", name, ErrDiskFull, err)
+		return fmt.Errorf("write %s: %w: %w", name, ErrDiskFull, err)
 	}
-	return fmt.Errorf("cas: write %s: %w", name, err)
+	return fmt.Errorf("write %s: %w", name, err)
 }
 
 func (s *Store) abs(rel string) string {
@@ -546,11 +546,11 @@ func (s *Store) presentStream(ctx context.Context, b Blob, size int64) (bool, er
 // failed marks so the blob it wrote. A missing blob is no error.
 func (s *Store) Expire(b Blob) error {
 	if err := CheckExt(b.Ext); err != nil {
-		return fmt.Errorf("cas: expire: %w", err)
+		return fmt.Errorf("expire: %w", err)
 	}
 	old := time.Unix(1, 0)
 	if err := s.fs.Chtimes(b.RelPath(), old, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: expire %s: %w", b.FileName(), err)
+		return fmt.Errorf("expire %s: %w", b.FileName(), err)
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func (s *Store) Open(ctx context.Context, b Blob) (*Reader, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cas: open: %w", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
 	return &Reader{f: f, blob: b, size: fi.Size(), h: NewHash()}, nil
 }
@@ -134,7 +134,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 		var got Digest
 		r.h.Sum(got[:0])
 		if got != r.blob.Digest {
-			r.err = fmt.Errorf("cas: read: %w", &CorruptError{Blob: r.blob, Reason: "content hashes to " + got.String(), Got: got, Size: r.n})
+			r.err = fmt.Errorf("read: %w", &CorruptError{Blob: r.blob, Reason: "content hashes to " + got.String(), Got: got, Size: r.n})
 			return n, r.err
 		}
 		r.err = io.EOF
@@ -160,17 +160,17 @@ func (s *Store) Stat(ctx context.Context, b Blob) (BlobInfo, error) {
 		return BlobInfo{}, err
 	}
 	if err := CheckExt(b.Ext); err != nil {
-		return BlobInfo{}, fmt.Errorf("cas: stat: %w", err)
+		return BlobInfo{}, fmt.Errorf("stat: %w", err)
 	}
 	fi, err := s.fs.Lstat(b.RelPath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return s.statPacked(ctx, b)
 	}
 	if err != nil {
-		return BlobInfo{}, fmt.Errorf("cas: stat: %w", err)
+		return BlobInfo{}, fmt.Errorf("stat: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return BlobInfo{}, fmt.Errorf("cas: stat: %w", &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"})
+		return BlobInfo{}, fmt.Errorf("stat: %w", &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"})
 	}
 	return BlobInfo{Blob: b, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
@@ -234,13 +234,13 @@ func verifyFile(ctx context.Context, b Blob, f io.Reader) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("cas: read: %w", err)
+			return fmt.Errorf("read: %w", err)
 		}
 	}
 	var got Digest
 	h.Sum(got[:0])
 	if got != b.Digest {
-		return fmt.Errorf("cas: read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
+		return fmt.Errorf("read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
 	}
 	return nil
 }
@@ -252,14 +252,14 @@ func (s *Store) Remove(ctx context.Context, b Blob) error {
 		return err
 	}
 	if err := CheckExt(b.Ext); err != nil {
-		return fmt.Errorf("cas: remove: %w", err)
+		return fmt.Errorf("remove: %w", err)
 	}
 	err := s.fs.Remove(b.RelPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: remove %s: %w", b.FileName(), ErrNotFound)
+		return fmt.Errorf("remove %s: %w", b.FileName(), ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("cas: remove %s: %w", b.FileName(), err)
+		return fmt.Errorf("remove %s: %w", b.FileName(), err)
 	}
 	return nil
 }
@@ -288,7 +288,7 @@ func (s *Store) RemoveTemp(ctx context.Context, rel string) error {
 		return err
 	}
 	if !isTempPath(rel) {
-		return fmt.Errorf("cas: remove temp: %q is not a temp file of the store", clip(rel))
+		return fmt.Errorf("remove temp: %q is not a temp file of the store", clip(rel))
 	}
 	// A put holds its temp file's lock until the file is renamed or
 	// removed: take the lock, or leave the file alone.
@@ -300,13 +300,13 @@ func (s *Store) RemoveTemp(ctx context.Context, rel string) error {
 		defer f.Close()
 		if err := tryLockTemp(f); err != nil {
 			if errors.Is(err, ErrTempInUse) {
-				return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+				return fmt.Errorf("remove temp %s: %w", s.abs(rel), err)
 			}
-			return fmt.Errorf("cas: remove temp %s: lock: %w", s.abs(rel), err)
+			return fmt.Errorf("remove temp %s: lock: %w", s.abs(rel), err)
 		}
 	}
 	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("cas: remove temp %s: %w", s.abs(rel), err)
+		return fmt.Errorf("remove temp %s: %w", s.abs(rel), err)
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (s *Store) locate(ctx context.Context, d Digest) ([]Blob, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("cas: locate %s: %w", d, err)
+		return nil, fmt.Errorf("locate %s: %w", d, err)
 	}
 	var out []Blob
 	for _, e := range entries {

@@ -57,7 +57,7 @@ func ParseDurability(s string) (Durability, error) {
 	case "none":
 		return SyncNone, nil
 	}
-	return 0, fmt.Errorf("cas: unknown durability %q (want full or none)", s)
+	return 0, fmt.Errorf("unknown durability %q (want full or none)", s)
 }
 
 // An Option configures Open.
@@ -76,7 +76,7 @@ type config struct {
 func WithDurability(d Durability) Option {
 	return func(c *config) error {
 		if d != SyncFull && d != SyncNone {
-			return fmt.Errorf("cas: invalid durability %d", int(d))
+			return fmt.Errorf("invalid durability %d", int(d))
 		}
 		c.durability = d
 		return nil
@@ -96,7 +96,7 @@ func WithCreate() Option {
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {
-			return errors.New("cas: nil clock")
+			return errors.New("nil clock")
 		}
 		c.now = now
 		return nil
@@ -156,19 +156,19 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cas: open %s: %w", dir, err)
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	if c.create {
 		if err := os.MkdirAll(abs, 0o755); err != nil {
-			return nil, fmt.Errorf("cas: create store %s: %w", abs, err)
+			return nil, fmt.Errorf("create store %s: %w", abs, err)
 		}
 	}
 	root, err := os.OpenRoot(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("cas: %w at %s: the directory does not exist", ErrNoStore, abs)
+			return nil, fmt.Errorf("%w at %s: the directory does not exist", ErrNoStore, abs)
 		}
-		return nil, fmt.Errorf("cas: open %s: %w", abs, err)
+		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
 	rfs := newRootFS(root)
 	s := &Store{dir: abs, root: root, rootFS: rfs, fs: rfs, durability: c.durability, now: c.now}
@@ -178,7 +178,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	if c.readOnly && c.create {
 		root.Close()
-		return nil, errors.New("cas: ReadOnly and WithCreate both given")
+		return nil, errors.New("ReadOnly and WithCreate both given")
 	}
 	s.readOnly = c.readOnly
 	if !c.readOnly && tempLocking {
@@ -201,17 +201,17 @@ func (s *Store) init(create bool) error {
 	b, err := s.root.ReadFile(MarkerFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !create:
-		return fmt.Errorf("cas: %w at %s: no %s (create one with casctl init)", ErrNoStore, s.dir, MarkerFile)
+		return fmt.Errorf("%w at %s: no %s (create one with casctl init)", ErrNoStore, s.dir, MarkerFile)
 	case errors.Is(err, fs.ErrNotExist):
 		if err := s.writeMarker(); err != nil {
 			return err
 		}
 		return s.makeShards()
 	case err != nil:
-		return fmt.Errorf("cas: read %s: %w", filepath.Join(s.dir, MarkerFile), err)
+		return fmt.Errorf("read %s: %w", filepath.Join(s.dir, MarkerFile), err)
 	default:
 		if err := CheckMarker(b, filepath.Join(s.dir, MarkerFile), s.dir); err != nil {
-			return fmt.Errorf("cas: %w", err)
+			return err
 		}
 	}
 	if s.readOnly {
@@ -227,7 +227,7 @@ func (s *Store) writeMarker() error {
 	tmp := fmt.Sprintf("%s%s%s", tempPrefix, MarkerFile, randomSuffix())
 	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("cas: create store %s: %w", s.dir, err)
+		return fmt.Errorf("create store %s: %w", s.dir, err)
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -244,7 +244,7 @@ func (s *Store) writeMarker() error {
 	}
 	if err != nil {
 		s.fs.Remove(tmp)
-		return fmt.Errorf("cas: write %s: %w", filepath.Join(s.dir, MarkerFile), err)
+		return fmt.Errorf("write %s: %w", filepath.Join(s.dir, MarkerFile), err)
 	}
 	return nil
 }
@@ -261,7 +261,7 @@ func (s *Store) makeBlobsDir() error {
 	}
 	if created {
 		if err := s.fs.SyncDir("."); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", s.dir, err)
+			return fmt.Errorf("sync %s: %w", s.dir, err)
 		}
 	}
 	return nil
@@ -288,7 +288,7 @@ func (s *Store) makeShards() error {
 	}
 	if any {
 		if err := s.fs.SyncDir(BlobsDir); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
+			return fmt.Errorf("sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
 		}
 	}
 	return nil
@@ -310,9 +310,9 @@ func (s *Store) mkdir(name string) (bool, error) {
 		if serr == nil && fi.IsDir() {
 			return false, nil
 		}
-		return false, fmt.Errorf("cas: %s exists and %w", filepath.Join(s.dir, name), errNotDir)
+		return false, fmt.Errorf("%s exists and %w", filepath.Join(s.dir, name), errNotDir)
 	}
-	return false, fmt.Errorf("cas: create %s: %w", filepath.Join(s.dir, name), err)
+	return false, fmt.Errorf("create %s: %w", filepath.Join(s.dir, name), err)
 }
 
 var errNotDir = errors.New("is not a directory")
@@ -327,7 +327,7 @@ func (s *Store) remakeShard(shard string) error {
 	}
 	if created && s.durability == SyncFull {
 		if err := s.fs.SyncDir(BlobsDir); err != nil {
-			return fmt.Errorf("cas: sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
+			return fmt.Errorf("sync %s: %w", filepath.Join(s.dir, BlobsDir), err)
 		}
 	}
 	return nil

@@ -27,7 +27,7 @@ import (
 func WithTempPool(n int) Option {
 	return func(c *config) error {
 		if n < 0 || n > maxTempPool {
-			return fmt.Errorf("cas: a temp pool of %d files: want 0 to %d", n, maxTempPool)
+			return fmt.Errorf("a temp pool of %d files: want 0 to %d", n, maxTempPool)
 		}
 		c.tempPool = n
 		return nil

@@ -43,13 +43,13 @@ func (s *Store) VerifyInfo(ctx context.Context, b Blob) (fs.FileInfo, error) {
 			break
 		}
 		if err != nil {
-			return fi, fmt.Errorf("cas: read: %w", err)
+			return fi, fmt.Errorf("read: %w", err)
 		}
 	}
 	var got Digest
 	h.Sum(got[:0])
 	if got != b.Digest {
-		return fi, fmt.Errorf("cas: read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
+		return fi, fmt.Errorf("read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
 	}
 	return fi, nil
 }

@@ -91,7 +91,7 @@ func (s *Store) Info(e Entry) (Entry, error) {
 		e.Kind, e.Vanished, e.Problem = EntryStray, true, "vanished during the walk"
 		return e, nil
 	case err != nil:
-		return e, fmt.Errorf("cas: walk %s: %w", s.abs(e.RelPath), err)
+		return e, fmt.Errorf("walk %s: %w", s.abs(e.RelPath), err)
 	case !fi.Mode().IsRegular():
 		e.Kind = EntryStray
 		e.Problem = "a " + kindOf(fi.Mode()) + " where a blob should be"
@@ -103,7 +103,7 @@ func (s *Store) Info(e Entry) (Entry, error) {
 func (s *Store) walk(ctx context.Context, lazy bool, fn func(Entry) error) error {
 	top, err := s.fs.ReadDir(BlobsDir)
 	if err != nil {
-		return fmt.Errorf("cas: walk %s: %w", s.abs(BlobsDir), err)
+		return fmt.Errorf("walk %s: %w", s.abs(BlobsDir), err)
 	}
 	// The shards in the order of their names, so that a caller reading
 	// something per shard can read the next one ahead.
@@ -154,7 +154,7 @@ func (s *Store) walkShard(ctx context.Context, shard string, lazy bool, fn func(
 	}
 	entries, err := list(dir)
 	if err != nil {
-		return fmt.Errorf("cas: walk %s: %w", s.abs(dir), err)
+		return fmt.Errorf("walk %s: %w", s.abs(dir), err)
 	}
 	for _, de := range entries {
 		if err := ctx.Err(); err != nil {
@@ -203,7 +203,7 @@ func (s *Store) entry(rel string, de fs.DirEntry, lazy bool) (Entry, error) {
 		return e, nil
 	}
 	if err != nil {
-		return e, fmt.Errorf("cas: walk %s: %w", s.abs(rel), err)
+		return e, fmt.Errorf("walk %s: %w", s.abs(rel), err)
 	}
 	e.Size = fi.Size()
 	e.ModTime = fi.ModTime()

@@ -134,7 +134,7 @@ func (h *Hook) MarshalJSON() ([]byte, error) {
 	if h.store != nil {
 		cs, ok := h.store.(ConfigurableStore)
 		if !ok {
-			return nil, fmt.Errorf("hook: a %s cannot be saved as configuration", storeName(h.store))
+			return nil, fmt.Errorf("a %s cannot be saved as configuration", storeName(h.store))
 		}
 		typ, params := cs.StoreConfig()
 		b, err := json.Marshal(policy.Typed{Type: typ, InitParameters: mustJSON(params)})
@@ -150,7 +150,7 @@ func (h *Hook) MarshalJSON() ([]byte, error) {
 	}
 	params, err := json.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("hook: %w", err)
+		return nil, err
 	}
 	return json.Marshal(policy.Typed{Type: TypeHook, InitParameters: params})
 }
@@ -169,20 +169,20 @@ func mustJSON(v any) json.RawMessage {
 func Load(data []byte, opts ...Option) (*Hook, error) {
 	var t policy.Typed
 	if err := strictJSON(data, &t); err != nil {
-		return nil, fmt.Errorf("hook: load: %w", err)
+		return nil, fmt.Errorf("load: %w", err)
 	}
 	if t.Type != TypeHook && !isHaystackHook(t.Type) {
-		return nil, fmt.Errorf("hook: load: unknown hook type %q", t.Type)
+		return nil, fmt.Errorf("load: unknown hook type %q", t.Type)
 	}
 	var p hookParams
 	if err := strictJSON(t.InitParameters, &p); err != nil {
-		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+		return nil, fmt.Errorf("load %s: %w", t.Type, err)
 	}
 	if p.Strategies == nil {
-		return nil, fmt.Errorf("hook: load %s: no offload_strategies", t.Type)
+		return nil, fmt.Errorf("load %s: no offload_strategies", t.Type)
 	}
 	if err := checkStrategies(p.Strategies); err != nil {
-		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+		return nil, fmt.Errorf("load %s: %w", t.Type, err)
 	}
 	if p.PreviewChars != nil {
 		opts = append([]Option{WithPreviewChars(*p.PreviewChars)}, opts...)
@@ -194,19 +194,19 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	// that a bad configuration creates nothing.
 	h, err := New(nil, p.Strategies, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("hook: load %s: %w", t.Type, err)
+		return nil, fmt.Errorf("load %s: %w", t.Type, err)
 	}
 	var store Store
 	if len(p.Store) > 0 && string(bytes.TrimSpace(p.Store)) != "null" {
 		var st policy.Typed
 		if err := strictJSON(p.Store, &st); err != nil {
-			return nil, fmt.Errorf("hook: load store: %w", err)
+			return nil, fmt.Errorf("load store: %w", err)
 		}
 		loadersMu.RLock()
 		load := loaders[canonicalStoreType(st.Type)]
 		loadersMu.RUnlock()
 		if load == nil {
-			return nil, fmt.Errorf("hook: load: unknown store type %q (known: %s)", st.Type, strings.Join(knownStores(), ", "))
+			return nil, fmt.Errorf("load: unknown store type %q (known: %s)", st.Type, strings.Join(knownStores(), ", "))
 		}
 		params := st.InitParameters
 		if len(params) == 0 {
@@ -214,7 +214,7 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 		}
 		s, err := load(params)
 		if err != nil {
-			return nil, fmt.Errorf("hook: load store: %w", err)
+			return nil, fmt.Errorf("load store: %w", err)
 		}
 		store = s
 	}

@@ -63,9 +63,9 @@ func (s *settings) apply(opts []Option) error {
 func (s *settings) only(name string, readTool bool) error {
 	switch {
 	case readTool && !s.forReadTool:
-		return fmt.Errorf("hook: %s configures NewReadTool, not New", name)
+		return fmt.Errorf("%s configures NewReadTool, not New", name)
 	case !readTool && s.forReadTool:
-		return fmt.Errorf("hook: %s configures New, not NewReadTool", name)
+		return fmt.Errorf("%s configures New, not NewReadTool", name)
 	}
 	return nil
 }
@@ -78,7 +78,7 @@ const MaxPreviewChars = 100_000
 func WithPreviewChars(n int) Option {
 	return func(s *settings) error {
 		if n < 0 || n > MaxPreviewChars {
-			return fmt.Errorf("hook: preview of %d characters, want 0 to %d", n, MaxPreviewChars)
+			return fmt.Errorf("preview of %d characters, want 0 to %d", n, MaxPreviewChars)
 		}
 		s.previewChars = n
 		return s.only("WithPreviewChars", false)
@@ -91,7 +91,7 @@ func WithPreviewChars(n int) Option {
 func WithReadToolName(name string) Option {
 	return func(s *settings) error {
 		if name == "" || len(name) > MaxToolNameBytes {
-			return fmt.Errorf("hook: read tool name of %d bytes, want 1 to %d", len(name), MaxToolNameBytes)
+			return fmt.Errorf("read tool name of %d bytes, want 1 to %d", len(name), MaxToolNameBytes)
 		}
 		s.readTool = name
 		return nil
@@ -102,7 +102,7 @@ func WithReadToolName(name string) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(s *settings) error {
 		if l == nil {
-			return errors.New("hook: nil logger")
+			return errors.New("nil logger")
 		}
 		s.log = l
 		return s.only("WithLogger", false)
@@ -113,7 +113,7 @@ func WithLogger(l *slog.Logger) Option {
 // store may be nil if every run brings its own through WithStore.
 func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, error) {
 	if strategies == nil {
-		return nil, errors.New("hook: no strategies: give at least one policy (policy.Default(policy.OverChars(8000)), say)")
+		return nil, errors.New("no strategies: give at least one policy (policy.Default(policy.OverChars(8000)), say)")
 	}
 	st := settings{previewChars: DefaultPreviewChars, readTool: ReadToolName, log: slog.Default()}
 	if err := st.apply(opts); err != nil {
@@ -152,7 +152,7 @@ func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Resu
 func (h *Hook) OffloadPicked(ctx context.Context, step Step, results []Result, picked ...int) ([]Result, error) {
 	for _, i := range picked {
 		if i < 0 || i >= len(results) {
-			return nil, fmt.Errorf("hook: picked result %d of a block of %d", i, len(results))
+			return nil, fmt.Errorf("picked result %d of a block of %d", i, len(results))
 		}
 	}
 	return h.offload(ctx, step, results, func(store Store, i int, r Result) bool {
@@ -166,10 +166,10 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 		step.Run = DefaultRun
 	}
 	if err := CheckRun(step.Run); err != nil {
-		return nil, fmt.Errorf("hook: %w", err)
+		return nil, err
 	}
 	if step.Number < 0 || step.Number > MaxStep {
-		return nil, fmt.Errorf("hook: step %d out of range 0..%d", step.Number, MaxStep)
+		return nil, fmt.Errorf("step %d out of range 0..%d", step.Number, MaxStep)
 	}
 	store := StoreFrom(ctx)
 	if store == nil {
@@ -190,7 +190,7 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 			continue
 		}
 		if store == nil {
-			return nil, errors.New("hook: no store: build the hook with one or pass one with WithStore")
+			return nil, errors.New("no store: build the hook with one or pass one with WithStore")
 		}
 		single := len(r.Parts) == 1
 		var mine []Item
@@ -219,10 +219,10 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 	}
 	stored, err := store.Write(ctx, items)
 	if err != nil {
-		return nil, fmt.Errorf("hook: offload step %d of run %s: %w", step.Number, step.Run, err)
+		return nil, fmt.Errorf("offload step %d of run %s: %w", step.Number, step.Run, err)
 	}
 	if len(stored) != len(items) {
-		return nil, fmt.Errorf("hook: store %s returned %d results for %d parts", storeName(store), len(stored), len(items))
+		return nil, fmt.Errorf("store %s returned %d results for %d parts", storeName(store), len(stored), len(items))
 	}
 	for _, j := range jobs {
 		r := results[j.result]

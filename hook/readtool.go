@@ -80,7 +80,7 @@ func NewReadTool(store Store, opts ...Option) (*ReadTool, error) {
 func WithReadMaxBytes(n int) Option {
 	return func(s *settings) error {
 		if n < 1024 || n > 64<<20 {
-			return fmt.Errorf("hook: read tool byte budget %d out of range 1024..%d", n, 64<<20)
+			return fmt.Errorf("read tool byte budget %d out of range 1024..%d", n, 64<<20)
 		}
 		s.maxBytes = n
 		return s.only("WithReadMaxBytes", true)
@@ -92,7 +92,7 @@ func WithReadMaxBytes(n int) Option {
 func WithReadTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
-			return fmt.Errorf("hook: read tool timeout %v: want a positive duration", d)
+			return fmt.Errorf("read tool timeout %v: want a positive duration", d)
 		}
 		s.timeout = d
 		return s.only("WithReadTimeout", true)

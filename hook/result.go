@@ -46,7 +46,7 @@ func File(mime, filename string, data []byte) Part {
 func ImageBase64(mime, b64 string) (Part, error) {
 	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return Part{}, fmt.Errorf("hook: image payload is not valid base64: %w", err)
+		return Part{}, fmt.Errorf("image payload is not valid base64: %w", err)
 	}
 	return Image(mime, data), nil
 }
@@ -55,7 +55,7 @@ func ImageBase64(mime, b64 string) (Part, error) {
 func FileBase64(mime, filename, b64 string) (Part, error) {
 	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return Part{}, fmt.Errorf("hook: file payload %q is not valid base64: %w", filename, err)
+		return Part{}, fmt.Errorf("file payload %q is not valid base64: %w", filename, err)
 	}
 	return File(mime, filename, data), nil
 }

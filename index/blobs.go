@@ -33,7 +33,7 @@ type blobRow struct {
 
 func (r blobRow) row() (BlobRow, error) {
 	if len(r.Digest) != cas.DigestSize {
-		return BlobRow{}, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+		return BlobRow{}, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
 	}
 	row := BlobRow{
 		Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
@@ -67,7 +67,7 @@ func (x *Index) ReferencedBlobs(ctx context.Context) ([]BlobRow, error) {
 	rows, err := x.blobRows(ctx, `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenced, b.verified_at, count(*) AS parts
 		FROM blobs b JOIN parts p ON p.blob_id = b.id GROUP BY b.id`)
 	if err != nil {
-		return nil, fmt.Errorf("index: referenced blobs: %w", err)
+		return nil, fmt.Errorf("referenced blobs: %w", err)
 	}
 	return rows, nil
 }
@@ -80,7 +80,7 @@ const unreferencedSQL = `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_
 func (x *Index) UnreferencedBlobs(ctx context.Context) ([]BlobRow, error) {
 	rows, err := x.blobRows(ctx, unreferencedSQL)
 	if err != nil {
-		return nil, fmt.Errorf("index: unreferenced blobs: %w", err)
+		return nil, fmt.Errorf("unreferenced blobs: %w", err)
 	}
 	return rows, nil
 }
@@ -96,7 +96,7 @@ const blobSQL = `SELECT b.digest, b.ext, b.size, b.first_stored, b.last_referenc
 func (x *Index) Blob(ctx context.Context, b cas.Blob) (BlobRow, error) {
 	rows, err := x.blobRows(ctx, blobSQL, digestKey(b.Digest), b.Digest[:], b.Ext)
 	if err != nil {
-		return BlobRow{}, fmt.Errorf("index: blob %s: %w", b, err)
+		return BlobRow{}, fmt.Errorf("blob %s: %w", b, err)
 	}
 	if len(rows) == 0 {
 		return BlobRow{}, fmt.Errorf("blob %s: %w", b, ErrNotFound)
@@ -123,7 +123,7 @@ func (x *Index) DeleteUnreferencedAt(ctx context.Context, blobs []cas.Blob, cuto
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: delete unreferenced blobs: %w", err)
+		return nil, fmt.Errorf("delete unreferenced blobs: %w", err)
 	}
 	return gone, nil
 }
@@ -176,7 +176,7 @@ func (x *Index) DeleteBlobRows(ctx context.Context, blobs []cas.Blob) (int64, er
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: delete blob rows: %w", err)
+		return 0, fmt.Errorf("delete blob rows: %w", err)
 	}
 	return n, nil
 }
@@ -236,7 +236,7 @@ func (x *Index) markVerified(ctx context.Context, blobs []cas.Blob, t time.Time)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("index: mark verified: %w", err)
+		return fmt.Errorf("mark verified: %w", err)
 	}
 	return nil
 }

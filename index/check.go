@@ -23,7 +23,7 @@ func (x *Index) QuickCheck(ctx context.Context) ([]string, error) {
 		return x.db.SelectContext(ctx, &lines, `PRAGMA quick_check`)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: quick check: %w", err)
+		return nil, fmt.Errorf("quick check: %w", err)
 	}
 	if len(lines) == 1 && lines[0] == "ok" {
 		return nil, nil

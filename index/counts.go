@@ -87,7 +87,7 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 		return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
 	})
 	if err != nil {
-		return Stats{}, fmt.Errorf("index: stats: %w", err)
+		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	x.finish(&s)
 	return s, nil
@@ -277,7 +277,7 @@ func (x *Index) CountDrift(ctx context.Context) ([]string, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: recount: %w", err)
+		return nil, fmt.Errorf("recount: %w", err)
 	}
 	return lines, nil
 }
@@ -326,7 +326,7 @@ func (x *Index) FixCounts(ctx context.Context) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: fix counts: %w", err)
+		return 0, fmt.Errorf("fix counts: %w", err)
 	}
 	return n, nil
 }

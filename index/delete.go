@@ -14,10 +14,10 @@ import (
 // newest that is left, so a key whose rows are all gone starts again at 1.
 func (x *Index) DeleteKey(ctx context.Context, key string, version int) (int64, error) {
 	if key == "" {
-		return 0, errors.New("index: delete: no key")
+		return 0, errors.New("delete: no key")
 	}
 	if version < 0 {
-		return 0, fmt.Errorf("index: delete %s: version %d is negative", key, version)
+		return 0, fmt.Errorf("delete %s: version %d is negative", key, version)
 	}
 	var n int64
 	err := x.write(ctx, func(tx *sql.Tx) error {
@@ -31,7 +31,7 @@ func (x *Index) DeleteKey(ctx context.Context, key string, version int) (int64, 
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: delete %s version %d: %w", key, version, err)
+		return 0, fmt.Errorf("delete %s version %d: %w", key, version, err)
 	}
 	return n, nil
 }

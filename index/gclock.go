@@ -54,16 +54,16 @@ func (x *Index) AcquireGCLock(ctx context.Context) (*GCLock, error) {
 	}
 	conn, err := x.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
+		return nil, fmt.Errorf("lock gc: %w", x.connError(err))
 	}
 	var ok bool
 	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, x.lockKey(gcLockKey)).Scan(&ok); err != nil {
 		dropConn(conn)
-		return nil, fmt.Errorf("index: lock gc: %w", x.connError(err))
+		return nil, fmt.Errorf("lock gc: %w", x.connError(err))
 	}
 	if !ok {
 		conn.Close()
-		return nil, fmt.Errorf("index: %w on %s", ErrGCRunning, x.path)
+		return nil, fmt.Errorf("%w on %s", ErrGCRunning, x.path)
 	}
 	return &GCLock{x: x, conn: conn}, nil
 }
@@ -81,13 +81,13 @@ func (l *GCLock) Held(ctx context.Context) error {
 		l.x.lockKey(gcLockKey)>>32, l.x.lockKey(gcLockKey)&0xffffffff).Scan(&held)
 	switch {
 	case err != nil && errors.Is(err, sql.ErrConnDone):
-		return fmt.Errorf("index: %w on %s: released", ErrGCLockLost, l.x.path)
+		return fmt.Errorf("%w on %s: released", ErrGCLockLost, l.x.path)
 	case err != nil && (connLost(err) || errors.Is(l.x.connError(err), ErrUnreachable)):
-		return fmt.Errorf("index: %w on %s: %w", ErrGCLockLost, l.x.path, l.x.connError(err))
+		return fmt.Errorf("%w on %s: %w", ErrGCLockLost, l.x.path, l.x.connError(err))
 	case err != nil:
-		return fmt.Errorf("index: check gc lock: %w", l.x.connError(err))
+		return fmt.Errorf("check gc lock: %w", l.x.connError(err))
 	case !held:
-		return fmt.Errorf("index: %w on %s", ErrGCLockLost, l.x.path)
+		return fmt.Errorf("%w on %s", ErrGCLockLost, l.x.path)
 	}
 	return nil
 }
@@ -108,10 +108,10 @@ func (l *GCLock) Release() error {
 		switch {
 		case err != nil:
 			dropConn(l.conn)
-			l.err = fmt.Errorf("index: unlock gc: %w", l.x.connError(err))
+			l.err = fmt.Errorf("unlock gc: %w", l.x.connError(err))
 		case !ok:
 			dropConn(l.conn)
-			l.err = fmt.Errorf("index: unlock gc: %w on %s", ErrGCLockLost, l.x.path)
+			l.err = fmt.Errorf("unlock gc: %w on %s", ErrGCLockLost, l.x.path)
 		default:
 			l.err = l.conn.Close()
 		}

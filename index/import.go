@@ -35,7 +35,7 @@ const partsByBlobSQL = `SELECT ` + partColumns + `, p.blob_id, p.run_id FROM par
 // same however far along it is.
 func (x *Index) PartsByBlob(ctx context.Context, after Cursor, limit int) ([]Part, Cursor, error) {
 	if limit <= 0 {
-		return nil, after, fmt.Errorf("index: parts by blob: limit %d", limit)
+		return nil, after, fmt.Errorf("parts by blob: limit %d", limit)
 	}
 	var rows []exportRow
 	err := x.read(ctx, func() error {
@@ -43,7 +43,7 @@ func (x *Index) PartsByBlob(ctx context.Context, after Cursor, limit int) ([]Par
 		return x.db.SelectContext(ctx, &rows, partsByBlobSQL, after.blob, after.run, after.id, limit)
 	})
 	if err != nil {
-		return nil, after, fmt.Errorf("index: parts by blob: %w", err)
+		return nil, after, fmt.Errorf("parts by blob: %w", err)
 	}
 	out := make([]Part, 0, len(rows))
 	for _, r := range rows {
@@ -73,10 +73,10 @@ func (x *Index) PartAt(ctx context.Context, run, key string, n int) (Part, error
 		return x.db.SelectContext(ctx, &rows, partAtSQL, run, prefix, rest, n)
 	})
 	if err != nil {
-		return Part{}, fmt.Errorf("index: %s@%d: %w", clip(key), n, err)
+		return Part{}, fmt.Errorf("%s@%d: %w", clip(key), n, err)
 	}
 	if len(rows) == 0 {
-		return Part{}, fmt.Errorf("index: %s@%d: %w", clip(key), n, ErrNotFound)
+		return Part{}, fmt.Errorf("%s@%d: %w", clip(key), n, ErrNotFound)
 	}
 	return rows[0].part()
 }
@@ -174,7 +174,7 @@ func (x *Index) CheckImport(ctx context.Context, ps []Part) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: %w", x.connError(err))
+		return nil, fmt.Errorf("%w", x.connError(err))
 	}
 	return out, nil
 }
@@ -192,10 +192,10 @@ func (x *Index) CheckImport(ctx context.Context, ps []Part) ([]bool, error) {
 func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 	for _, p := range ps {
 		if err := checkPart(newPartOf(p)); err != nil {
-			return 0, fmt.Errorf("index: import: %w", err)
+			return 0, fmt.Errorf("import: %w", err)
 		}
 		if p.Version < 1 {
-			return 0, fmt.Errorf("index: import: %w %q: version %d", ErrInvalidPart, clip(p.Key), p.Version)
+			return 0, fmt.Errorf("import: %w %q: version %d", ErrInvalidPart, clip(p.Key), p.Version)
 		}
 	}
 	var n int
@@ -237,7 +237,7 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: import: %w", err)
+		return 0, fmt.Errorf("import: %w", err)
 	}
 	return n, nil
 }

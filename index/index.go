@@ -127,7 +127,7 @@ type config struct {
 func WithDurability(d cas.Durability) Option {
 	return func(c *config) error {
 		if d != cas.SyncFull && d != cas.SyncNone {
-			return fmt.Errorf("index: invalid durability %d", int(d))
+			return fmt.Errorf("invalid durability %d", int(d))
 		}
 		c.durability = d
 		return nil
@@ -150,7 +150,7 @@ func RecentKeysMayBeLostOnPowerCut() Option {
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {
-			return errors.New("index: nil clock")
+			return errors.New("nil clock")
 		}
 		c.now = now
 		return nil
@@ -164,7 +164,7 @@ func WithClock(now func() time.Time) Option {
 func WithBusyTimeout(statement, total time.Duration) Option {
 	return func(c *config) error {
 		if statement <= 0 || total < statement {
-			return fmt.Errorf("index: busy timeout %v, total %v: want 0 < statement <= total", statement, total)
+			return fmt.Errorf("busy timeout %v, total %v: want 0 < statement <= total", statement, total)
 		}
 		c.busyTimeout = statement
 		c.retryFor = total
@@ -207,15 +207,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 		return openPostgres(ctx, path, c)
 	}
 	if scheme, _, ok := strings.Cut(path, "://"); ok && !strings.ContainsAny(scheme, "/\\") {
-		return nil, fmt.Errorf("index: %w: scheme %q: want a file path or postgres://USER@HOST:PORT/DB", ErrInvalidURL, scheme)
+		return nil, fmt.Errorf("%w: scheme %q: want a file path or postgres://USER@HOST:PORT/DB", ErrInvalidURL, scheme)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("index: open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if c.readOnly {
 		if _, err := os.Stat(abs); err != nil {
-			return nil, fmt.Errorf("index: open %s read-only: %w", abs, err)
+			return nil, fmt.Errorf("open %s read-only: %w", abs, err)
 		}
 		x, err := openReadOnly(ctx, abs, c)
 		if err != nil && !errors.Is(err, ErrOlderSchema) && !errors.Is(err, ErrNewerSchema) {
@@ -231,7 +231,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	}
 	db, err := sqlx.Open("sqlite", dsn(abs, c))
 	if err != nil {
-		return nil, fmt.Errorf("index: open %s: %w", abs, err)
+		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
@@ -267,7 +267,7 @@ func create(ctx context.Context, abs string) error {
 	}
 	lk := flock.New(abs + "-migrate.lock")
 	if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
-		return fmt.Errorf("index: lock %s to create it: %w", abs, err)
+		return fmt.Errorf("lock %s to create it: %w", abs, err)
 	}
 	defer lk.Unlock()
 	if fi, err := os.Stat(abs); err == nil && fi.Size() > 0 {
@@ -275,11 +275,11 @@ func create(ctx context.Context, abs string) error {
 	}
 	db, err := sql.Open("sqlite", "file:"+uriPath(abs)+"?_pragma=page_size("+strconv.Itoa(pageSize)+")")
 	if err != nil {
-		return fmt.Errorf("index: create %s: %w", abs, err)
+		return fmt.Errorf("create %s: %w", abs, err)
 	}
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, `PRAGMA journal_mode=WAL`); err != nil {
-		return fmt.Errorf("index: create %s: %w", abs, err)
+		return fmt.Errorf("create %s: %w", abs, err)
 	}
 	return db.Close()
 }
@@ -289,7 +289,7 @@ func create(ctx context.Context, abs string) error {
 func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	db, err := sqlx.Open("sqlite", dsn(abs, c))
 	if err != nil {
-		return nil, fmt.Errorf("index: open %s read-only: %w", abs, err)
+		return nil, fmt.Errorf("open %s read-only: %w", abs, err)
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
@@ -318,10 +318,10 @@ func (x *Index) checkVersion(ctx context.Context) error {
 	switch {
 	case err != nil:
 	case current > latest:
-		err = fmt.Errorf("index: %w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
+		err = fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
 			ErrNewerSchema, x.path, current, latest)
 	case current < latest:
-		err = fmt.Errorf("index: %w: %s has schema version %d and needs migrating to %d, which takes write access: run any command that writes (casctl gc --dry-run, say) once with write access",
+		err = fmt.Errorf("%w: %s has schema version %d and needs migrating to %d, which takes write access: run any command that writes (casctl gc --dry-run, say) once with write access",
 			ErrOlderSchema, x.path, current, latest)
 	}
 	if err != nil {
@@ -350,7 +350,7 @@ func (x *Index) provider() (*goose.Provider, error) {
 		p, err = goose.NewProvider(goose.DialectSQLite3, x.db.DB, migrations.FS, goose.WithDisableGlobalRegistry(true))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index: load migrations: %w", err)
+		return nil, fmt.Errorf("load migrations: %w", err)
 	}
 	return p, nil
 }
@@ -383,7 +383,7 @@ func (x *Index) prepare(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("index: prepare: %w", err)
+			return fmt.Errorf("prepare: %w", err)
 		}
 	}
 	return nil
@@ -453,7 +453,7 @@ func (x *Index) migrate(ctx context.Context) error {
 		return err
 	}
 	if current > latest {
-		return fmt.Errorf("index: %w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
+		return fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
 			ErrNewerSchema, x.path, current, latest)
 	}
 	if current < latest && x.pg {
@@ -466,12 +466,12 @@ func (x *Index) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
+			return fmt.Errorf("migrate %s from version %d to %d: %w", x.path, current, latest, err)
 		}
 	} else if current < latest {
 		lk := flock.New(x.path + "-migrate.lock")
 		if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("index: lock %s for migration: %w", x.path, err)
+			return fmt.Errorf("lock %s for migration: %w", x.path, err)
 		}
 		defer lk.Unlock()
 		err := retryBusy(ctx, x.retry, func() error {
@@ -479,7 +479,7 @@ func (x *Index) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("index: migrate %s from version %d to %d: %w", x.path, current, latest, err)
+			return fmt.Errorf("migrate %s from version %d to %d: %w", x.path, current, latest, err)
 		}
 	}
 	x.version = latest
@@ -500,7 +500,7 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 		return x.db.GetContext(ctx, &n, q)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: open %s: %w", x.path, err)
+		return 0, fmt.Errorf("open %s: %w", x.path, err)
 	}
 	if n == 0 {
 		return 0, nil
@@ -510,7 +510,7 @@ func (x *Index) dbVersion(ctx context.Context) (int64, error) {
 		return x.db.GetContext(ctx, &v, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("index: read schema version of %s: %w", x.path, err)
+		return 0, fmt.Errorf("read schema version of %s: %w", x.path, err)
 	}
 	return v, nil
 }
@@ -633,7 +633,7 @@ func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
 func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
 	if x.pg {
 		if err := x.read(ctx, func() error { return x.db.PingContext(ctx) }); err != nil {
-			return nil, fmt.Errorf("index: integrity check: %w", err)
+			return nil, fmt.Errorf("integrity check: %w", err)
 		}
 		return nil, nil
 	}
@@ -643,7 +643,7 @@ func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
 		return x.db.SelectContext(ctx, &lines, `PRAGMA integrity_check`)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: integrity check: %w", err)
+		return nil, fmt.Errorf("integrity check: %w", err)
 	}
 	if len(lines) == 1 && lines[0] == "ok" {
 		return nil, nil
@@ -657,7 +657,7 @@ func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
 func (x *Index) CommitsSynced(ctx context.Context) (bool, error) {
 	var mode int
 	if err := x.read(ctx, func() error { return x.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&mode) }); err != nil {
-		return false, fmt.Errorf("index: synchronous mode: %w", err)
+		return false, fmt.Errorf("synchronous mode: %w", err)
 	}
 	return mode >= 2, nil
 }

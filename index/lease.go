@@ -78,7 +78,7 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 			return fmt.Errorf("%w: a write waited %v for gc to end its sweep of a batch on %s", ErrSweepBusy, wait, x.path)
 		}, &l.pid, &left)
 	if err != nil {
-		return nil, fmt.Errorf("index: blob lease: %w", err)
+		return nil, fmt.Errorf("blob lease: %w", err)
 	}
 	l.conn = conn
 	if conn == nil {
@@ -90,7 +90,7 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 		d := time.Duration(left) * time.Microsecond
 		if !deadline.IsZero() && time.Now().Add(d).After(deadline) {
 			l.Release()
-			return nil, fmt.Errorf("index: blob lease: %w: a gc that lost its sweep lock mid-sweep fences writes off for %v more, past the write's wait of %v on %s",
+			return nil, fmt.Errorf("blob lease: %w: a gc that lost its sweep lock mid-sweep fences writes off for %v more, past the write's wait of %v on %s",
 				ErrSweepBusy, d.Round(time.Millisecond), wait, x.path)
 		}
 		t := time.NewTimer(d)
@@ -105,7 +105,7 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 			COALESCE((SELECT until_us FROM sweep_fence WHERE id = 1), 0) - (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&left)
 		if err != nil {
 			l.Release()
-			return nil, fmt.Errorf("index: blob lease: read the sweep fence: %w", x.connError(err))
+			return nil, fmt.Errorf("blob lease: read the sweep fence: %w", x.connError(err))
 		}
 	}
 	return l, nil
@@ -123,9 +123,9 @@ func (l *BlobLease) Held(ctx context.Context) error {
 		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, l.key>>32, l.key&0xffffffff).Scan(&held)
 	switch {
 	case err != nil:
-		return fmt.Errorf("index: %w on %s: %w", ErrLeaseLost, l.x.path, l.x.connError(err))
+		return fmt.Errorf("%w on %s: %w", ErrLeaseLost, l.x.path, l.x.connError(err))
 	case !held:
-		return fmt.Errorf("index: %w on %s", ErrLeaseLost, l.x.path)
+		return fmt.Errorf("%w on %s", ErrLeaseLost, l.x.path)
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 	for lost := 0; ; {
 		conn, err := x.db.Conn(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("index: sweep lock: %w", x.connError(err))
+			return nil, fmt.Errorf("sweep lock: %w", x.connError(err))
 		}
 		for {
 			var ok bool
@@ -217,7 +217,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 			}
 			if !deadline.IsZero() && time.Now().After(deadline) {
 				conn.Close()
-				return nil, fmt.Errorf("index: sweep lock: %w: gc waited %v for the writes holding blob leases to commit on %s", ErrSweepBusy, wait, x.path)
+				return nil, fmt.Errorf("sweep lock: %w: gc waited %v for the writes holding blob leases to commit on %s", ErrSweepBusy, wait, x.path)
 			}
 			t := time.NewTimer(pause/2 + rand.N(pause))
 			select {
@@ -237,7 +237,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 			lost++
 			continue
 		}
-		return nil, fmt.Errorf("index: sweep lock: %w", x.connError(err))
+		return nil, fmt.Errorf("sweep lock: %w", x.connError(err))
 	}
 }
 
@@ -254,9 +254,9 @@ func (l *SweepLock) Held(ctx context.Context) error {
 		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, key>>32, key&0xffffffff).Scan(&held)
 	switch {
 	case err != nil:
-		return fmt.Errorf("index: %w on %s: %w", ErrSweepLockLost, l.x.path, l.x.connError(err))
+		return fmt.Errorf("%w on %s: %w", ErrSweepLockLost, l.x.path, l.x.connError(err))
 	case !held:
-		return fmt.Errorf("index: %w on %s", ErrSweepLockLost, l.x.path)
+		return fmt.Errorf("%w on %s", ErrSweepLockLost, l.x.path)
 	}
 	return nil
 }
@@ -300,7 +300,7 @@ func (l *SweepLock) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cu
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: delete unreferenced blobs: %w", l.x.connError(err))
+		return nil, fmt.Errorf("delete unreferenced blobs: %w", l.x.connError(err))
 	}
 	return gone, nil
 }
@@ -314,7 +314,7 @@ func (l *SweepLock) ClearFence(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, gcUnlockTimeout)
 	defer cancel()
 	if _, err := l.x.db.ExecContext(ctx, `UPDATE sweep_fence SET until_us = 0 WHERE id = 1 AND until_us = ?`, l.fence); err != nil {
-		return fmt.Errorf("index: clear the sweep fence: %w", l.x.connError(err))
+		return fmt.Errorf("clear the sweep fence: %w", l.x.connError(err))
 	}
 	l.fence = 0
 	return nil
@@ -383,10 +383,10 @@ func (x *Index) advisoryUnlock(conn *sql.Conn, q string) error {
 	switch {
 	case err != nil:
 		dropConn(conn)
-		return fmt.Errorf("index: release sweep lock: %w", x.connError(err))
+		return fmt.Errorf("release sweep lock: %w", x.connError(err))
 	case !ok:
 		dropConn(conn)
-		return fmt.Errorf("index: release sweep lock on %s: %w", x.path, ErrLeaseLost)
+		return fmt.Errorf("release sweep lock on %s: %w", x.path, ErrLeaseLost)
 	}
 	return conn.Close()
 }

@@ -120,7 +120,7 @@ func (x *Index) listNewest(ctx context.Context, o ListOptions) ([]Part, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: list: %w", err)
+		return nil, fmt.Errorf("list: %w", err)
 	}
 	return parts(found)
 }

@@ -56,7 +56,7 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 	}
 	var out []string
 	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &out, q, args...) }); err != nil {
-		return nil, fmt.Errorf("index: list %ss: %w", column, err)
+		return nil, fmt.Errorf("list %ss: %w", column, err)
 	}
 	return out, nil
 }
@@ -125,7 +125,7 @@ func (x *Index) has(ctx context.Context, column, value string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("index: look up %s %q: %w", column, clip(value), err)
+		return false, fmt.Errorf("look up %s %q: %w", column, clip(value), err)
 	}
 	return true, nil
 }
@@ -173,7 +173,7 @@ func (x *Index) DeletePartsOf(ctx context.Context, blobs []cas.Blob) ([]Part, er
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: delete parts of lost blobs: %w", err)
+		return nil, fmt.Errorf("delete parts of lost blobs: %w", err)
 	}
 	return gone, nil
 }

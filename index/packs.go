@@ -59,12 +59,12 @@ func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCan
 			WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: pack candidates: %w", err)
+		return nil, fmt.Errorf("pack candidates: %w", err)
 	}
 	out := make([]PackCandidate, 0, len(rows))
 	for _, r := range rows {
 		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+			return nil, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
 		}
 		out = append(out, PackCandidate{Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
 			Tool: r.Tool, Run: r.Run, Key: r.Key})
@@ -80,7 +80,7 @@ func (x *Index) RecordPack(ctx context.Context, p PackRecord) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("index: record pack %s: %w", p.Name, err)
+		return fmt.Errorf("record pack %s: %w", p.Name, err)
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ func (x *Index) ReplacePack(ctx context.Context, old string, p PackRecord) error
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("index: replace pack %s: %w", old, err)
+		return fmt.Errorf("replace pack %s: %w", old, err)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func (x *Index) Packs(ctx context.Context) ([]PackRow, error) {
 			FROM packs p LEFT JOIN blobs b ON b.pack_id = p.id GROUP BY p.id ORDER BY p.name`)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: packs: %w", err)
+		return nil, fmt.Errorf("packs: %w", err)
 	}
 	out := make([]PackRow, len(rows))
 	for i, r := range rows {
@@ -175,12 +175,12 @@ func (x *Index) PackedBlobs(ctx context.Context, pack string) ([]cas.Blob, error
 			WHERE p.name = ? ORDER BY b.id`, pack)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: blobs of pack %s: %w", pack, err)
+		return nil, fmt.Errorf("blobs of pack %s: %w", pack, err)
 	}
 	out := make([]cas.Blob, 0, len(rows))
 	for _, r := range rows {
 		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("index: blob row with a %d-byte digest", len(r.Digest))
+			return nil, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
 		}
 		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
 	}

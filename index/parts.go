@@ -106,7 +106,7 @@ const partColumns = `p.id, (SELECT prefix FROM runs WHERE id = p.run_id) || p.ke
 
 func (r partRow) part() (Part, error) {
 	if len(r.Digest) != cas.DigestSize {
-		return Part{}, fmt.Errorf("index: part %d has a %d-byte digest", r.ID, len(r.Digest))
+		return Part{}, fmt.Errorf("part %d has a %d-byte digest", r.ID, len(r.Digest))
 	}
 	return Part{
 		ID: r.ID, Key: r.Key, Run: r.Run, Step: r.Step, Tool: r.Tool, CallID: r.CallID, Part: r.Part,
@@ -279,7 +279,7 @@ func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func()
 	logSync func() bool) ([]Recorded, error) {
 	ps, err := recordable(ps)
 	if err != nil {
-		return nil, fmt.Errorf("index: record: %w", err)
+		return nil, fmt.Errorf("record: %w", err)
 	}
 	var (
 		out     []Recorded
@@ -386,7 +386,7 @@ func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func()
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: record: %w", err)
+		return nil, fmt.Errorf("record: %w", err)
 	}
 	x.runs.add(newRuns)
 	return out, nil
@@ -618,7 +618,7 @@ func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 		// equality, which the run's index serves in created order.
 		ids, err := x.runIDs(ctx, o.Run)
 		if err != nil {
-			return nil, fmt.Errorf("index: list: %w", err)
+			return nil, fmt.Errorf("list: %w", err)
 		}
 		if len(ids) == 0 {
 			return nil, nil
@@ -656,7 +656,7 @@ func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 	}
 	var rows []partRow
 	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
-		return nil, fmt.Errorf("index: list: %w", err)
+		return nil, fmt.Errorf("list: %w", err)
 	}
 	return parts(rows)
 }
@@ -686,7 +686,7 @@ func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 			WHERE `+blobDigestIs+` AND b.ext = ? ORDER BY p.id`, digestKey(b.Digest), b.Digest[:], b.Ext)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
+		return nil, fmt.Errorf("parts sharing %s: %w", b, err)
 	}
 	return parts(rows)
 }
@@ -724,7 +724,7 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 		return tx.SelectContext(ctx, &rows, sharingFirstSQL, digestKey(b.Digest), b.Digest[:], b.Ext, limit)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: parts sharing %s: %w", b, err)
+		return nil, fmt.Errorf("parts sharing %s: %w", b, err)
 	}
 	return parts(rows)
 }
@@ -754,7 +754,7 @@ func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {
 			WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ? ORDER BY p.version DESC`, rest, prefix)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: versions of %s: %w", clip(key), err)
+		return nil, fmt.Errorf("versions of %s: %w", clip(key), err)
 	}
 	return parts(rows)
 }

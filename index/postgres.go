@@ -75,21 +75,21 @@ func checkPostgresURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url's error repeats the text, password and all.
-		return "", fmt.Errorf("index: %w: not a URL", ErrInvalidURL)
+		return "", fmt.Errorf("%w: not a URL", ErrInvalidURL)
 	}
 	shown := redactURL(u)
 	db := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case u.Scheme != "postgres" && u.Scheme != "postgresql":
-		return "", fmt.Errorf("index: %w %s: want postgres://USER@HOST:PORT/DB", ErrInvalidURL, shown)
+		return "", fmt.Errorf("%w %s: want postgres://USER@HOST:PORT/DB", ErrInvalidURL, shown)
 	case u.Host == "" || u.Hostname() == "":
-		return "", fmt.Errorf("index: %w %s: no host", ErrInvalidURL, shown)
+		return "", fmt.Errorf("%w %s: no host", ErrInvalidURL, shown)
 	case db == "" || strings.Contains(db, "/"):
-		return "", fmt.Errorf("index: %w %s: want one database name after the host", ErrInvalidURL, shown)
+		return "", fmt.Errorf("%w %s: want one database name after the host", ErrInvalidURL, shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("index: %w %s: port %q", ErrInvalidURL, shown, p)
+			return "", fmt.Errorf("%w %s: port %q", ErrInvalidURL, shown, p)
 		}
 	}
 	return shown, nil
@@ -155,7 +155,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	}
 	cfg, err := pgx.ParseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("index: %w %s: %s", ErrInvalidURL, shown, parseConfigMessage(raw, err))
+		return nil, fmt.Errorf("%w %s: %s", ErrInvalidURL, shown, parseConfigMessage(raw, err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
@@ -204,7 +204,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	x := &Index{db: sqlx.NewDb(sdb, "pgx"), path: shown, now: c.now, retry: c.retryFor, pg: true}
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("index: open: %w", x.connError(err))
+		return nil, fmt.Errorf("open: %w", x.connError(err))
 	}
 	err = x.checkEncoding(ctx)
 	if err == nil {
@@ -224,12 +224,22 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	}
 	if err != nil {
 		sdb.Close()
-		if err = x.connError(err); !strings.HasPrefix(err.Error(), "index: ") {
-			err = fmt.Errorf("index: open: %w", err)
-		}
-		return nil, err
+		return nil, openError(x.connError(err))
 	}
 	return x, nil
+}
+
+// openError is the error of an Open that failed: one of the index's own
+// errors says what is wrong with the database as it is; anything else
+// happened while opening it.
+func openError(err error) error {
+	for _, own := range []error{ErrNewerSchema, ErrOlderSchema, ErrInvalidURL, ErrAccessDenied, ErrNoDatabase,
+		ErrUnreachable, ErrUnsupportedDatabase} {
+		if errors.Is(err, own) {
+			return err
+		}
+	}
+	return fmt.Errorf("open: %w", err)
 }
 
 // ErrUnsupportedDatabase is returned by Open for a PostgreSQL database the
@@ -245,7 +255,7 @@ func (x *Index) checkEncoding(ctx context.Context) error {
 		return err
 	}
 	if enc != "UTF8" {
-		return fmt.Errorf("index: %w: %s has encoding %s, want UTF8 (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)",
+		return fmt.Errorf("%w: %s has encoding %s, want UTF8 (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)",
 			ErrUnsupportedDatabase, x.path, enc)
 	}
 	return nil
@@ -371,7 +381,7 @@ func (x *Index) pgSize(ctx context.Context) (int64, error) {
 	var n int64
 	err := x.read(ctx, func() error { return x.db.QueryRowContext(ctx, q).Scan(&n) })
 	if err != nil {
-		return 0, fmt.Errorf("index: size of %s: %w", x.path, x.connError(err))
+		return 0, fmt.Errorf("size of %s: %w", x.path, x.connError(err))
 	}
 	return n, nil
 }
@@ -388,7 +398,7 @@ func (c rebindConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	sc, ok := conn.(*stdlib.Conn)
 	if !ok {
 		conn.Close()
-		return nil, fmt.Errorf("index: unexpected pgx connection type %T", conn)
+		return nil, fmt.Errorf("unexpected pgx connection type %T", conn)
 	}
 	return rebindConn{sc}, nil
 }

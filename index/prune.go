@@ -51,10 +51,10 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		set++
 	}
 	if set != 1 {
-		return PruneResult{}, errors.New("index: prune: give exactly one of a run, an age or a number of runs to keep")
+		return PruneResult{}, errors.New("prune: give exactly one of a run, an age or a number of runs to keep")
 	}
 	if o.KeepRuns < 0 {
-		return PruneResult{}, fmt.Errorf("index: prune: cannot keep %d runs", o.KeepRuns)
+		return PruneResult{}, fmt.Errorf("prune: cannot keep %d runs", o.KeepRuns)
 	}
 	var cond, what, dates string
 	var args, datesArgs []any
@@ -113,7 +113,7 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return err
 	})
 	if err != nil {
-		return PruneResult{}, fmt.Errorf("index: prune where %s: %w", what, err)
+		return PruneResult{}, fmt.Errorf("prune where %s: %w", what, err)
 	}
 	return res, nil
 }

@@ -18,7 +18,7 @@ func (x *Index) MaxBlobID(ctx context.Context) (int64, error) {
 	if err := x.read(ctx, func() error {
 		return x.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM blobs`).Scan(&id)
 	}); err != nil {
-		return 0, fmt.Errorf("index: largest blob id: %w", err)
+		return 0, fmt.Errorf("largest blob id: %w", err)
 	}
 	return id, nil
 }
@@ -37,12 +37,12 @@ func (x *Index) BlobsSince(ctx context.Context, afterID int64, since time.Time) 
 		return x.db.SelectContext(ctx, &rows, `SELECT digest, ext FROM blobs WHERE id > ? OR last_referenced >= ? ORDER BY id`,
 			afterID, since.UnixNano())
 	}); err != nil {
-		return nil, fmt.Errorf("index: blobs since %d: %w", afterID, err)
+		return nil, fmt.Errorf("blobs since %d: %w", afterID, err)
 	}
 	out := make([]cas.Blob, 0, len(rows))
 	for _, r := range rows {
 		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("index: blob with a %d-byte digest", len(r.Digest))
+			return nil, fmt.Errorf("blob with a %d-byte digest", len(r.Digest))
 		}
 		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
 	}
@@ -65,7 +65,7 @@ func (x *Index) DeleteParts(ctx context.Context, ids []int64) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("index: delete parts: %w", err)
+		return fmt.Errorf("delete parts: %w", err)
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 	case RefPath:
 		args = append(digestArgs(r.Blob.Digest), r.Blob.Ext)
 	default:
-		return Part{}, fmt.Errorf("index: resolve: %w: unparsed reference", ErrInvalidRef)
+		return Part{}, fmt.Errorf("resolve: %w: unparsed reference", ErrInvalidRef)
 	}
 	q := resolveSQL(r.Kind, run != "")
 	if run != "" {
@@ -169,7 +169,7 @@ func (x *Index) Resolve(ctx context.Context, r Ref, run string) (Part, error) {
 		err = x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) })
 	}
 	if err != nil {
-		return Part{}, fmt.Errorf("index: resolve %s: %w", clip(r.text), err)
+		return Part{}, fmt.Errorf("resolve %s: %w", clip(r.text), err)
 	}
 	if len(rows) == 0 {
 		if run != "" {
@@ -209,7 +209,7 @@ func (x *Index) expandPrefix(ctx context.Context, prefix, run string) (cas.Diges
 	}
 	var found [][]byte
 	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &found, q, args...) }); err != nil {
-		return cas.Digest{}, fmt.Errorf("index: resolve prefix %s: %w", prefix, err)
+		return cas.Digest{}, fmt.Errorf("resolve prefix %s: %w", prefix, err)
 	}
 	var matches []cas.Digest
 	for _, b := range found {

@@ -85,7 +85,7 @@ func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, erro
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: blobs of shard %02x: %w", shard, err)
+		return nil, fmt.Errorf("blobs of shard %02x: %w", shard, err)
 	}
 	return out, nil
 }
@@ -135,7 +135,7 @@ func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: blob ids of shard %02x: %w", shard, err)
+		return nil, fmt.Errorf("blob ids of shard %02x: %w", shard, err)
 	}
 	return out, nil
 }
@@ -192,7 +192,7 @@ func (x *Index) BlobKeysInShard(ctx context.Context, shard byte) ([]BlobKey, err
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: blob keys of shard %02x: %w", shard, err)
+		return nil, fmt.Errorf("blob keys of shard %02x: %w", shard, err)
 	}
 	return out, nil
 }
@@ -232,7 +232,7 @@ func (x *Index) BlobsByID(ctx context.Context, ids []int64) (map[int64]cas.Blob,
 			return rows.Err()
 		})
 		if err != nil {
-			return nil, fmt.Errorf("index: blobs by id: %w", err)
+			return nil, fmt.Errorf("blobs by id: %w", err)
 		}
 	}
 	return out, nil
@@ -366,7 +366,7 @@ func (x *Index) UnusualBlobRows(ctx context.Context) (*UnusualRows, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("index: unused and packed blob rows: %w", err)
+		return nil, fmt.Errorf("unused and packed blob rows: %w", err)
 	}
 	return u, nil
 }

@@ -174,7 +174,7 @@ func (x *Index) scanStats(ctx context.Context, run string) (Stats, error) {
 		return nil
 	})
 	if err != nil {
-		return Stats{}, fmt.Errorf("index: stats: %w", err)
+		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	x.finish(&s)
 	return s, nil

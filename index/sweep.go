@@ -73,7 +73,7 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("index: delete unused blob rows: %w", err)
+		return nil, fmt.Errorf("delete unused blob rows: %w", err)
 	}
 	return gone, nil
 }
@@ -199,7 +199,7 @@ func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Bl
 			return rows.Err()
 		})
 		if err != nil {
-			return nil, fmt.Errorf("index: blobs with rows: %w", err)
+			return nil, fmt.Errorf("blobs with rows: %w", err)
 		}
 	}
 	return out, nil
@@ -316,7 +316,7 @@ func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same func
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("index: mark verified: %w", err)
+		return fmt.Errorf("mark verified: %w", err)
 	}
 	return nil
 }

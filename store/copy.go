@@ -110,12 +110,12 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		return res, err
 	}
 	if sameStore(dst, src) {
-		return res, fmt.Errorf("store: copy %s to %s: %w", src.Location(), dst.Location(), ErrCopySameStore)
+		return res, fmt.Errorf("copy %s to %s: %w", src.Location(), dst.Location(), ErrCopySameStore)
 	}
 	batch := o.Batch
 	switch {
 	case batch < 0:
-		return res, fmt.Errorf("store: copy: negative batch size %d", batch)
+		return res, fmt.Errorf("copy: negative batch size %d", batch)
 	case batch == 0:
 		batch = DefaultCopyBatch
 	}
@@ -136,10 +136,10 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		return nil
 	})
 	if errors.Is(err, ErrCopyConflict) {
-		return res, fmt.Errorf("store: copy: refused, nothing copied: %w", err)
+		return res, fmt.Errorf("copy: refused, nothing copied: %w", err)
 	}
 	if err != nil {
-		return res, fmt.Errorf("store: copy: %w", err)
+		return res, fmt.Errorf("copy: %w", err)
 	}
 	res.Parts = done
 
@@ -158,7 +158,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		c.endBlob()
 	}
 	if err != nil {
-		return res, fmt.Errorf("store: copy: %w", err)
+		return res, fmt.Errorf("copy: %w", err)
 	}
 
 	// Verify.
@@ -192,7 +192,7 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 		return nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("store: copy: verify: %w", err)
+		return res, fmt.Errorf("copy: verify: %w", err)
 	}
 	return res, nil
 }

@@ -130,7 +130,7 @@ var (
 // writer returns the store's engine for op, which writes, or ErrReadOnly.
 func (s *Store) writer(op string) (engine, error) {
 	if s.readOnly {
-		return nil, fmt.Errorf("store: %s: %w at %s: it needs write access", op, ErrReadOnly, s.Location())
+		return nil, fmt.Errorf("%s: %w at %s: it needs write access", op, ErrReadOnly, s.Location())
 	}
 	return s.eng, nil
 }
@@ -149,7 +149,7 @@ func capability[T any](s *Store, op string, writes bool) (T, error) {
 	}
 	c, ok := e.(T)
 	if !ok {
-		return none, fmt.Errorf("store: %s: %w; %s keeps its blobs in an object store", op, ErrLocalOnly, s.Location())
+		return none, fmt.Errorf("%s: %w; %s keeps its blobs in an object store", op, ErrLocalOnly, s.Location())
 	}
 	return c, nil
 }

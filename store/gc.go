@@ -224,7 +224,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return p.dryRun(), nil
 	}
 	if err := fault(e, "gc:marked"); err != nil {
-		return GCResult{}, fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+		return GCResult{}, fmt.Errorf("gc: sweep (nothing deleted): %w", err)
 	}
 	res := GCResult{KeptYoung: len(p.Young)}
 	err = e.sweepGC(ctx, p, func() error { return gcLock.Held(ctx) }, timeout, &res)
@@ -286,7 +286,7 @@ func (s *Store) refuseMissing(ctx context.Context, p *GCPlan) error {
 	}
 	quarantined, err := s.Quarantined(ctx)
 	if err != nil {
-		return fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		return fmt.Errorf("gc: %w (nothing deleted)", err)
 	}
 	p.Missing = slices.DeleteFunc(p.Missing, func(b cas.Blob) bool { return quarantined[b] })
 	if len(p.Missing) == 0 {
@@ -297,7 +297,7 @@ func (s *Store) refuseMissing(ctx context.Context, p *GCPlan) error {
 	if _, ok := s.eng.(repairer); ok {
 		hint = "casctl repair drops their rows"
 	}
-	return fmt.Errorf("store: gc: %w: %d blobs, such as %s; nothing deleted; %s",
+	return fmt.Errorf("gc: %w: %d blobs, such as %s; nothing deleted; %s",
 		ErrMissingBlobs, len(p.Missing), s.eng.name(p.Missing[0].RelPath()), hint)
 }
 
@@ -372,10 +372,10 @@ func keysOf(ps []index.Part) []string {
 // gc waits for writers.
 func checkGCOptions(o GCOptions) (time.Duration, error) {
 	if o.Grace < 0 {
-		return 0, fmt.Errorf("store: gc: negative grace period %v", o.Grace)
+		return 0, fmt.Errorf("gc: negative grace period %v", o.Grace)
 	}
 	if o.LockTimeout < 0 {
-		return 0, fmt.Errorf("store: gc: negative lock timeout %v", o.LockTimeout)
+		return 0, fmt.Errorf("gc: negative lock timeout %v", o.LockTimeout)
 	}
 	if o.LockTimeout == 0 {
 		return DefaultGCLockTimeout, nil
@@ -389,11 +389,11 @@ func checkGCOptions(o GCOptions) (time.Duration, error) {
 func (s *Store) indexGCLock(ctx context.Context) (*index.GCLock, error) {
 	l, err := s.ix.AcquireGCLock(ctx)
 	if errors.Is(err, index.ErrGCRunning) {
-		return nil, fmt.Errorf("store: gc: %w on this store's index (%s); nothing deleted, try again when it is done",
+		return nil, fmt.Errorf("gc: %w on this store's index (%s); nothing deleted, try again when it is done",
 			index.ErrGCRunning, s.ix.Path())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		return nil, fmt.Errorf("gc: %w (nothing deleted)", err)
 	}
 	return l, nil
 }
@@ -405,7 +405,7 @@ type markError struct {
 }
 
 func (m *markError) Error() string {
-	return fmt.Sprintf("store: gc: list %s (nothing deleted): %v", m.what, m.err)
+	return fmt.Sprintf("gc: list %s (nothing deleted): %v", m.what, m.err)
 }
 
 func (m *markError) Unwrap() error { return m.err }

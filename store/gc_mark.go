@@ -53,7 +53,7 @@ func (e *localEngine) markGC(ctx context.Context, p *GCPlan, progress func(done,
 		dying[b.Blob] = b.Size
 	}
 	if err := e.planPacks(ctx, p, dying); err != nil {
-		return fmt.Errorf("store: gc: packs: %w", err)
+		return fmt.Errorf("gc: packs: %w", err)
 	}
 	return nil
 }

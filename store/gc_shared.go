@@ -161,14 +161,14 @@ func (e *sharedEngine) markShard(ctx context.Context, p *GCPlan, sh byte, object
 // behind.
 func (e *sharedEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error, timeout time.Duration, res *GCResult) error {
 	if err := fault(e, "gc:sweep"); err != nil {
-		return fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+		return fmt.Errorf("gc: sweep (nothing deleted): %w", err)
 	}
 	if err := held(); err != nil {
-		return fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		return fmt.Errorf("gc: %w (nothing deleted)", err)
 	}
 	if len(p.StaleRows) > 0 {
 		if _, err := e.ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
-			return fmt.Errorf("store: gc: %w", err)
+			return fmt.Errorf("gc: %w", err)
 		}
 	}
 	candidates := make([]cas.Blob, len(p.Remove))
@@ -182,11 +182,11 @@ func (e *sharedEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error
 		chunk := candidates[:min(len(candidates), remoteSweepChunk)]
 		candidates = candidates[len(chunk):]
 		if err := held(); err != nil {
-			return fmt.Errorf("store: gc: %w %s", err, sofar)
+			return fmt.Errorf("gc: %w %s", err, sofar)
 		}
 		stop, err := e.sweepChunk(ctx, p, chunk, timeout, sizes, res)
 		if err != nil {
-			return fmt.Errorf("store: gc: %w %s", err, sofar)
+			return fmt.Errorf("gc: %w %s", err, sofar)
 		}
 		errs = append(errs, stop...)
 	}
@@ -198,7 +198,7 @@ func (e *sharedEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error
 		res.RemovedTemp = n
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("store: gc: %d objects could not be removed (their rows are gone; the next gc retries): %s",
+		return fmt.Errorf("gc: %d objects could not be removed (their rows are gone; the next gc retries): %s",
 			len(errs), strings.Join(errs, "; "))
 	}
 	return nil

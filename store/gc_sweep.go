@@ -25,14 +25,14 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 		return err
 	}
 	if err := fault(e, "gc:sweep"); err != nil {
-		return fmt.Errorf("store: gc: sweep (nothing deleted): %w", err)
+		return fmt.Errorf("gc: sweep (nothing deleted): %w", err)
 	}
 	if err := held(); err != nil {
-		return fmt.Errorf("store: gc: %w (nothing deleted)", err)
+		return fmt.Errorf("gc: %w (nothing deleted)", err)
 	}
 	if len(p.StaleRows) > 0 {
 		if _, err := e.ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
-			return fmt.Errorf("store: gc: %w", err)
+			return fmt.Errorf("gc: %w", err)
 		}
 	}
 	sw.unlock()
@@ -61,14 +61,14 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 		res.Removed = append(res.Removed, g.Blob)
 	})
 	if err != nil {
-		return fmt.Errorf("store: gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
+		return fmt.Errorf("gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
 	}
 	last, err := e.sweepLast(ctx, sw, p, res)
 	if err != nil {
-		return fmt.Errorf("store: gc: %w", err)
+		return fmt.Errorf("gc: %w", err)
 	}
 	if errs = append(errs, last...); len(errs) > 0 {
-		return fmt.Errorf("store: gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
+		return fmt.Errorf("gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
 			len(errs), strings.Join(errs, "; "))
 	}
 	return nil

@@ -35,18 +35,18 @@ func indexURLShown(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url's error repeats the text, password and all.
-		return "", fmt.Errorf("store: %w: the index URL is not a URL; want postgres://USER@HOST:PORT/DB", index.ErrInvalidURL)
+		return "", fmt.Errorf("%w: the index URL is not a URL; want postgres://USER@HOST:PORT/DB", index.ErrInvalidURL)
 	}
 	shown := withoutSecrets(u)
 	db := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case !index.IsPostgresURL(raw):
-		return "", fmt.Errorf("store: %w %s: an index URL is postgres://USER@HOST:PORT/DB (a SQLite index is the store's own %s)",
+		return "", fmt.Errorf("%w %s: an index URL is postgres://USER@HOST:PORT/DB (a SQLite index is the store's own %s)",
 			index.ErrInvalidURL, shown, IndexFile)
 	case u.Hostname() == "":
-		return "", fmt.Errorf("store: %w %s: no host", index.ErrInvalidURL, shown)
+		return "", fmt.Errorf("%w %s: no host", index.ErrInvalidURL, shown)
 	case db == "" || strings.Contains(db, "/"):
-		return "", fmt.Errorf("store: %w %s: want one database name after the host", index.ErrInvalidURL, shown)
+		return "", fmt.Errorf("%w %s: want one database name after the host", index.ErrInvalidURL, shown)
 	}
 	return shown, nil
 }
@@ -81,11 +81,11 @@ func readIndexRecord(dir string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: read %s: %w", file, err)
+		return "", fmt.Errorf("read %s: %w", file, err)
 	}
 	url, err := parseIndexRecord(b)
 	if err != nil {
-		return "", fmt.Errorf("store: %s: %w", file, err)
+		return "", fmt.Errorf("%s: %w", file, err)
 	}
 	return url, nil
 }
@@ -113,7 +113,7 @@ func writeIndexRecord(dir, shown string) error {
 	file := filepath.Join(dir, IndexRecordFile)
 	f, err := os.CreateTemp(dir, ".tmp-"+IndexRecordFile+"-*")
 	if err != nil {
-		return fmt.Errorf("store: record the index: %w", err)
+		return fmt.Errorf("record the index: %w", err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(b, '\n'))
@@ -134,7 +134,7 @@ func writeIndexRecord(dir, shown string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("store: record the index in %s: %w", file, err)
+		return fmt.Errorf("record the index in %s: %w", file, err)
 	}
 	return nil
 }
@@ -157,16 +157,16 @@ func indexLocation(dir string, c *config) (open, record string, err error) {
 	shown, _ := indexURLShown(c.indexURL)
 	if rec != "" {
 		if rec != shown {
-			return "", "", fmt.Errorf("store: %w: %s keeps its index at %s (recorded in %s), not at %s",
+			return "", "", fmt.Errorf("%w: %s keeps its index at %s (recorded in %s), not at %s",
 				ErrIndexMismatch, dir, rec, IndexRecordFile, shown)
 		}
 		return c.indexURL, "", nil
 	}
 	if _, err := os.Lstat(file); err == nil {
-		return "", "", fmt.Errorf("store: %w: %s keeps its index in %s, not at %s", ErrIndexMismatch, dir, file, shown)
+		return "", "", fmt.Errorf("%w: %s keeps its index in %s, not at %s", ErrIndexMismatch, dir, file, shown)
 	}
 	if !c.create {
-		return "", "", fmt.Errorf("store: %w: %s records no index at %s (create the store with it: casctl init --index URL)",
+		return "", "", fmt.Errorf("%w: %s records no index at %s (create the store with it: casctl init --index URL)",
 			ErrIndexMismatch, dir, shown)
 	}
 	return c.indexURL, shown, nil

@@ -64,15 +64,15 @@ func (e *sharedEngine) takeLease(ctx context.Context) (context.Context, func() e
 	select {
 	case e.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("store: %w", ctx.Err())
+		return nil, nil, ctx.Err()
 	}
 	lctx, release, err := e.leases.blobLease(ctx, e.lockTimeout)
 	if err != nil {
 		<-e.slots
 		if errors.Is(err, index.ErrSweepBusy) {
-			return nil, nil, fmt.Errorf("store: %w: %w", ErrLocked, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrLocked, err)
 		}
-		return nil, nil, fmt.Errorf("store: %w", err)
+		return nil, nil, err
 	}
 	var once sync.Once
 	return lctx, func() error {
@@ -97,11 +97,11 @@ func (e *sharedEngine) guard(ctx context.Context, put func(context.Context) ([]c
 		release = rel
 		if _, err := put(ctx); err != nil {
 			release()
-			return fmt.Errorf("store: %w", err)
+			return err
 		}
 		if err := fault(e, "write:record"); err != nil {
 			release()
-			return fmt.Errorf("store: %w", err)
+			return err
 		}
 		err = commit(lctx)
 		if errors.Is(err, index.ErrLeaseLost) && try < leaseRetries {
@@ -112,7 +112,7 @@ func (e *sharedEngine) guard(ctx context.Context, put func(context.Context) ([]c
 		}
 		if err != nil {
 			release()
-			return fmt.Errorf("store: %w", err)
+			return err
 		}
 		break
 	}
@@ -136,11 +136,11 @@ func (e *sharedEngine) putAgain(ctx context.Context, put func(context.Context) (
 	wctx := context.WithoutCancel(ctx)
 	_, release, err := e.takeLease(wctx)
 	if err != nil {
-		return fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and a new one failed (run casctl verify): %w", lost, err)
+		return fmt.Errorf("the rows are committed but the blob lease was lost (%v), and a new one failed (run casctl verify): %w", lost, err)
 	}
 	defer release()
 	if _, err := put(wctx); err != nil {
-		return fmt.Errorf("store: the rows are committed but the blob lease was lost (%v), and putting the blobs again failed (run casctl verify): %w", lost, err)
+		return fmt.Errorf("the rows are committed but the blob lease was lost (%v), and putting the blobs again failed (run casctl verify): %w", lost, err)
 	}
 	return nil
 }

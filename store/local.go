@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
 	"sync/atomic"
@@ -75,7 +74,7 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 	}
 	blobs, err := cas.Open(ctx, dir, casOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	ix, err := openLocalIndex(ctx, blobs.Dir(), c, ixOpts)
 	if err != nil {
@@ -89,7 +88,7 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 	}
 	if e.recovered, err = e.recoverUnsynced(ctx); err != nil {
 		e.close()
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	if !c.maintenance {
 		makeReserve(e.dir, e.reserve)
@@ -112,7 +111,7 @@ func openLocalIndex(ctx context.Context, dir string, c *config, opts []index.Opt
 		ix, err = index.Open(ctx, where, opts...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	if record != "" {
 		// Recorded once the database is reachable and migrated, so that a
@@ -185,7 +184,7 @@ func (e *localEngine) guard(ctx context.Context, put func(context.Context) ([]ca
 	defer unlock()
 	puts, err := put(ctx)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return err
 	}
 	// A test's stand-in for a row commit that failed (on a full disk, say):
 	// the transaction is rolled back, nothing of it committed.
@@ -195,7 +194,7 @@ func (e *localEngine) guard(ctx context.Context, put func(context.Context) ([]ca
 	}
 	if err != nil {
 		e.expire(puts)
-		return fmt.Errorf("store: %w", err)
+		return err
 	}
 	// A test's way to stop a writer with its row committed.
 	fault(e, "write:committed")

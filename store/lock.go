@@ -99,7 +99,7 @@ func (l *fileLocks) shared(ctx context.Context) (func(), error) {
 		held, err = w.tryShare(l.intent, l.lock)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: lock %s: %w", l.lock, err)
+		return nil, fmt.Errorf("lock %s: %w", l.lock, err)
 	}
 	return w.release, nil
 }
@@ -274,7 +274,7 @@ func withLockDeadline(ctx context.Context, d time.Duration) (context.Context, co
 // known.
 func lockedError(path, who string, err error, waited time.Duration) error {
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("store: lock %s: %w", path, err)
+		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	holder := who
 	if pids := lockHolders(path); len(pids) > 0 {
@@ -284,7 +284,7 @@ func lockedError(path, who string, err error, waited time.Duration) error {
 		}
 		holder = fmt.Sprintf("%s (pid %s)", who, strings.Join(ps, ", "))
 	}
-	return fmt.Errorf("store: %w: %s is held by %s; gave up after %v: %w",
+	return fmt.Errorf("%w: %s is held by %s; gave up after %v: %w",
 		ErrLocked, path, holder, waited.Round(time.Millisecond), err)
 }
 

@@ -40,9 +40,9 @@ func defaultConfig() config {
 func (c *config) check(remote bool, location string) error {
 	switch {
 	case c.readOnly && c.create:
-		return errors.New("store: ReadOnly and WithCreate both given")
+		return errors.New("ReadOnly and WithCreate both given")
 	case !remote && (c.cacheDir != "" || c.cacheMax != 0 || len(c.s3opts) > 0):
-		return fmt.Errorf("store: %s is a directory: a cache and object store options are for an s3:// store", location)
+		return fmt.Errorf("%s is a directory: a cache and object store options are for an s3:// store", location)
 	}
 	return nil
 }
@@ -62,7 +62,7 @@ const (
 func WithDurability(d cas.Durability) Option {
 	return func(c *config) error {
 		if d != cas.SyncFull && d != cas.SyncNone {
-			return fmt.Errorf("store: invalid durability %d", int(d))
+			return fmt.Errorf("invalid durability %d", int(d))
 		}
 		c.durability = d
 		return nil
@@ -98,7 +98,7 @@ func DurabilityOptions(name string) ([]Option, error) {
 	}
 	d, err := cas.ParseDurability(name)
 	if err != nil {
-		return nil, fmt.Errorf("store: unknown durability %q (want full, none or %s)", name, DurabilityRecentKeysMayBeLost)
+		return nil, fmt.Errorf("unknown durability %q (want full, none or %s)", name, DurabilityRecentKeysMayBeLost)
 	}
 	return []Option{WithDurability(d)}, nil
 }
@@ -124,7 +124,7 @@ func WithCreate() Option {
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {
-			return errors.New("store: nil clock")
+			return errors.New("nil clock")
 		}
 		c.now = now
 		return nil
@@ -137,7 +137,7 @@ func WithClock(now func() time.Time) Option {
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("store: negative lock timeout %v", d)
+			return fmt.Errorf("negative lock timeout %v", d)
 		}
 		c.lockWait = d
 		return nil
@@ -181,7 +181,7 @@ func WithIndexURL(rawURL string) Option {
 func WithReserve(bytes int64) Option {
 	return func(c *config) error {
 		if bytes < 0 {
-			return fmt.Errorf("store: negative reserve %d", bytes)
+			return fmt.Errorf("negative reserve %d", bytes)
 		}
 		c.reserve = bytes
 		return nil
@@ -208,11 +208,11 @@ func Maintenance() Option {
 func WithCacheDir(dir string) Option {
 	return func(c *config) error {
 		if dir == "" {
-			return errors.New("store: empty cache directory")
+			return errors.New("empty cache directory")
 		}
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return fmt.Errorf("store: cache directory %s: %w", dir, err)
+			return fmt.Errorf("cache directory %s: %w", dir, err)
 		}
 		c.cacheDir = abs
 		return nil
@@ -224,7 +224,7 @@ func WithCacheDir(dir string) Option {
 func WithCacheSize(bytes int64) Option {
 	return func(c *config) error {
 		if bytes <= 0 {
-			return fmt.Errorf("store: cache size %d: want a positive number of bytes", bytes)
+			return fmt.Errorf("cache size %d: want a positive number of bytes", bytes)
 		}
 		c.cacheMax = bytes
 		return nil

@@ -73,7 +73,7 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 // pack is Pack on a local store.
 func (e *localEngine) pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	if o.OlderThan < 0 {
-		return PackResult{}, fmt.Errorf("store: pack: negative age %v", o.OlderThan)
+		return PackResult{}, fmt.Errorf("pack: negative age %v", o.OlderThan)
 	}
 	res := PackResult{DryRun: o.DryRun}
 	unlockPack, err := e.packLock(ctx)
@@ -83,7 +83,7 @@ func (e *localEngine) pack(ctx context.Context, o PackOptions) (PackResult, erro
 	defer unlockPack()
 	cands, err := e.ix.PackCandidates(ctx, e.now().Add(-o.OlderThan))
 	if err != nil {
-		return res, fmt.Errorf("store: pack: %w", err)
+		return res, fmt.Errorf("pack: %w", err)
 	}
 	// Only loose blobs: one written again after it was packed has a row
 	// naming its pack already, and a blob missing from disk is verify's.
@@ -123,7 +123,7 @@ func (e *localEngine) pack(ctx context.Context, o PackOptions) (PackResult, erro
 	}
 	if len(res.Packs) > 0 {
 		if res.RemovedShards, err = e.blobs.RemoveEmptyShards(ctx); err != nil {
-			return res, fmt.Errorf("store: pack: %w", err)
+			return res, fmt.Errorf("pack: %w", err)
 		}
 		e.truncateLog(ctx)
 	}
@@ -159,28 +159,28 @@ func (e *localEngine) packBatch(ctx context.Context, batch []index.PackCandidate
 		blobs[i] = c.Blob
 	}
 	if err := fault(e, "pack:write"); err != nil {
-		return fmt.Errorf("store: pack: %w", err)
+		return fmt.Errorf("pack: %w", err)
 	}
 	info, err := e.blobs.WritePack(ctx, blobs)
 	if err != nil {
-		return fmt.Errorf("store: pack: %w", err)
+		return fmt.Errorf("pack: %w", err)
 	}
 	if err := fault(e, "pack:record"); err != nil {
-		return fmt.Errorf("store: pack: %w", err)
+		return fmt.Errorf("pack: %w", err)
 	}
 	if err := e.ix.RecordPack(ctx, index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: blobs}); err != nil {
-		return fmt.Errorf("store: pack: %w", err)
+		return fmt.Errorf("pack: %w", err)
 	}
 	res.Packs = append(res.Packs, info.Name)
 	res.Blobs += len(info.Entries)
 	res.RawBytes += info.Raw
 	res.PackBytes += info.Size
 	if err := fault(e, "pack:remove"); err != nil {
-		return fmt.Errorf("store: pack: %w", err)
+		return fmt.Errorf("pack: %w", err)
 	}
 	for _, b := range blobs {
 		if err := e.blobs.Remove(ctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
-			return fmt.Errorf("store: pack: %s is packed, its loose file stays: %w", b, err)
+			return fmt.Errorf("pack: %s is packed, its loose file stays: %w", b, err)
 		}
 		res.RemovedLoose++
 	}

@@ -53,7 +53,7 @@ func (s *Store) resolve(ctx context.Context, run, ref string) (index.Part, error
 	}
 	p, err := s.ix.Resolve(ctx, r, run)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return index.Part{}, fmt.Errorf("store: %w", err)
+		return index.Part{}, err
 	}
 	return p, err
 }
@@ -71,7 +71,7 @@ func (r refused) Unwrap() []error { return []error{r.err, hook.ErrRefused} }
 func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (Part, error) {
 	vs, err := s.ix.Versions(ctx, key)
 	if err != nil {
-		return Part{}, fmt.Errorf("store: %w", err)
+		return Part{}, err
 	}
 	if run != "" {
 		vs = slices.DeleteFunc(vs, func(p index.Part) bool { return p.Run != run })
@@ -137,9 +137,9 @@ func contentOf(path string, p index.Part) *hook.Content {
 // says so, and is ErrMissingBlobs, not ErrNotFound.
 func blobError(op string, p index.Part, err error) error {
 	if errors.Is(err, cas.ErrNotFound) {
-		return fmt.Errorf("store: %s %s: %w: %s (run casctl verify)", op, p.Key, ErrMissingBlobs, p.Blob)
+		return fmt.Errorf("%s %s: %w: %s (run casctl verify)", op, p.Key, ErrMissingBlobs, p.Blob)
 	}
-	return fmt.Errorf("store: %s %s: %w", op, p.Key, err)
+	return fmt.Errorf("%s %s: %w", op, p.Key, err)
 }
 
 // Copy writes a part's bytes to w, but only once they are checked: a
@@ -153,7 +153,7 @@ func (s *Store) Copy(ctx context.Context, w io.Writer, p Part) (int64, error) {
 	defer r.Close()
 	n, err := io.Copy(w, r)
 	if err != nil {
-		return n, fmt.Errorf("store: copy %s: %w", p.Key, err)
+		return n, fmt.Errorf("copy %s: %w", p.Key, err)
 	}
 	return n, nil
 }
@@ -277,7 +277,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	d := Detail{Part: p, Path: s.Path(p.Blob)}
 	row, err := s.ix.Blob(ctx, p.Blob)
 	if err != nil {
-		return Detail{}, fmt.Errorf("store: %w", err)
+		return Detail{}, err
 	}
 	d.Blob = BlobRow(row)
 	limit := 0
@@ -286,7 +286,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	}
 	all, err := s.ix.SharingFirst(ctx, p.Blob, limit)
 	if err != nil {
-		return Detail{}, fmt.Errorf("store: %w", err)
+		return Detail{}, err
 	}
 	for _, o := range all {
 		if o.ID != p.ID && (most <= 0 || len(d.Sharing) < most) {
@@ -296,7 +296,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	d.SharingTotal = max(d.Blob.Parts-1, int64(len(d.Sharing)))
 	vs, err := s.ix.Versions(ctx, p.Key)
 	if err != nil {
-		return Detail{}, fmt.Errorf("store: %w", err)
+		return Detail{}, err
 	}
 	d.Versions = partsOf(vs)
 	d.OnDisk, d.OnDiskErr = s.eng.backend().Stat(ctx, p.Blob)

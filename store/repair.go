@@ -92,16 +92,16 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 	defer unlock()
 	v, err := verify(ctx, true)
 	if err != nil {
-		return res, fmt.Errorf("store: repair: %w", err)
+		return res, fmt.Errorf("repair: %w", err)
 	}
 	res.IndexProblems = v.IndexProblems
 	if len(v.IndexProblems) > 0 {
-		return res, fmt.Errorf("store: repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
+		return res, fmt.Errorf("repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
 	}
 	packed, err := e.repairPacks(ctx, v.Corrupt, o.DryRun)
 	res.Quarantined = append(res.Quarantined, packed...)
 	if err != nil {
-		return res, fmt.Errorf("store: repair: %w", err)
+		return res, fmt.Errorf("repair: %w", err)
 	}
 	for _, p := range v.Corrupt {
 		if e.inPacks(p.Path) {
@@ -111,7 +111,7 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 		if !o.DryRun {
 			to, err := e.quarantine(p.Path)
 			if err != nil {
-				return res, fmt.Errorf("store: repair: %w", err)
+				return res, fmt.Errorf("repair: %w", err)
 			}
 			r.To = to
 		}
@@ -131,7 +131,7 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 	defer func() {
 		if len(res.CountDrift) > 0 && err == nil {
 			if _, err = e.ix.FixCounts(ctx); err != nil {
-				err = fmt.Errorf("store: repair: %w", err)
+				err = fmt.Errorf("repair: %w", err)
 			}
 		}
 	}()
@@ -140,7 +140,7 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 	}
 	gone, err := e.ix.DeletePartsOf(ctx, lost)
 	if err != nil {
-		return res, fmt.Errorf("store: repair: %w", err)
+		return res, fmt.Errorf("repair: %w", err)
 	}
 	// Report the keys as they were when the rows went.
 	byBlob := map[cas.Blob][]string{}
@@ -201,7 +201,7 @@ func (e *localEngine) quarantined(ctx context.Context) (map[cas.Blob]bool, error
 		return map[cas.Blob]bool{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: list %s: %w", filepath.Join(e.dir, QuarantineDir), err)
+		return nil, fmt.Errorf("list %s: %w", filepath.Join(e.dir, QuarantineDir), err)
 	}
 	out := make(map[cas.Blob]bool, len(des))
 	for _, de := range des {

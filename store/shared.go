@@ -64,7 +64,7 @@ const maxLeases = 4
 func openShared(ctx context.Context, location string, c *config) (*sharedEngine, error) {
 	loc, err := s3blob.ParseURL(location)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	be, err := openObjects(ctx, loc, c)
 	if err != nil {
@@ -81,7 +81,7 @@ func openShared(ctx context.Context, location string, c *config) (*sharedEngine,
 	if !c.readOnly {
 		if err := os.MkdirAll(e.staging, 0o755); err != nil {
 			e.close()
-			return nil, fmt.Errorf("store: cache: %w", err)
+			return nil, fmt.Errorf("cache: %w", err)
 		}
 		removeOldStaging(e.staging, c.now())
 	}
@@ -113,7 +113,7 @@ func openObjects(ctx context.Context, loc s3blob.Location, c *config) (*s3blob.B
 		be, err = s3blob.Open(ctx, loc, append(opts, s3blob.WithCreate())...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	return be, nil
 }
@@ -137,7 +137,7 @@ func openSharedIndex(ctx context.Context, be *s3blob.Backend, c *config) (*index
 	}
 	ix, err := index.Open(ctx, where, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	if record != "" {
 		// Recorded once the database is reachable and migrated, so that a
@@ -157,7 +157,7 @@ func openSharedIndex(ctx context.Context, be *s3blob.Backend, c *config) (*index
 func DefaultCacheDir(loc s3blob.Location) (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("store: no user cache directory (give one with --cache or WithCacheDir): %w", err)
+		return "", fmt.Errorf("no user cache directory (give one with --cache or WithCacheDir): %w", err)
 	}
 	sum := sha256.Sum256([]byte(loc.Endpoint + "\x00" + loc.Prefix))
 	return filepath.Join(base, "toolcas", loc.Bucket, hex.EncodeToString(sum[:8])), nil
@@ -166,7 +166,7 @@ func DefaultCacheDir(loc s3blob.Location) (string, error) {
 // needIndex is the error for a store in an object store opened with no
 // PostgreSQL index to use.
 func needIndex(loc s3blob.Location, verb string) error {
-	return fmt.Errorf("store: %w: %s %s with --index postgres://USER@HOST:PORT/DB (WithIndexURL): its keys must be where every machine sees them",
+	return fmt.Errorf("%w: %s %s with --index postgres://USER@HOST:PORT/DB (WithIndexURL): its keys must be where every machine sees them",
 		ErrNeedSharedIndex, verb, loc)
 }
 
@@ -191,12 +191,12 @@ func remoteIndexLocation(ctx context.Context, be *s3blob.Backend, c *config) (op
 	}
 	switch {
 	case rec != "" && rec != shown:
-		return "", "", fmt.Errorf("store: %w: %s keeps its index at %s (recorded in %s), not at %s",
+		return "", "", fmt.Errorf("%w: %s keeps its index at %s (recorded in %s), not at %s",
 			ErrIndexMismatch, loc, rec, IndexRecordFile, shown)
 	case rec != "":
 		return c.indexURL, "", nil
 	case !c.create:
-		return "", "", fmt.Errorf("store: %w: %s records no index (create the store with it: casctl init --index URL)", ErrIndexMismatch, loc)
+		return "", "", fmt.Errorf("%w: %s records no index (create the store with it: casctl init --index URL)", ErrIndexMismatch, loc)
 	}
 	return c.indexURL, shown, nil
 }
@@ -209,11 +209,11 @@ func readRemoteRecord(ctx context.Context, be *s3blob.Backend) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: %w", err)
+		return "", err
 	}
 	url, err := parseIndexRecord(b)
 	if err != nil {
-		return "", fmt.Errorf("store: %s in %s: %w", IndexRecordFile, be.Location(), err)
+		return "", fmt.Errorf("%s in %s: %w", IndexRecordFile, be.Location(), err)
 	}
 	return url, nil
 }
@@ -224,7 +224,7 @@ func writeRemoteRecord(ctx context.Context, be *s3blob.Backend, shown string) er
 	b, _ := json.MarshalIndent(indexRecord{URL: shown}, "", "  ")
 	wrote, err := be.CreateMeta(ctx, IndexRecordFile, append(b, '\n'))
 	if err != nil {
-		return fmt.Errorf("store: record the index: %w", err)
+		return fmt.Errorf("record the index: %w", err)
 	}
 	if wrote {
 		return nil
@@ -234,7 +234,7 @@ func writeRemoteRecord(ctx context.Context, be *s3blob.Backend, shown string) er
 		return err
 	}
 	if rec != shown {
-		return fmt.Errorf("store: %w: %s keeps its index at %s, not at %s", ErrIndexMismatch, be.Location(), rec, shown)
+		return fmt.Errorf("%w: %s keeps its index at %s, not at %s", ErrIndexMismatch, be.Location(), rec, shown)
 	}
 	return nil
 }

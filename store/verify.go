@@ -122,24 +122,24 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		return res, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
 	if res.IndexProblems, err = checks.integrity(); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
 	if err := s.verifyPacks(ctx, &res, v.seen); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
 	missing := slices.DeleteFunc(v.missing, func(b cas.Blob) bool { return v.seen[b] })
 	if len(missing) > 0 || len(res.Orphans) > 0 {
 		// gc may have collected, and writers stored, blobs since the walk:
 		// look again while gc cannot sweep.
 		if missing, err = s.recheck(ctx, missing, &res, held); err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
+			return res, fmt.Errorf("verify: %w", err)
 		}
 	}
 	if err := s.reportMissing(ctx, &res, missing); err != nil {
-		return res, fmt.Errorf("store: verify: %w", err)
+		return res, fmt.Errorf("verify: %w", err)
 	}
 	grace := o.Grace
 	if grace <= 0 {
@@ -154,7 +154,7 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 	if len(res.IndexProblems) == 0 {
 		// A damaged index has nothing worth recounting.
 		if res.CountDrift, err = checks.recount(); err != nil {
-			return res, fmt.Errorf("store: verify: %w", err)
+			return res, fmt.Errorf("verify: %w", err)
 		}
 	}
 	res.OK = len(res.Corrupt) == 0 && len(res.Missing) == 0 && len(res.IndexProblems) == 0 && len(res.CountDrift) == 0

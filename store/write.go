@@ -3,7 +3,6 @@ package store
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"strings"
 
@@ -28,7 +27,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	data := make([][]byte, len(items))
 	for i, it := range items {
 		if parts[i], data[i], err = newPart(it); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
+			return nil, err
 		}
 	}
 	puts, recs, err := e.write(ctx, parts, data)
@@ -139,14 +138,14 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	k := sp.Key
 	k.Ext = ".txt" // checked now; the real one is chosen from the content
 	if err := k.Check(); err != nil {
-		return PutResult{}, fmt.Errorf("store: %w", err)
+		return PutResult{}, err
 	}
 	if err := probe.CheckMIME(); err != nil {
-		return PutResult{}, fmt.Errorf("store: %w", err)
+		return PutResult{}, err
 	}
 	st, err := e.stage(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
 	if err != nil {
-		return PutResult{}, fmt.Errorf("store: %w", err)
+		return PutResult{}, err
 	}
 	defer st.discard()
 	part := probe.Part()
@@ -165,7 +164,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 		return err
 	})
 	if err != nil {
-		return PutResult{}, fmt.Errorf("store: %w", err)
+		return PutResult{}, err
 	}
 	return PutResult{
 		Stored: s.stored(res, rec[0]), Blob: res.Blob,

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,7 +50,7 @@ func (e *localEngine) writeOne(ctx context.Context, np index.NewPart, ci cas.Ite
 	if nameLater {
 		release, err := e.holdMarker(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store: %w", err)
+			return nil, nil, err
 		}
 		defer release()
 	}
@@ -222,12 +221,12 @@ func (w *oneWrite) finish() error {
 	}
 	if w.putErr != nil {
 		// Nothing to roll back: the statements, if they ran, were.
-		return fmt.Errorf("store: %w", w.putErr)
+		return w.putErr
 	}
 	puts := []cas.PutResult{w.put}
 	if w.recErr != nil {
 		e.expire(puts)
-		return fmt.Errorf("store: %w", w.recErr)
+		return w.recErr
 	}
 	if w.nameErr != nil {
 		// The row is committed, but the blob's name, or its bytes, may
@@ -243,7 +242,7 @@ func (w *oneWrite) finish() error {
 		e.marker.keep = true
 		e.marker.mu.Unlock()
 		e.expire(puts)
-		return fmt.Errorf("store: %w", nameErr)
+		return nameErr
 	}
 	if w.grouped != nil {
 		w.grouped.NameSynced()

@@ -168,7 +168,7 @@ func openCopySource(ctx context.Context, loc, indexURL, cache string) (*store.St
 		s, err = store.Open(ctx, loc, opts...)
 	}
 	if err != nil {
-		return nil, cleanErr(err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -206,7 +206,7 @@ func openCopyDest(ctx context.Context, loc, indexURL, cache string, init bool) (
 	}
 	s, err := store.Open(ctx, loc, opts...)
 	if err != nil {
-		return nil, cleanErr(err)
+		return nil, err
 	}
 	return s, nil
 }

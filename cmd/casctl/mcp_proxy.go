@@ -110,7 +110,7 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 		}
 		h, err := hook.Load(data)
 		if err != nil {
-			return fmt.Errorf("mcp proxy: --config %s: %w", o.config, cleanErr(err))
+			return fmt.Errorf("mcp proxy: --config %s: %w", o.config, err)
 		}
 		opts = append(opts, mcp.WithHook(h))
 	} else {

@@ -85,7 +85,7 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 		return usagef("put: --part %d: want -1 (the only part) or a position from 0", o.part)
 	}
 	if err := hook.CheckRun(o.run); err != nil {
-		return usagef("put: --run: %v", cleanErr(err))
+		return usagef("put: --run: %v", err)
 	}
 	var r io.Reader = g.stdin
 	what := "stdin"
@@ -107,7 +107,7 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 	}
 	dopts, err := store.DurabilityOptions(o.durability)
 	if err != nil {
-		return usagef("put: --durability: %v", cleanErr(err))
+		return usagef("put: --durability: %v", err)
 	}
 	var s *store.Store
 	if o.init {

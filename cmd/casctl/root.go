@@ -103,7 +103,7 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 	if store.IsRemoteLocation(dir) {
 		s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 		if err != nil {
-			return nil, cleanErr(err)
+			return nil, err
 		}
 		return s, nil
 	}
@@ -117,7 +117,7 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 	}
 	s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 	if err != nil {
-		return nil, cleanErr(err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -176,7 +176,7 @@ func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Stor
 		// opens it.
 		s, err := store.Open(ctx, dir, g.storeOptions(append(opts, store.WithCreate()))...)
 		if err != nil {
-			return nil, false, cleanErr(err)
+			return nil, false, err
 		}
 		return s, false, nil
 	}
@@ -198,7 +198,7 @@ func (g *globals) create(ctx context.Context, opts ...store.Option) (*store.Stor
 	}
 	s, err := store.Open(ctx, dir, g.storeOptions(opts)...)
 	if err != nil {
-		return nil, false, cleanErr(err)
+		return nil, false, err
 	}
 	return s, created, nil
 }
@@ -234,11 +234,10 @@ func fail(verb string, err error) error {
 	if errors.As(err, &ue) {
 		return err
 	}
-	ce := cleanErr(err).(*cleanError)
-	if !strings.HasPrefix(ce.msg, verb+": ") {
-		ce.msg = verb + ": " + ce.msg
+	if strings.HasPrefix(err.Error(), verb+": ") {
+		return err
 	}
-	return ce
+	return fmt.Errorf("%s: %w", verb, err)
 }
 
 func newRootCommand(g *globals) *cobra.Command {
@@ -473,28 +472,6 @@ var isTerminal = func(v any) bool {
 	f, ok := v.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
-
-// cleanErr drops the package prefixes that library errors carry, which say
-// nothing to someone at a terminal.
-func cleanErr(err error) error {
-	if ce, ok := err.(*cleanError); ok {
-		return ce
-	}
-	msg := packagePrefixRE.ReplaceAllString(err.Error(), "$1")
-	return &cleanError{msg: msg, err: err}
-}
-
-// packagePrefixRE matches a library package's prefix where one error
-// wraps another: at the start, or after another prefix.
-var packagePrefixRE = regexp.MustCompile(`(^|: )(?:(?:store|cas|index|hook): )+`)
-
-type cleanError struct {
-	msg string
-	err error
-}
-
-func (e *cleanError) Error() string { return e.msg }
-func (e *cleanError) Unwrap() error { return e.err }
 
 // wrap breaks the lines of s that are wider than width at spaces, keeping
 // their indentation.

@@ -98,7 +98,7 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	row("blob stored", fmt.Sprintf("%s, last referenced %s", d.Blob.FirstStored.Format(time.RFC3339), ago(d.Blob.LastReferenced)))
 	row("verified", ago(d.Blob.VerifiedAt))
 	if d.OnDiskErr != nil {
-		row("on disk", "PROBLEM: "+cleanErr(d.OnDiskErr).Error())
+		row("on disk", "PROBLEM: "+d.OnDiskErr.Error())
 	} else {
 		row("on disk", size(d.OnDisk.Size))
 	}
@@ -142,7 +142,7 @@ func showOf(s *store.Store, d store.Detail) showJSON {
 	out.Blob.Parts = d.Blob.Parts
 	out.Blob.OnDisk = d.OnDiskErr == nil
 	if d.OnDiskErr != nil {
-		msg := cleanErr(d.OnDiskErr).Error()
+		msg := d.OnDiskErr.Error()
 		out.Blob.Problem = &msg
 	}
 	out.Versions = []partJSON{}
