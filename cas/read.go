@@ -192,21 +192,9 @@ func (s *Store) Verify(ctx context.Context, b Blob) error {
 		return err
 	}
 	defer r.Close()
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := (*bp)[:chunkSize]
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_, err := r.Read(buf)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+	// The Reader checks the digest at the end.
+	_, err = CopyContext(ctx, io.Discard, r)
+	return err
 }
 
 // hashPool keeps hashers for Verify: a hasher is a few KiB to allocate and
@@ -221,7 +209,13 @@ func verifyFile(ctx context.Context, b Blob, f io.Reader) error {
 	defer hashPool.Put(h)
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := (*bp)[:chunkSize]
+	return checkDigest(ctx, b, f, h, (*bp)[:chunkSize])
+}
+
+// checkDigest reads f to its end through buf, hashing it with h, and
+// returns nil when it hashes to b's digest, a *CorruptError when it does
+// not.
+func checkDigest(ctx context.Context, b Blob, f io.Reader, h hash.Hash, buf []byte) error {
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {

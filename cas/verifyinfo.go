@@ -2,9 +2,7 @@ package cas
 
 import (
 	"context"
-	"fmt"
 	"hash"
-	"io"
 	"io/fs"
 	"sync"
 )
@@ -30,28 +28,7 @@ func (s *Store) VerifyInfo(ctx context.Context, b Blob) (fs.FileInfo, error) {
 	h := hashPool.Get().(hash.Hash)
 	h.Reset()
 	defer hashPool.Put(h)
-	buf := *bp
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return fi, err
-		}
-		k, err := f.Read(buf)
-		h.Write(buf[:k])
-		n += int64(k)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fi, fmt.Errorf("read: %w", err)
-		}
-	}
-	var got Digest
-	h.Sum(got[:0])
-	if got != b.Digest {
-		return fi, fmt.Errorf("read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
-	}
-	return fi, nil
+	return fi, checkDigest(ctx, b, f, h, *bp)
 }
 
 // verifyBufSize is the size of VerifyInfo's buffers.

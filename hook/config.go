@@ -3,13 +3,12 @@ package hook
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/toolcas/toolcas/internal/strictjson"
 	"github.com/toolcas/toolcas/policy"
 )
 
@@ -68,7 +67,7 @@ func init() {
 		var p struct {
 			TextOnly bool `json:"text_only"`
 		}
-		if err := strictJSON(params, &p); err != nil {
+		if err := strictjson.Decode(params, &p); err != nil {
 			return nil, fmt.Errorf("%s: %w", TypeMemStore, err)
 		}
 		if p.TextOnly {
@@ -83,7 +82,7 @@ func loadDirStore(params json.RawMessage) (Store, error) {
 		Root    string `json:"root"`
 		Durable bool   `json:"durable"`
 	}
-	if err := strictJSON(params, &p); err != nil {
+	if err := strictjson.Decode(params, &p); err != nil {
 		return nil, fmt.Errorf("%s: %w", TypeDirStore, err)
 	}
 	if p.Root == "" {
@@ -168,14 +167,14 @@ func mustJSON(v any) json.RawMessage {
 // import the package defining a store to register it.
 func Load(data []byte, opts ...Option) (*Hook, error) {
 	var t policy.Typed
-	if err := strictJSON(data, &t); err != nil {
+	if err := strictjson.Decode(data, &t); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	if t.Type != TypeHook && !isHaystackHook(t.Type) {
 		return nil, fmt.Errorf("load: unknown hook type %q", t.Type)
 	}
 	var p hookParams
-	if err := strictJSON(t.InitParameters, &p); err != nil {
+	if err := strictjson.Decode(t.InitParameters, &p); err != nil {
 		return nil, fmt.Errorf("load %s: %w", t.Type, err)
 	}
 	if p.Strategies == nil {
@@ -199,7 +198,7 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	var store Store
 	if len(p.Store) > 0 && string(bytes.TrimSpace(p.Store)) != "null" {
 		var st policy.Typed
-		if err := strictJSON(p.Store, &st); err != nil {
+		if err := strictjson.Decode(p.Store, &st); err != nil {
 			return nil, fmt.Errorf("load store: %w", err)
 		}
 		loadersMu.RLock()
@@ -247,18 +246,4 @@ func knownStores() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// strictJSON decodes one JSON value, refusing unknown fields and trailing
-// data, so that a mistyped option is an error rather than ignored.
-func strictJSON(data []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }

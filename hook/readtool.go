@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolcas/toolcas/cas"
 )
 
 // ReadToolName is the name the read-back tool is registered under by
@@ -368,7 +370,7 @@ func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs
 		if printed == 0 {
 			return "", fmt.Errorf("searching took longer than %v (stopped at line %d): use a simpler pattern, or page with offset", t.timeout, total)
 		}
-		if err := drain(ctx, r); err != nil {
+		if _, err := cas.CopyContext(ctx, io.Discard, r); err != nil {
 			return "", err
 		}
 		var b strings.Builder
@@ -449,23 +451,6 @@ func lineWindow(lr *LineReader, start int64, n int) ([]byte, int, error) {
 		}
 	}
 	return win, skipped, nil
-}
-
-// drain reads r to its end, so that a checked reader checks its digest.
-func drain(ctx context.Context, r io.Reader) error {
-	buf := make([]byte, 64<<10)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_, err := r.Read(buf)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 func randomName() string {

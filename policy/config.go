@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/toolcas/toolcas/internal/strictjson"
 )
 
 // Type names written in configuration. Haystack's names for the same
@@ -82,7 +84,7 @@ func Marshal(p Policy) ([]byte, error) {
 // wraps ErrUnknownType and names it.
 func Unmarshal(data []byte) (Policy, error) {
 	var t Typed
-	if err := strictDecode(data, &t); err != nil {
+	if err := strictjson.Decode(data, &t); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if t.Type == "" {
@@ -95,7 +97,7 @@ func Unmarshal(data []byte) (Policy, error) {
 	switch CanonicalType(t.Type) {
 	case TypeAlways, TypeNever:
 		var none struct{}
-		if err := strictDecode(params, &none); err != nil {
+		if err := strictjson.Decode(params, &none); err != nil {
 			return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
 		}
 		if CanonicalType(t.Type) == TypeAlways {
@@ -104,7 +106,7 @@ func Unmarshal(data []byte) (Policy, error) {
 		return Never, nil
 	case TypeOverChars:
 		var p overCharsParams
-		if err := strictDecode(params, &p); err != nil {
+		if err := strictjson.Decode(params, &p); err != nil {
 			return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
 		}
 		if p.Threshold == nil {
@@ -116,20 +118,6 @@ func Unmarshal(data []byte) (Policy, error) {
 		return nil, fmt.Errorf("policy: %s wraps a Python function, which cannot run here; give the tool a Go policy", t.Type)
 	}
 	return unmarshalCustom(t.Type, params)
-}
-
-// strictDecode decodes one JSON value, refusing unknown fields and trailing
-// data.
-func strictDecode(data []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }
 
 // MarshalJSON saves the strategies as Haystack does: an object from tool

@@ -130,13 +130,16 @@ const (
 )
 
 func (r GCReason) String() string {
-	switch r {
-	case GCNoRow:
-		return "no index row names it"
-	case GCUnused:
-		return "no part uses it"
+	return enumName("GCReason", int(r), "no index row names it", "no part uses it")
+}
+
+// enumName names value v of an enumeration whose values, from 1, have
+// names; one out of range by its type and number.
+func enumName(typ string, v int, names ...string) string {
+	if v < 1 || v > len(names) {
+		return fmt.Sprintf("%s(%d)", typ, v)
 	}
-	return fmt.Sprintf("GCReason(%d)", int(r))
+	return names[v-1]
 }
 
 // GCTemp is a temp file in a gc's plan.
@@ -175,15 +178,7 @@ const (
 )
 
 func (a GCPackAction) String() string {
-	switch a {
-	case GCDropPack:
-		return "drop"
-	case GCRewritePack:
-		return "rewrite"
-	case GCDropUnrecorded:
-		return "drop unrecorded"
-	}
-	return fmt.Sprintf("GCPackAction(%d)", int(a))
+	return enumName("GCPackAction", int(a), "drop", "rewrite", "drop unrecorded")
 }
 
 // GC removes the blobs no index row uses and that are older than the grace
@@ -299,6 +294,24 @@ func (s *Store) refuseMissing(ctx context.Context, p *GCPlan) error {
 	}
 	return fmt.Errorf("gc: %w: %d blobs, such as %s; nothing deleted; %s",
 		ErrMissingBlobs, len(p.Missing), s.eng.name(p.Missing[0].RelPath()), hint)
+}
+
+// beginSweep is the first step of every sweep, under the engine's lock: a
+// test's way to fail it, a last look that the index's gc lock is held, and
+// the rows of blobs that are nowhere deleted. Nothing is deleted before.
+func beginSweep(ctx context.Context, e engine, ix *index.Index, p *GCPlan, held func() error) error {
+	if err := fault(e, "gc:sweep"); err != nil {
+		return fmt.Errorf("gc: sweep (nothing deleted): %w", err)
+	}
+	if err := held(); err != nil {
+		return fmt.Errorf("gc: %w (nothing deleted)", err)
+	}
+	if len(p.StaleRows) > 0 {
+		if _, err := ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
+			return fmt.Errorf("gc: %w", err)
+		}
+	}
+	return nil
 }
 
 // cutoff is the newest time a blob may have to go.

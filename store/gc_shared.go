@@ -160,16 +160,8 @@ func (e *sharedEngine) markShard(ctx context.Context, p *GCPlan, sh byte, object
 // of the sweep lock, then the multipart uploads writers that died left
 // behind.
 func (e *sharedEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error, timeout time.Duration, res *GCResult) error {
-	if err := fault(e, "gc:sweep"); err != nil {
-		return fmt.Errorf("gc: sweep (nothing deleted): %w", err)
-	}
-	if err := held(); err != nil {
-		return fmt.Errorf("gc: %w (nothing deleted)", err)
-	}
-	if len(p.StaleRows) > 0 {
-		if _, err := e.ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
-			return fmt.Errorf("gc: %w", err)
-		}
+	if err := beginSweep(ctx, e, e.ix, p, held); err != nil {
+		return err
 	}
 	candidates := make([]cas.Blob, len(p.Remove))
 	sizes := make(map[cas.Blob]int64, len(p.Remove))

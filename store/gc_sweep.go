@@ -24,16 +24,8 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 	if err := sw.lock(ctx); err != nil {
 		return err
 	}
-	if err := fault(e, "gc:sweep"); err != nil {
-		return fmt.Errorf("gc: sweep (nothing deleted): %w", err)
-	}
-	if err := held(); err != nil {
-		return fmt.Errorf("gc: %w (nothing deleted)", err)
-	}
-	if len(p.StaleRows) > 0 {
-		if _, err := e.ix.DeleteBlobRows(ctx, p.StaleRows); err != nil {
-			return fmt.Errorf("gc: %w", err)
-		}
+	if err := beginSweep(ctx, e, e.ix, p, held); err != nil {
+		return err
 	}
 	sw.unlock()
 	var errs []string

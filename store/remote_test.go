@@ -67,8 +67,8 @@ func TestRemoteStore(t *testing.T) {
 	e := startRemote(t)
 	c := &clock{time.Now()}
 	s := mustOpenRemote(t, e, WithClock(c.now))
-	if !s.Remote() || localOf(s).blobs != nil || s.eng.backend() == nil {
-		t.Fatalf("Remote = %v, Blobs = %v, Backend = %v", s.Remote(), localOf(s).blobs, s.eng.backend())
+	if _, shared := s.eng.(*sharedEngine); !s.Remote() || !shared {
+		t.Fatalf("Remote = %v, engine %T", s.Remote(), s.eng)
 	}
 	if got := s.Location(); !strings.HasPrefix(got, "s3://") {
 		t.Errorf("Location = %q, want the s3 URL", got)
