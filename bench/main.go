@@ -86,12 +86,26 @@ type options struct {
 	agents    int
 }
 
+// reportHead is what the reports of a trace's replays begin with (Report,
+// remoteReport): the command, when and where it ran, and the synthetic
+// trace. It is embedded, so that its fields stay first in their JSON.
+type reportHead struct {
+	Command string       `json:"command"`
+	Date    time.Time    `json:"date"`
+	Machine machine      `json:"machine"`
+	Trace   trace.Config `json:"trace"`
+}
+
+// reportHead is the head of a report of the run o asks for, started at
+// start, its stores in work.
+func (o options) reportHead(start time.Time, work string) reportHead {
+	return reportHead{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
+		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}}
+}
+
 // Report is everything one run measured.
 type Report struct {
-	Command  string         `json:"command"`
-	Date     time.Time      `json:"date"`
-	Machine  machine        `json:"machine"`
-	Trace    trace.Config   `json:"trace"`
+	reportHead
 	Seconds  float64        `json:"seconds"`
 	Repeat   []replayResult `json:"repeat"`
 	NoRepeat []replayResult `json:"no_repeat"`
@@ -179,13 +193,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *scaleReuse && o.dir == "" {
 			return usageError{errors.New("-scale-reuse needs -dir: the filled stores are kept there")}
 		}
-		dir := o.dir
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "toolcas-scale-"); err != nil {
-				return err
-			}
-			defer os.RemoveAll(dir)
+		dir, removeDir, err := workDir(o.dir, "toolcas-scale-")
+		if err != nil {
+			return err
 		}
+		defer removeDir()
 		return runScale(ctx, scaleRun{sizes: sizes, dir: dir, out: o.out, command: o.command, reuse: *scaleReuse, ops: ops}, stderr)
 	}
 	if o.runs == 0 {
@@ -229,17 +241,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		o.out = dir
 	}
-	work := o.dir
-	if work == "" {
-		var err error
-		if work, err = os.MkdirTemp("", "toolcas-bench-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(work)
+	work, removeWork, err := workDir(o.dir, "toolcas-bench-")
+	if err != nil {
+		return err
 	}
+	defer removeWork()
 	start := time.Now()
-	rep := Report{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
-		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}, LoadBefore: loadAverage()}
+	rep := Report{reportHead: o.reportHead(start, work), LoadBefore: loadAverage()}
 	progress := func(format string, args ...any) {
 		if !o.json {
 			fmt.Fprintf(stderr, format+"\n", args...)
@@ -254,7 +262,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The stores take turns, round by round, the order turning each round,
 	// so that none always runs first on a cold disk or last on a tired one;
 	// the tables show each store's median round, the ratios every round.
-	var err error
 	rep.RepeatRounds, err = replayRounds(ctx, stores, o.rounds, progress, "the trace", func(name string) replayConfig {
 		return replayConfig{Store: name, Dir: filepath.Join(work, name), Trace: rep.Trace, Samples: samples, TraceTag: "repeat"}
 	})
@@ -329,6 +336,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// workDir returns dir, or, when dir is "", a new temporary directory named
+// after pattern, with what removes the temporary one once the run is done:
+// what a run makes in a -dir it was given stays there.
+func workDir(dir, pattern string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", func() {}, err
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
 // traceTargets are the targets measured on the replayed trace.
 func traceTargets(rs []replayResult) []target {
 	var out []target
@@ -396,35 +417,21 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 	}
 	switch role {
 	case "replay":
-		var c replayConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = replay(ctx, c)
-		}
+		res, err = decoded(ctx, cfg, replay)
 	case "targets":
-		var c targetsConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = measureTargets(ctx, c)
-		}
+		res, err = decoded(ctx, cfg, measureTargets)
 	case "writepath":
-		var c targetsConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = writePathTargets(ctx, c.Dir, c.Quick)
-		}
+		res, err = decoded(ctx, cfg, func(ctx context.Context, c targetsConfig) ([]target, error) {
+			return writePathTargets(ctx, c.Dir, c.Quick)
+		})
 	case "scale":
-		var c scaleConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = scaleChild(ctx, c)
-		}
+		res, err = decoded(ctx, cfg, scaleChild)
 	case "remotecopy":
-		var c copyConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = remoteCopy(ctx, c)
-		}
+		res, err = decoded(ctx, cfg, remoteCopy)
 	case "stream":
-		var c streamConfig
-		if err = json.Unmarshal([]byte(cfg), &c); err == nil {
-			res, err = streamRSS(ctx, c.Dir, c.Size)
-		}
+		res, err = decoded(ctx, cfg, func(ctx context.Context, c streamConfig) (int64, error) {
+			return streamRSS(ctx, c.Dir, c.Size)
+		})
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -437,6 +444,16 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// decoded runs a child's role: it decodes the role's configuration, the
+// JSON runChild passed, from cfg and calls f with it.
+func decoded[C, R any](ctx context.Context, cfg string, f func(context.Context, C) (R, error)) (any, error) {
+	var c C
+	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
+		return nil, err
+	}
+	return f(ctx, c)
 }
 
 // machine describes where the numbers were taken.

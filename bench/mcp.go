@@ -201,14 +201,11 @@ func mcpReport(command string, m machine, n, reps int, runs []mcpRun, took time.
 
 // runMCPBench is go run ./bench -mcp.
 func runMCPBench(ctx context.Context, o options, n, reps int, stdout, stderr io.Writer) error {
-	work := o.dir
-	if work == "" {
-		var err error
-		if work, err = os.MkdirTemp("", "toolcas-bench-mcp-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(work)
+	work, removeWork, err := workDir(o.dir, "toolcas-bench-mcp-")
+	if err != nil {
+		return err
 	}
+	defer removeWork()
 	start := time.Now()
 	runs, err := benchMCP(ctx, work, n, reps, stderr)
 	if err != nil {

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -82,23 +81,12 @@ func openReplayStore(ctx context.Context, c replayConfig) (hook.Store, func() er
 // its tools' parts and bytes, and whether verify, which reads every blob
 // from the object store, finds it whole.
 func remoteFinish(ctx context.Context, s *store.Store, res *replayResult) error {
-	st, err := s.Stats(ctx, "")
+	st, err := statsByTool(ctx, s, res)
 	if err != nil {
 		return err
-	}
-	for _, t := range st.ByTool {
-		res.ByTool = append(res.ByTool, toolRow{Tool: t.Name, Parts: t.Parts, Logical: t.LogicalBytes, Stored: t.StoredBytes})
 	}
 	res.StoredBytes = st.StoredBytes
-	t0 := time.Now()
-	v, err := s.Verify(ctx, store.VerifyOptions{})
-	if err != nil {
-		return err
-	}
-	res.VerifySeconds = time.Since(t0).Seconds()
-	res.VerifyOK = v.OK
-	res.VerifyMBps = float64(v.CheckedBytes) / 1e6 / res.VerifySeconds
-	return nil
+	return timeVerify(ctx, s, res)
 }
 
 // remoteServers are the servers of one remote section.
@@ -155,10 +143,7 @@ type copyConfig struct {
 
 // remoteReport is the remote section.
 type remoteReport struct {
-	Command    string         `json:"command"`
-	Date       time.Time      `json:"date"`
-	Machine    machine        `json:"machine"`
-	Trace      trace.Config   `json:"trace"`
+	reportHead
 	Rounds     int            `json:"rounds"`
 	LoadBefore string         `json:"load_before"`
 	LoadAfter  string         `json:"load_after"`
@@ -172,17 +157,14 @@ type remoteReport struct {
 var remoteStores = []string{storeCASFull, storeCASPostgres, storeCASS3}
 
 func runRemote(ctx context.Context, o options, stdout, stderr io.Writer) (err error) {
-	work := o.dir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "toolcas-remote-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(work)
+	work, removeWork, err := workDir(o.dir, "toolcas-remote-")
+	if err != nil {
+		return err
 	}
+	defer removeWork()
 	progress := func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 	start := time.Now()
-	rep := remoteReport{Command: o.command, Date: start.UTC().Truncate(time.Second), Machine: describeMachine(work),
-		Trace: trace.Config{Seed: o.seed, Runs: o.runs, Steps: o.steps, Zipf: o.zipf}, Rounds: o.rounds, LoadBefore: loadAverage()}
+	rep := remoteReport{reportHead: o.reportHead(start, work), Rounds: o.rounds, LoadBefore: loadAverage()}
 
 	progress("starting PostgreSQL and versitygw on the loopback interface…")
 	rs := &remoteServers{}
@@ -225,17 +207,7 @@ func runRemote(ctx context.Context, o options, stdout, stderr io.Writer) (err er
 	rep.LoadAfter = loadAverage()
 
 	if o.out != "" {
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
-			return err
-		}
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(o.out, "remote.json"), b, 0o644); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(o.out, "REMOTE.md"), []byte(remoteMarkdown(rep)), 0o644); err != nil {
+		if err := writeSection(o.out, "remote.json", rep, "REMOTE.md", remoteMarkdown(rep)); err != nil {
 			return err
 		}
 		progress("wrote %s", filepath.Join(o.out, "REMOTE.md"))
@@ -261,17 +233,12 @@ func remoteCopy(ctx context.Context, c copyConfig) ([]copyRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
-		step, ok, err := tr.Next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		if _, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results); err != nil {
-			return nil, err
-		}
+	err = eachStep(tr, func(step trace.Step) error {
+		_, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	remote, err := store.Open(ctx, c.To.Location, c.To.options(store.WithCreate(), store.WithCacheDir(filepath.Join(c.Dir, "cache")))...)
 	if err != nil {

@@ -184,9 +184,7 @@ func openStore(ctx context.Context, name, dir string) (hook.Store, func() error,
 // measures it.
 func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	res := replayResult{Store: c.Store, Trace: c.TraceTag}
-	var tr interface {
-		Next() (trace.Step, bool, error)
-	}
+	var tr stepSource
 	strategies := benchStrategies()
 	total := c.Trace.Runs * c.Trace.Steps
 	if c.RealTrace != "" {
@@ -265,22 +263,21 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 			return res, err
 		}
 	}
-	for c.Agents <= 1 {
-		step, ok, err := tr.Next()
+	if c.Agents <= 1 {
+		err := eachStep(tr, func(step trace.Step) error {
+			t0 := time.Now()
+			out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
+			took := time.Since(t0)
+			busy += took
+			if err != nil {
+				return err
+			}
+			account(step, out, took)
+			return nil
+		})
 		if err != nil {
 			return res, err
 		}
-		if !ok {
-			break
-		}
-		t0 := time.Now()
-		out, err := h.Offload(ctx, hook.Step{Run: step.Run, Number: step.Number}, step.Results)
-		took := time.Since(t0)
-		busy += took
-		if err != nil {
-			return res, err
-		}
-		account(step, out, took)
 	}
 	res.Seconds = busy.Seconds()
 	res.PerSecond = float64(res.Results) / res.Seconds
@@ -327,29 +324,44 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	return res, nil
 }
 
+// stepSource is a trace to replay: the synthetic one (trace.Trace) or a
+// real one (realTrace).
+type stepSource interface {
+	Next() (trace.Step, bool, error)
+}
+
+// eachStep calls f with each of tr's steps, in order, until tr ends or
+// either fails.
+func eachStep(tr stepSource, f func(trace.Step) error) error {
+	for {
+		step, ok, err := tr.Next()
+		if err != nil || !ok {
+			return err
+		}
+		if err := f(step); err != nil {
+			return err
+		}
+	}
+}
+
 // replayAgents replays a trace's runs with agents writing at once: each
 // agent replays a whole run, step by step, then takes the next run not yet
 // taken, in the trace's order. It returns the time from the first step to
 // the end of the last.
-func replayAgents(ctx context.Context, h *hook.Hook, tr interface {
-	Next() (trace.Step, bool, error)
-}, agents int, account func(trace.Step, []hook.Result, time.Duration)) (time.Duration, error) {
+func replayAgents(ctx context.Context, h *hook.Hook, tr stepSource, agents int, account func(trace.Step, []hook.Result, time.Duration)) (time.Duration, error) {
 	var (
 		order []string
 		runs  = map[string][]trace.Step{}
 	)
-	for {
-		step, ok, err := tr.Next()
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
+	err := eachStep(tr, func(step trace.Step) error {
 		if _, seen := runs[step.Run]; !seen {
 			order = append(order, step.Run)
 		}
 		runs[step.Run] = append(runs[step.Run], step)
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	next := make(chan []trace.Step, len(order))
 	for _, r := range order {
@@ -406,12 +418,9 @@ func replayAgents(ctx context.Context, h *hook.Hook, tr interface {
 // casFinish measures what only the CAS store does: per-tool dedup, verify
 // against plain hashing of the same bytes, and gc after pruning a run.
 func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
-	st, err := s.Stats(ctx, "")
+	st, err := statsByTool(ctx, s, res)
 	if err != nil {
 		return err
-	}
-	for _, t := range st.ByTool {
-		res.ByTool = append(res.ByTool, toolRow{Tool: t.Name, Parts: t.Parts, Logical: t.LogicalBytes, Stored: t.StoredBytes})
 	}
 	// BLAKE3 over the same files, read the same way, as the yardstick.
 	t0 := time.Now()
@@ -420,14 +429,9 @@ func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
 		return err
 	}
 	hashSecs := time.Since(t0).Seconds()
-	t0 = time.Now()
-	v, err := s.Verify(ctx, store.VerifyOptions{})
-	if err != nil {
+	if err := timeVerify(ctx, s, res); err != nil {
 		return err
 	}
-	res.VerifySeconds = time.Since(t0).Seconds()
-	res.VerifyOK = v.OK
-	res.VerifyMBps = float64(v.CheckedBytes) / 1e6 / res.VerifySeconds
 	res.HashMBps = float64(hashed) / 1e6 / hashSecs
 	if _, err := s.Prune(ctx, store.PruneOptions{Run: firstRun(st)}); err != nil {
 		return err
@@ -439,6 +443,35 @@ func casFinish(ctx context.Context, s *store.Store, res *replayResult) error {
 	}
 	res.GCSeconds = time.Since(t0).Seconds()
 	res.GCFreedBytes = g.FreedBytes
+	return nil
+}
+
+// statsByTool reads a CAS store's stats, after a replay, and adds its
+// tools' parts and bytes to res: what the store says it keeps, where the
+// other stores' rows are counted from the trace.
+func statsByTool(ctx context.Context, s *store.Store, res *replayResult) (store.Stats, error) {
+	st, err := s.Stats(ctx, "")
+	if err != nil {
+		return st, err
+	}
+	for _, t := range st.ByTool {
+		res.ByTool = append(res.ByTool, toolRow{Tool: t.Name, Parts: t.Parts, Logical: t.LogicalBytes, Stored: t.StoredBytes})
+	}
+	return st, nil
+}
+
+// timeVerify runs verify over a CAS store, which reads every blob and
+// hashes it, and sets in res its time, speed and whether it found the
+// store whole.
+func timeVerify(ctx context.Context, s *store.Store, res *replayResult) error {
+	t0 := time.Now()
+	v, err := s.Verify(ctx, store.VerifyOptions{})
+	if err != nil {
+		return err
+	}
+	res.VerifySeconds = time.Since(t0).Seconds()
+	res.VerifyOK = v.OK
+	res.VerifyMBps = float64(v.CheckedBytes) / 1e6 / res.VerifySeconds
 	return nil
 }
 

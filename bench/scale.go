@@ -68,6 +68,15 @@ type scaleSize struct {
 	Writer scaleOp `json:"writer_during_gc"`
 }
 
+// byOp returns the size's ops by name, for the tables' cells.
+func (sz scaleSize) byOp() map[string]scaleOp {
+	op := map[string]scaleOp{}
+	for _, o := range sz.Ops {
+		op[o.Op] = o
+	}
+	return op
+}
+
 // scaleReport is the scale section.
 type scaleReport struct {
 	Command    string      `json:"command"`
@@ -168,17 +177,23 @@ func runScale(ctx context.Context, run scaleRun, stdout io.Writer) error {
 	if run.out == "" {
 		return json.NewEncoder(stdout).Encode(rep)
 	}
-	if err := os.MkdirAll(run.out, 0o755); err != nil {
+	return writeSection(run.out, "scale.json", rep, "SCALE.md", scaleMarkdown(rep))
+}
+
+// writeSection writes a section's report into dir, made if need be: rep as
+// indented JSON into jsonName, for tools, and md into mdName, for readers.
+func writeSection(dir, jsonName string, rep any, mdName, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(run.out, "scale.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, jsonName), b, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(run.out, "SCALE.md"), []byte(scaleMarkdown(rep)), 0o644)
+	return os.WriteFile(filepath.Join(dir, mdName), []byte(md), 0o644)
 }
 
 // fillScale fills the store of n parts in dir. With reuse, the filled
@@ -463,28 +478,21 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 		}
 		r.Bytes = res.CheckedBytes
 		r.Detail = fmt.Sprintf("%d blobs, %s", res.Checked, mib(res.CheckedBytes))
-	case "index-check":
-		// SQLite's integrity check alone, as verify runs it beside the
-		// re-hashing.
-		problems, err := ix.IntegrityCheck(ctx)
+	case "index-check", "recount":
+		// SQLite's integrity check alone, or the recount of the counters
+		// behind stats alone, as verify runs each beside the re-hashing.
+		check, found, whole := ix.IntegrityCheck, "index check found damage", "no damage"
+		if c.Op == "recount" {
+			check, found, whole = ix.CountDrift, "recount found drift", "no drift"
+		}
+		problems, err := check(ctx)
 		if err != nil {
 			return r, err
 		}
 		if len(problems) > 0 {
-			return r, fmt.Errorf("index check found damage: %q", problems)
+			return r, fmt.Errorf("%s: %q", found, problems)
 		}
-		r.Detail = "no damage"
-	case "recount":
-		// The recount of the counters behind stats alone, as verify runs
-		// it beside the re-hashing.
-		drift, err := ix.CountDrift(ctx)
-		if err != nil {
-			return r, err
-		}
-		if len(drift) > 0 {
-			return r, fmt.Errorf("recount found drift: %q", drift)
-		}
-		r.Detail = "no drift"
+		r.Detail = whole
 	case "writer":
 		var lat []time.Duration
 		done := make(chan struct{})
@@ -546,10 +554,7 @@ func scaleMarkdown(rep scaleReport) string {
 	b.WriteString("| parts | fill | put p50 / p99 | ls --limit 50 | ls of a run | show (shared blob) | stats | gc --dry-run | prune a tenth | gc | writer during gc: p50 / p99 / max, > 100 ms | verify | BLAKE3 alone | verify / BLAKE3 speed |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, sz := range rep.Sizes {
-		op := map[string]scaleOp{}
-		for _, o := range sz.Ops {
-			op[o.Op] = o
-		}
+		op := sz.byOp()
 		cell := func(name string) string {
 			o := op[name]
 			return fmt.Sprintf("%s, %s", dur(o.Millis), mib(o.PeakKiB<<10))
@@ -594,10 +599,7 @@ func verifyMarkdown(rep scaleReport) string {
 	b.WriteString("| parts | verify | integrity check alone | recount alone | BLAKE3 alone | budget |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, sz := range rep.Sizes {
-		op := map[string]scaleOp{}
-		for _, o := range sz.Ops {
-			op[o.Op] = o
-		}
+		op := sz.byOp()
 		cell := func(name string) string {
 			o, ok := op[name]
 			if !ok {

@@ -157,6 +157,28 @@ func warmStore(dir string, n int) (func(), error) {
 	return func() { pool(); shard() }, err
 }
 
+// warmedBare returns the bare two-barrier write into the shard directories
+// of s (bareInShard), having warmed s with warmStore and n files, and what
+// removes them. Both the store and the bare write then write where
+// thousands of files were made before, as in a store in use (see warmDirs
+// and syncNoneRounds): the store's temp pool in blobs/, the bare write in
+// the shard directories.
+func warmedBare(s *store.Store, n int) (bare func(int) error, warmed func(), err error) {
+	warmed, err = warmStore(s.Dir(), n)
+	return func(i int) error { return bareInShard(s.Dir(), i, nil) }, warmed, err
+}
+
+// settled returns f followed by a wait for the work it left s to do in the
+// background (its temp pool filling again), so that the work is timed with
+// f rather than running while the other side of a turn is timed.
+func settled(s *store.Store, f func(int) error) func(int) error {
+	return func(i int) error {
+		err := f(i)
+		quiesce.Wait(s)
+		return err
+	}
+}
+
 // minMedian returns the least and the median of xs.
 func minMedian(xs []float64) (float64, float64) {
 	s := slices.Clone(xs)
@@ -169,6 +191,16 @@ func maxMedian(xs []float64) (float64, float64) {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)-1], s[len(s)/2]
+}
+
+// inverses returns 1/x for each x of xs: the speed-ups that ratios of
+// times are the inverses of.
+func inverses(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = 1 / x
+	}
+	return out
 }
 
 // ratioList shows each round's ratio.
@@ -214,11 +246,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if err != nil {
 			return nil, err
 		}
-		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
-		// Both write where thousands of files were made before, as in a
-		// store in use (see warmDirs and syncNoneRounds): the store's temp
-		// pool in blobs/, the bare write in the shard directories.
-		warmed, err := warmStore(s.Dir(), 15*n)
+		bare, warmed, err := warmedBare(s, 15*n)
 		defer warmed()
 		if err != nil {
 			s.Close()
@@ -227,11 +255,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// The store's temp pool fills again behind each step: that work is
 		// timed with the step, so that none of it runs while the bare write
 		// is timed, and the step pays for the file the bare write makes.
-		paid := func(i int) error {
-			err := step(h, "r", i, 16<<10)
-			quiesce.Wait(s)
-			return err
-		}
+		paid := settled(s, func(i int) error { return step(h, "r", i, 16<<10) })
 		b0 := s.Barriers()
 		ratios, stepT, bareT, err := turnRatios(rounds, n, paid, bare, nil)
 		barriers := float64(s.Barriers()-b0) / float64(rounds*n)
@@ -311,6 +335,9 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		if err != nil {
 			return nil, err
 		}
+		// The last block: its store closes as writePathTargets returns, on
+		// every path.
+		defer s.Close()
 		h, err := hook.New(s, always)
 		if err != nil {
 			return nil, err
@@ -341,36 +368,23 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			fourB += s.Barriers() - b0
 			return errorsJoin(errs)
 		}
-		// The temp pool fills again within each side's time.
-		settled := func(f func(int) error) func(int) error {
-			return func(i int) error {
-				err := f(i)
-				quiesce.Wait(s)
-				return err
-			}
-		}
 		// Writes share a barrier only while the machine holds little
 		// unwritten (the barrier would wait for all of it; see
 		// cas.BarrierUnwrittenMax), and the targets before this one leave
 		// tens of MiB: flushed first, so that the rounds start alike.
 		unwrittenBefore, _ := cas.UnwrittenBytes()
 		syscall.Sync()
-		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, settled(four), settled(alone), nil)
+		// The temp pool fills again within each side's time.
+		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, settled(s, four), settled(s, alone), nil)
 		if err != nil {
-			s.Close()
 			return nil, err
 		}
 		// The file system's own gain from writing at once: four bare
 		// two-barrier writes at once against four one after another, into
 		// the same shard directories.
-		bare := func(i int) error { return bareInShard(s.Dir(), i, nil) }
-		// Both write where thousands of files were made before, as in a
-		// store in use (see warmDirs and syncNoneRounds): the store's temp
-		// pool in blobs/, the bare write in the shard directories.
-		warmed, err := warmStore(s.Dir(), 15*n)
+		bare, warmed, err := warmedBare(s, 15*n)
 		defer warmed()
 		if err != nil {
-			s.Close()
 			return nil, err
 		}
 		bareFour := func(i int) error {
@@ -391,20 +405,12 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			return nil
 		}
 		bareRatios, _, _, err := turnRatios(rounds, n/2, bareFour, bareAlone, nil)
-		s.Close()
 		if err != nil {
 			return nil, err
 		}
-		bareSpeedups := make([]float64, len(bareRatios))
-		for i, r := range bareRatios {
-			bareSpeedups[i] = 1 / r
-		}
-		bareWorst, bareMed := minMedian(bareSpeedups)
+		bareWorst, bareMed := minMedian(inverses(bareRatios))
 		steps := float64(rounds * n / 2 * 4)
-		speedups := make([]float64, len(ratios))
-		for i, r := range ratios {
-			speedups[i] = 1 / r
-		}
+		speedups := inverses(ratios)
 		worst, med := minMedian(speedups)
 		perStep := float64(fourB) / steps
 		out = append(out, target{"4 runs at once in one process, durable, 16 KiB: barriers a step", "≤ 0.5",
@@ -515,11 +521,7 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	}
 	// The CAS store's temp pool fills again within its step's time.
 	ratios, dirT, casT, err := turnRatios(rounds, 5*n,
-		func(i int) error { return step(hd, "r", i, 4<<10) }, func(i int) error {
-			err := step(hc, "r", i, 4<<10)
-			quiesce.Wait(s)
-			return err
-		}, nil)
+		func(i int) error { return step(hd, "r", i, 4<<10) }, settled(s, func(i int) error { return step(hc, "r", i, 4<<10) }), nil)
 	if err != nil {
 		return "", 0, err
 	}
@@ -637,14 +639,11 @@ func errorsJoin(errs []error) error {
 // runWritePath measures only the write path's targets, in a child process
 // as the others are, and prints them with the machine's load.
 func runWritePath(ctx context.Context, o options, stdout io.Writer) error {
-	work := o.dir
-	if work == "" {
-		var err error
-		if work, err = os.MkdirTemp("", "toolcas-bench-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(work)
+	work, removeWork, err := workDir(o.dir, "toolcas-bench-")
+	if err != nil {
+		return err
 	}
+	defer removeWork()
 	load := loadAverage()
 	var ts []target
 	if err := runChild(ctx, "writepath", targetsConfig{Dir: filepath.Join(work, "write-path"), Quick: o.quick}, &ts); err != nil {

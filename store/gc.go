@@ -216,7 +216,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		return GCResult{}, err
 	}
 	if o.DryRun {
-		return p.dryRun(), nil
+		return p.DryRun(), nil
 	}
 	if err := fault(e, "gc:marked"); err != nil {
 		return GCResult{}, fmt.Errorf("gc: sweep (nothing deleted): %w", err)
@@ -336,8 +336,9 @@ func (p *GCPlan) unused(b GCBlob) {
 	}
 }
 
-// dryRun is what GC reports of the plan on a dry run.
-func (p *GCPlan) dryRun() GCResult {
+// DryRun is what GC reports of the plan on a dry run: what it would
+// remove.
+func (p *GCPlan) DryRun() GCResult {
 	res := GCResult{DryRun: true, KeptYoung: len(p.Young), Removed: []cas.Blob{}}
 	for _, b := range p.Remove {
 		if b.Pack != "" {

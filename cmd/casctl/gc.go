@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,16 +78,21 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 			defer bar.Finish()
 		}
 	}
-	res, err := s.GC(ctx, opts)
-	if errors.Is(err, store.ErrMissingBlobs) {
-		return fail("gc", fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Location())))
+	if o.dryRun {
+		plan, err := s.PlanGC(ctx, opts)
+		if err != nil {
+			return fail("gc", missingHint(s, err))
+		}
+		return printPlan(g.stdout, plan, o.json)
 	}
+	res, err := s.GC(ctx, opts)
 	if err != nil {
-		return fail("gc", err)
+		return fail("gc", missingHint(s, err))
 	}
 	var packed store.PackResult
-	if o.packOver > 0 && !o.dryRun && !s.Remote() { // packs are local-only
-		if packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: store.DefaultPackAge}); err != nil {
+	if o.packOver > 0 {
+		packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: store.DefaultPackAge})
+		if err != nil && !errors.Is(err, store.ErrLocalOnly) { // packs are local-only
 			return fail("gc", err)
 		}
 	}
@@ -94,21 +100,125 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 		return writeJSON(g.stdout, gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, res.DryRun,
 			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, packed.Blobs})
 	}
-	verb := "removed"
-	if res.DryRun {
-		verb = "would remove"
-	}
-	fmt.Fprintf(g.stdout, "%s %d blobs (%s) and %d temp files; kept %d unused blobs younger than %s\n",
-		verb, res.RemovedBlobs, size(res.FreedBytes), res.RemovedTemp, res.KeptYoung, fmtDuration(o.grace))
-	if p := res.Packs; p.Rewritten+p.Dropped > 0 {
-		fmt.Fprintf(g.stdout, "packs: %s %d and rewrote %d, freeing %s\n", verb, p.Dropped, p.Rewritten, size(p.FreedBytes))
-	}
-	if res.UnusedPacked > 0 && res.Packs.Rewritten+res.Packs.Dropped == 0 {
-		fmt.Fprintf(g.stdout, "%d unused blobs (%s) stay in packs until more than half of a pack is unused\n",
-			res.UnusedPacked, size(res.UnusedPackedBytes))
-	}
+	printResult(g.stdout, res, o.grace)
 	if packed.Blobs > 0 {
 		fmt.Fprintf(g.stdout, "packed %d cold blobs (%s) into %s\n", packed.Blobs, size(packed.RawBytes), size(packed.PackBytes))
 	}
 	return nil
+}
+
+// missingHint adds to gc's refusal over missing blobs the command that
+// names the keys lost.
+func missingHint(s *store.Store, err error) error {
+	if !errors.Is(err, store.ErrMissingBlobs) {
+		return err
+	}
+	return fmt.Errorf("%w\n  casctl --store %s repair --dry-run   shows the keys lost", err, shellQuote(s.Location()))
+}
+
+// printResult says what gc removed, or would remove.
+func printResult(w io.Writer, res store.GCResult, grace time.Duration) {
+	verb := "removed"
+	if res.DryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(w, "%s %s (%s) and %s; kept %s younger than %s\n",
+		verb, plural(res.RemovedBlobs, "blob"), size(res.FreedBytes), plural(res.RemovedTemp, "temp file"),
+		plural(res.KeptYoung, "unused blob"), fmtDuration(grace))
+	if p := res.Packs; p.Rewritten+p.Dropped > 0 {
+		fmt.Fprintf(w, "packs: %s %d and rewrote %d, freeing %s\n", verb, p.Dropped, p.Rewritten, size(p.FreedBytes))
+	}
+	if res.UnusedPacked > 0 && res.Packs.Rewritten+res.Packs.Dropped == 0 {
+		verb := "stay"
+		if res.UnusedPacked == 1 {
+			verb = "stays"
+		}
+		fmt.Fprintf(w, "%s (%s) %s in packs until more than half of a pack is unused\n",
+			plural(res.UnusedPacked, "unused blob"), size(res.UnusedPackedBytes), verb)
+	}
+}
+
+// planShown is how many blobs of each list a dry run prints; --json
+// prints them all.
+const planShown = 20
+
+// gcPlanJSON is gc --dry-run --json: gc's figures, then its plan.
+type gcPlanJSON struct {
+	gcJSON
+	Plan planJSON `json:"plan"`
+}
+
+type planJSON struct {
+	Grace   string         `json:"grace"`
+	Remove  []planBlobJSON `json:"remove"`
+	Young   []planBlobJSON `json:"young"`
+	Missing []string       `json:"missing"`
+	Stale   []string       `json:"stale_rows"`
+	Temps   []string       `json:"temps"`
+	Packs   []planPackJSON `json:"packs"`
+}
+
+type planBlobJSON struct {
+	Blob    string    `json:"blob"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+	Pack    string    `json:"pack,omitempty"`
+	Reason  string    `json:"reason"`
+}
+
+type planPackJSON struct {
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+	Size      int64  `json:"size"`
+	DeadBytes int64  `json:"dead_bytes"`
+	RawBytes  int64  `json:"raw_bytes"`
+}
+
+// printPlan prints what gc would do and why: its figures, then the blobs
+// it would remove, those it keeps as young, and what it would do to packs.
+func printPlan(w io.Writer, p *store.GCPlan, asJSON bool) error {
+	res := p.DryRun()
+	if asJSON {
+		out := gcPlanJSON{gcJSON: gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, true,
+			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, 0},
+			Plan: planJSON{Grace: fmtDuration(p.Grace), Remove: planBlobs(p.Remove), Young: planBlobs(p.Young),
+				Missing: names(p.Missing), Stale: names(p.StaleRows), Temps: []string{}, Packs: []planPackJSON{}}}
+		for _, t := range p.Temps {
+			out.Plan.Temps = append(out.Plan.Temps, t.Path)
+		}
+		for _, g := range p.Packs {
+			out.Plan.Packs = append(out.Plan.Packs, planPackJSON{g.Name, g.Action.String(), g.Size, g.DeadBytes, g.RawBytes})
+		}
+		return writeJSON(w, out)
+	}
+	printResult(w, res, p.Grace)
+	listBlobs := func(title string, bs []store.GCBlob) {
+		if len(bs) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		t := table(w)
+		fmt.Fprintln(t, "BLOB\tSIZE\tSTORED\tWHY")
+		for _, b := range bs[:min(len(bs), planShown)] {
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", b.Blob, size(b.Size), b.ModTime.UTC().Format(time.RFC3339), b.Reason)
+		}
+		t.Flush()
+		if len(bs) > planShown {
+			fmt.Fprintf(w, "… and %d more (--json lists them all)\n", len(bs)-planShown)
+		}
+	}
+	listBlobs("would remove", p.Remove)
+	listBlobs("keeps, younger than "+fmtDuration(p.Grace), p.Young)
+	for _, g := range p.Packs {
+		fmt.Fprintf(w, "pack %s: would %s (%s, %s of %s unused)\n", g.Name, g.Action, size(g.Size), size(g.DeadBytes), size(g.RawBytes))
+	}
+	return nil
+}
+
+func planBlobs(bs []store.GCBlob) []planBlobJSON {
+	out := make([]planBlobJSON, len(bs))
+	for i, b := range bs {
+		out[i] = planBlobJSON{b.Blob.String(), b.Size, b.ModTime.UTC(), b.Pack, b.Reason.String()}
+	}
+	return out
 }
