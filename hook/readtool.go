@@ -108,43 +108,52 @@ func (t *ReadTool) Name() string { return t.name }
 // description and JSON Schema of its parameters, ready to register with any
 // LLM API.
 func (t *ReadTool) Schema() json.RawMessage {
-	schema := map[string]any{
-		"name": t.name,
-		"description": "Read back a tool result that was offloaded from the conversation. " +
-			"Give the key or path from the pointer ('Tool result offloaded to ...'). " +
-			"Text comes back as numbered lines, a page at a time: use offset and limit to page, " +
-			"and pattern to get only the lines matching a regular expression. " +
-			"A page holds at most " + strconv.Itoa(t.maxBytes) + " bytes: a longer line is cut, and the page says how to read on with byte_offset. " +
-			"Images and files come back as they are, with their MIME type.",
-		"parameters": map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"ref": map[string]any{
-					"type":        "string",
-					"description": "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>.",
-				},
-				"offset": map[string]any{
-					"type": "integer", "minimum": 0,
-					"description": "Lines to skip (matching lines, with pattern). Default 0.",
-				},
-				"limit": map[string]any{
-					"type": "integer", "minimum": 1, "maximum": MaxReadLimit,
-					"description": fmt.Sprintf("Lines to return. Default %d.", DefaultReadLimit),
-				},
-				"pattern": map[string]any{
-					"type":        "string",
-					"description": "Regular expression (RE2); only matching lines are returned, with their numbers.",
-				},
-				"byte_offset": map[string]any{
-					"type": "integer", "minimum": 0,
-					"description": "Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.",
-				},
+	b, _ := json.MarshalIndent(map[string]any{
+		"name": t.name, "description": t.Description(), "parameters": json.RawMessage(t.Parameters()),
+	}, "", "  ")
+	return b
+}
+
+// Description tells the model what the tool does, as Schema does.
+func (t *ReadTool) Description() string {
+	return "Read back a tool result that was offloaded from the conversation. " +
+		"Give the key or path from the pointer ('Tool result offloaded to ...'). " +
+		"Text comes back as numbered lines, a page at a time: use offset and limit to page, " +
+		"and pattern to get only the lines matching a regular expression. " +
+		"A page holds at most " + strconv.Itoa(t.maxBytes) + " bytes: a longer line is cut, and the page says how to read on with byte_offset. " +
+		"Images and files come back as they are, with their MIME type."
+}
+
+// Parameters returns the JSON Schema of the tool's arguments, as Schema
+// does, for a framework that takes a tool's parts apart.
+func (t *ReadTool) Parameters() json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"ref": map[string]any{
+				"type":        "string",
+				"description": "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>.",
 			},
-			"required":             []string{"ref"},
-			"additionalProperties": false,
+			"offset": map[string]any{
+				"type": "integer", "minimum": 0,
+				"description": "Lines to skip (matching lines, with pattern). Default 0.",
+			},
+			"limit": map[string]any{
+				"type": "integer", "minimum": 1, "maximum": MaxReadLimit,
+				"description": fmt.Sprintf("Lines to return. Default %d.", DefaultReadLimit),
+			},
+			"pattern": map[string]any{
+				"type":        "string",
+				"description": "Regular expression (RE2); only matching lines are returned, with their numbers.",
+			},
+			"byte_offset": map[string]any{
+				"type": "integer", "minimum": 0,
+				"description": "Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.",
+			},
 		},
-	}
-	b, _ := json.MarshalIndent(schema, "", "  ")
+		"required":             []string{"ref"},
+		"additionalProperties": false,
+	})
 	return b
 }
 

@@ -31,12 +31,15 @@ type blobRow struct {
 	VerifiedAt     *int64 `db:"verified_at"`
 }
 
+// row returns the BlobRow the row read says, or an error for a damaged
+// row.
 func (r blobRow) row() (BlobRow, error) {
-	if len(r.Digest) != cas.DigestSize {
-		return BlobRow{}, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
+	d, err := digestOf(r.Digest)
+	if err != nil {
+		return BlobRow{}, err
 	}
 	row := BlobRow{
-		Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
+		Blob: cas.Blob{Digest: d, Ext: r.Ext}, Size: r.Size,
 		FirstStored: time.Unix(0, r.FirstStored), LastReferenced: time.Unix(0, r.LastReferenced), Parts: r.Parts,
 	}
 	if r.VerifiedAt != nil {
@@ -45,20 +48,13 @@ func (r blobRow) row() (BlobRow, error) {
 	return row, nil
 }
 
+// blobRows reads the blob rows q gives, in a read retried while busy.
 func (x *Index) blobRows(ctx context.Context, q string, args ...any) ([]BlobRow, error) {
-	var rows []blobRow
-	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
+	rows, err := selectRows[blobRow](ctx, x, q, args...)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]BlobRow, 0, len(rows))
-	for _, r := range rows {
-		b, err := r.row()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return convertRows(rows, blobRow.row)
 }
 
 // ReferencedBlobs returns every blob that at least one part uses, with the

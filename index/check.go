@@ -17,16 +17,19 @@ func (x *Index) QuickCheck(ctx context.Context) ([]string, error) {
 	if x.pg {
 		return x.IntegrityCheck(ctx)
 	}
-	var lines []string
-	err := x.read(ctx, func() error {
-		lines = nil
-		return x.db.SelectContext(ctx, &lines, `PRAGMA quick_check`)
-	})
+	lines, err := x.pragmaCheck(ctx, `PRAGMA quick_check`)
 	if err != nil {
 		return nil, fmt.Errorf("quick check: %w", err)
 	}
-	if len(lines) == 1 && lines[0] == "ok" {
-		return nil, nil
+	return lines, nil
+}
+
+// pragmaCheck runs q, SQLite's integrity_check or quick_check, and returns
+// the lines of what it found wrong: none when its one line is "ok".
+func (x *Index) pragmaCheck(ctx context.Context, q string) ([]string, error) {
+	lines, err := selectRows[string](ctx, x, q)
+	if err != nil || len(lines) == 1 && lines[0] == "ok" {
+		return nil, err
 	}
 	return lines, nil
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // The counters behind Stats live in the counts and unused_blobs tables and
@@ -23,11 +25,6 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := x.read(ctx, func() error {
 		s = Stats{}
-		rows, err := x.db.QueryContext(ctx, countedStatsSQL)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
 		tools, runs := map[string]*GroupStats{}, map[string]*GroupStats{}
 		add := func(m map[string]*GroupStats, name string, parts, logical, stored int64, first, last sql.NullInt64) {
 			g := m[name]
@@ -49,7 +46,7 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 				g.Last = l
 			}
 		}
-		for rows.Next() {
+		err := queryRows(ctx, x.db, countedStatsSQL, nil, func(rows *sql.Rows) error {
 			var run, tool string
 			var parts, logical, blobs, stored, packedBlobs, packed int64
 			var first, last sql.NullInt64
@@ -64,11 +61,11 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 			s.PackedBytes += packed
 			add(tools, tool, parts, logical, stored, first, last)
 			add(runs, run, parts, logical, stored, first, last)
-		}
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		rows.Close()
 		// A group whose parts are all gone may still count blobs that
 		// other groups use: they stay in the totals, the group does not.
 		for _, m := range []map[string]*GroupStats{tools, runs} {
@@ -265,14 +262,10 @@ const countedBlobsSQL = `SELECT counted_in, count(*) AS n, sum(size) AS bytes,
 // index. It reads every part and blob row, in one read transaction.
 func (x *Index) CountDrift(ctx context.Context) ([]string, error) {
 	var lines []string
-	err := x.read(ctx, func() error {
-		// One transaction: every check reads the same snapshot, whatever
-		// writers commit meanwhile.
-		tx, err := x.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	// One transaction: every check reads the same snapshot, whatever
+	// writers commit meanwhile.
+	err := x.readTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
 		lines, err = drift(ctx, tx)
 		return err
 	})

@@ -22,11 +22,7 @@ const gcUnlockTimeout = 10 * time.Second
 
 // GCLock is the index's gc lock, held until Release. See AcquireGCLock.
 type GCLock struct {
-	x    *Index
-	conn *sql.Conn // nil on SQLite
-
-	once sync.Once
-	err  error
+	sessionLock
 }
 
 // lockGC takes the index's gc lock, as AcquireGCLock does, and returns the
@@ -50,7 +46,7 @@ func (x *Index) lockGC(ctx context.Context) (release func() error, err error) {
 // and Held and Release do nothing.
 func (x *Index) AcquireGCLock(ctx context.Context) (*GCLock, error) {
 	if !x.pg {
-		return &GCLock{x: x}, nil
+		return &GCLock{sessionLock{x: x}}, nil
 	}
 	conn, err := x.db.Conn(ctx)
 	if err != nil {
@@ -65,7 +61,7 @@ func (x *Index) AcquireGCLock(ctx context.Context) (*GCLock, error) {
 		conn.Close()
 		return nil, fmt.Errorf("%w on %s", ErrGCRunning, x.path)
 	}
-	return &GCLock{x: x, conn: conn}, nil
+	return &GCLock{sessionLock{x: x, conn: conn}}, nil
 }
 
 // Held returns nil when the lock is still held, ErrGCLockLost (or the
@@ -74,11 +70,7 @@ func (l *GCLock) Held(ctx context.Context) error {
 	if l.conn == nil {
 		return nil
 	}
-	var held bool
-	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`,
-		l.x.lockKey(gcLockKey)>>32, l.x.lockKey(gcLockKey)&0xffffffff).Scan(&held)
+	held, err := l.holds(ctx, l.x.lockKey(gcLockKey), "")
 	switch {
 	case err != nil && errors.Is(err, sql.ErrConnDone):
 		return fmt.Errorf("%w on %s: released", ErrGCLockLost, l.x.path)
@@ -97,26 +89,88 @@ func (l *GCLock) Held(ctx context.Context) error {
 // connection is dropped rather than returned to the pool, which ends its
 // session and with it any lock it still held.
 func (l *GCLock) Release() error {
-	if l.conn == nil {
+	return l.release(`SELECT pg_advisory_unlock(?)`, l.x.lockKey(gcLockKey), "unlock gc",
+		fmt.Errorf("unlock gc: %w on %s", ErrGCLockLost, l.x.path))
+}
+
+// sessionLock is what GCLock, BlobLease and SweepLock share: an advisory
+// lock that a PostgreSQL session of its own holds, on conn, until it is
+// released, once, or the session ends. On SQLite conn is nil and nothing
+// is held.
+type sessionLock struct {
+	x    *Index
+	conn *sql.Conn // nil on SQLite
+
+	once sync.Once
+	err  error
+}
+
+// heldSQL is the query of whether the backend pid (an expression:
+// pg_backend_pid() for the asking session's own) holds the advisory lock
+// whose key's halves are its last two parameters, in mode when mode is not
+// empty, as pg_locks shows it.
+func heldSQL(pid, mode string) string {
+	q := `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = ` + pid + ` AND granted`
+	if mode != "" {
+		q += ` AND mode = '` + mode + `'`
+	}
+	return q + `
+		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`
+}
+
+// holds reports whether the lock's session holds the advisory lock key, in
+// mode when mode is not empty.
+func (s *sessionLock) holds(ctx context.Context, key int64, mode string) (bool, error) {
+	var held bool
+	err := s.conn.QueryRowContext(ctx, heldSQL("pg_backend_pid()", mode), key>>32, key&0xffffffff).Scan(&held)
+	return held, err
+}
+
+// heldOr is Held for a lock lost only with its session: nil while the
+// session holds key (in mode), an error wrapping lost once it does not, or
+// cannot say.
+func (s *sessionLock) heldOr(ctx context.Context, key int64, mode string, lost error) error {
+	if s.conn == nil {
 		return nil
 	}
-	l.once.Do(func() {
+	held, err := s.holds(ctx, key, mode)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w on %s: %w", lost, s.x.path, s.x.connError(err))
+	case !held:
+		return fmt.Errorf("%w on %s", lost, s.x.path)
+	}
+	return nil
+}
+
+// release runs q, which releases the advisory lock key, on the lock's
+// session, once, and returns its connection to the pool; when the server
+// does not answer in time, or says the lock was not held, it drops the
+// connection instead, which ends the session and with it any lock it still
+// held. It returns, then and at every later call, the error, which begins
+// with what, or notHeld.
+func (s *sessionLock) release(q string, key int64, what string, notHeld error) error {
+	if s.conn == nil {
+		return nil
+	}
+	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), gcUnlockTimeout)
 		defer cancel()
 		var ok bool
-		err := l.conn.QueryRowContext(ctx, `SELECT pg_advisory_unlock(?)`, l.x.lockKey(gcLockKey)).Scan(&ok)
+		err := s.conn.QueryRowContext(ctx, q, key).Scan(&ok)
 		switch {
 		case err != nil:
-			dropConn(l.conn)
-			l.err = fmt.Errorf("unlock gc: %w", l.x.connError(err))
+			dropConn(s.conn)
+			s.err = fmt.Errorf("%s: %w", what, s.x.connError(err))
 		case !ok:
-			dropConn(l.conn)
-			l.err = fmt.Errorf("unlock gc: %w on %s", ErrGCLockLost, l.x.path)
+			dropConn(s.conn)
+			s.err = notHeld
 		default:
-			l.err = l.conn.Close()
+			s.err = s.conn.Close()
 		}
 	})
-	return l.err
+	return s.err
 }
 
 // dropConn closes conn's physical connection instead of returning it to

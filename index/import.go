@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // ErrImportConflict is returned by CheckImport and Import when the index
@@ -37,11 +39,7 @@ func (x *Index) PartsByBlob(ctx context.Context, after Cursor, limit int) ([]Par
 	if limit <= 0 {
 		return nil, after, fmt.Errorf("parts by blob: limit %d", limit)
 	}
-	var rows []exportRow
-	err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, partsByBlobSQL, after.blob, after.run, after.id, limit)
-	})
+	rows, err := selectRows[exportRow](ctx, x, partsByBlobSQL, after.blob, after.run, after.id, limit)
 	if err != nil {
 		return nil, after, fmt.Errorf("parts by blob: %w", err)
 	}
@@ -67,11 +65,7 @@ const partAtSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON b.id 
 // ErrNotFound.
 func (x *Index) PartAt(ctx context.Context, run, key string, n int) (Part, error) {
 	prefix, rest := splitKey(key)
-	var rows []partRow
-	err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, partAtSQL, run, prefix, rest, n)
-	})
+	rows, err := selectRows[partRow](ctx, x, partAtSQL, run, prefix, rest, n)
 	if err != nil {
 		return Part{}, fmt.Errorf("%s@%d: %w", clip(key), n, err)
 	}
@@ -160,12 +154,8 @@ type sqlQueryer interface {
 // wrapping ErrImportConflict that names it. It writes nothing.
 func (x *Index) CheckImport(ctx context.Context, ps []Part) ([]bool, error) {
 	out := make([]bool, len(ps))
-	err := x.read(ctx, func() error {
-		tx, err := x.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
+	err := x.readTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
 		for i, p := range ps {
 			if out[i], err = importState(ctx, tx, p); err != nil {
 				return err

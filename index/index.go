@@ -140,10 +140,7 @@ func WithDurability(d cas.Durability) Option {
 // killed loses nothing, but a power cut or an operating system crash may
 // lose the transactions committed since the last checkpoint.
 func RecentKeysMayBeLostOnPowerCut() Option {
-	return func(c *config) error {
-		c.recentMayBeLost = true
-		return nil
-	}
+	return setting(func(c *config) { c.recentMayBeLost = true })
 }
 
 // WithClock replaces the clock that stamps rows, for tests of ages.
@@ -178,8 +175,14 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 // default_transaction_read_only. Nothing is created or migrated; a database
 // whose schema is older than this build's gives ErrOlderSchema.
 func ReadOnly() Option {
+	return setting(func(c *config) { c.readOnly = true })
+}
+
+// setting returns the Option that makes the change set, for an option
+// that takes no value and so cannot be wrong.
+func setting(set func(*config)) Option {
 	return func(c *config) error {
-		c.readOnly = true
+		set(c)
 		return nil
 	}
 }
@@ -238,15 +241,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	db.SetConnMaxIdleTime(time.Minute)
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor,
 		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
-	if err := x.migrate(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := x.prepare(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return x, nil
+	return x.ready(ctx, x.migrate)
 }
 
 // pageSize is the page size of a new index database. Every page a write
@@ -294,12 +289,19 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
-	if err := x.checkVersion(ctx); err != nil {
-		db.Close()
+	return x.ready(ctx, x.checkVersion)
+}
+
+// ready readies x, whose SQLite database was just opened, for use: schema
+// migrates the database, or checks that it needs no migration, and the
+// statements are prepared. Should either fail, it closes the database.
+func (x *Index) ready(ctx context.Context, schema func(context.Context) error) (*Index, error) {
+	if err := schema(ctx); err != nil {
+		x.db.Close()
 		return nil, err
 	}
 	if err := x.prepare(ctx); err != nil {
-		db.Close()
+		x.db.Close()
 		return nil, err
 	}
 	return x, nil
@@ -308,27 +310,36 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 // checkVersion makes sure the database's schema is this build's, for an
 // index opened without the right to migrate it.
 func (x *Index) checkVersion(ctx context.Context) error {
-	p, err := x.provider()
+	_, current, latest, err := x.versions(ctx)
 	if err != nil {
 		return err
 	}
-	sources := p.ListSources()
-	latest := sources[len(sources)-1].Version
-	current, err := x.dbVersion(ctx)
-	switch {
-	case err != nil:
-	case current > latest:
-		err = fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
-			ErrNewerSchema, x.path, current, latest)
-	case current < latest:
-		err = fmt.Errorf("%w: %s has schema version %d and needs migrating to %d, which takes write access: run any command that writes (casctl gc --dry-run, say) once with write access",
+	if current < latest {
+		return fmt.Errorf("%w: %s has schema version %d and needs migrating to %d, which takes write access: run any command that writes (casctl gc --dry-run, say) once with write access",
 			ErrOlderSchema, x.path, current, latest)
-	}
-	if err != nil {
-		return err
 	}
 	x.version = latest
 	return nil
+}
+
+// versions returns the migrations of the index's database (see provider),
+// the database's schema version and the latest this build knows, which
+// Open migrates it to or, read-only, wants it at. A database whose
+// version is newer than this build's is ErrNewerSchema.
+func (x *Index) versions(ctx context.Context) (p *goose.Provider, current, latest int64, err error) {
+	if p, err = x.provider(); err != nil {
+		return nil, 0, 0, err
+	}
+	sources := p.ListSources()
+	latest = sources[len(sources)-1].Version
+	if current, err = x.dbVersion(ctx); err != nil {
+		return nil, 0, 0, err
+	}
+	if current > latest {
+		return nil, 0, 0, fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
+			ErrNewerSchema, x.path, current, latest)
+	}
+	return p, current, latest, nil
 }
 
 // provider loads the migrations of the index's database: SQLite's, or their
@@ -442,38 +453,23 @@ func uriPath(p string) string {
 // SQLite under an exclusive file lock, on PostgreSQL under goose's session
 // advisory lock.
 func (x *Index) migrate(ctx context.Context) error {
-	p, err := x.provider()
+	p, current, latest, err := x.versions(ctx)
 	if err != nil {
 		return err
 	}
-	sources := p.ListSources()
-	latest := sources[len(sources)-1].Version
-	current, err := x.dbVersion(ctx)
-	if err != nil {
-		return err
-	}
-	if current > latest {
-		return fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
-			ErrNewerSchema, x.path, current, latest)
-	}
-	if current < latest && x.pg {
-		// goose holds its advisory lock while it migrates, and looks at the
-		// version again once it has it. Each migration is a transaction of
-		// its own: one that waited too long for a reader's lock (55P03) is
-		// rolled back alone, and Up, tried again, resumes there.
-		err := retryBusy(ctx, x.retry, func() error {
-			_, err := p.Up(ctx)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migrate %s from version %d to %d: %w", x.path, current, latest, err)
+	if current < latest {
+		// On PostgreSQL goose holds its advisory lock while it migrates,
+		// and looks at the version again once it has it. Each migration is
+		// a transaction of its own: one that waited too long for a reader's
+		// lock (55P03) is rolled back alone, and Up, tried again, resumes
+		// there.
+		if !x.pg {
+			lk := flock.New(x.path + "-migrate.lock")
+			if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("lock %s for migration: %w", x.path, err)
+			}
+			defer lk.Unlock()
 		}
-	} else if current < latest {
-		lk := flock.New(x.path + "-migrate.lock")
-		if _, err := lk.TryLockContext(ctx, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("lock %s for migration: %w", x.path, err)
-		}
-		defer lk.Unlock()
 		err := retryBusy(ctx, x.retry, func() error {
 			_, err := p.Up(ctx)
 			return err
@@ -613,16 +609,25 @@ func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
-		t := time.NewTimer(wait/2 + rand.N(wait))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, wait/2+rand.N(wait)); err != nil {
+			return err
 		}
 		if wait < 100*time.Millisecond {
 			wait *= 2
 		}
+	}
+}
+
+// sleep waits for d, or until ctx ends, when it returns ctx's error: the
+// pause of a loop that tries again.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -637,16 +642,9 @@ func (x *Index) IntegrityCheck(ctx context.Context) ([]string, error) {
 		}
 		return nil, nil
 	}
-	var lines []string
-	err := x.read(ctx, func() error {
-		lines = nil
-		return x.db.SelectContext(ctx, &lines, `PRAGMA integrity_check`)
-	})
+	lines, err := x.pragmaCheck(ctx, `PRAGMA integrity_check`)
 	if err != nil {
 		return nil, fmt.Errorf("integrity check: %w", err)
-	}
-	if len(lines) == 1 && lines[0] == "ok" {
-		return nil, nil
 	}
 	return lines, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -51,13 +50,9 @@ var ErrSweepBusy = errors.New("sweep lock busy")
 // (see SweepLock.DeleteUnreferenced); AcquireBlobLease waits for the fence
 // to pass before it returns.
 type BlobLease struct {
-	x    *Index
-	conn *sql.Conn // nil on SQLite
-	key  int64
-	pid  int64 // the lease's backend
-
-	once sync.Once
-	err  error
+	sessionLock
+	key int64
+	pid int64 // the lease's backend
 }
 
 // AcquireBlobLease takes a BlobLease, waiting while gc deletes a batch,
@@ -69,7 +64,7 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
 	}
-	l := &BlobLease{x: x, key: x.lockKey(sweepLockKey)}
+	l := &BlobLease{sessionLock: sessionLock{x: x}, key: x.lockKey(sweepLockKey)}
 	var left int64
 	// blob_lease (migration 00007) takes the lock and reads the fence in
 	// one round trip.
@@ -93,13 +88,9 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 			return nil, fmt.Errorf("blob lease: %w: a gc that lost its sweep lock mid-sweep fences writes off for %v more, past the write's wait of %v on %s",
 				ErrSweepBusy, d.Round(time.Millisecond), wait, x.path)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if err := sleep(ctx, d); err != nil {
 			l.Release()
-			return nil, ctx.Err()
+			return nil, err
 		}
 		err := conn.QueryRowContext(ctx, `SELECT
 			COALESCE((SELECT until_us FROM sweep_fence WHERE id = 1), 0) - (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`).Scan(&left)
@@ -114,31 +105,14 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 // Held returns nil while the lease holds, and an error wrapping
 // ErrLeaseLost once its session has ended.
 func (l *BlobLease) Held(ctx context.Context) error {
-	if l.conn == nil {
-		return nil
-	}
-	var held bool
-	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, l.key>>32, l.key&0xffffffff).Scan(&held)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w on %s: %w", ErrLeaseLost, l.x.path, l.x.connError(err))
-	case !held:
-		return fmt.Errorf("%w on %s", ErrLeaseLost, l.x.path)
-	}
-	return nil
+	return l.heldOr(ctx, l.key, "", ErrLeaseLost)
 }
 
 // Release ends the lease; calling it again does nothing. A release the
 // server does not answer drops the connection, which ends the lease as
 // surely.
 func (l *BlobLease) Release() error {
-	if l.conn == nil {
-		return nil
-	}
-	l.once.Do(func() { l.err = l.x.advisoryUnlock(l.conn, `SELECT pg_advisory_unlock_shared(?)`) })
-	return l.err
+	return l.releaseSweep(`SELECT pg_advisory_unlock_shared(?)`)
 }
 
 type leaseKey struct{}
@@ -160,9 +134,7 @@ func checkBlobLease(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	var held bool
-	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND pid = ? AND granted AND mode = 'ShareLock'
-		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, l.pid, l.key>>32, l.key&0xffffffff).Scan(&held)
+	err := tx.QueryRowContext(ctx, heldSQL("?", "ShareLock"), l.pid, l.key>>32, l.key&0xffffffff).Scan(&held)
 	switch {
 	case err != nil:
 		return err
@@ -175,12 +147,8 @@ func checkBlobLease(ctx context.Context, tx *sql.Tx) error {
 // SweepLock is gc's exclusive hold on the sweep lock: while it is held no
 // writer holds a BlobLease. See BlobLease.
 type SweepLock struct {
-	x     *Index
-	conn  *sql.Conn // nil on SQLite
-	fence int64     // the sweep fence this lock set, 0 if none
-
-	once sync.Once
-	err  error
+	sessionLock
+	fence int64 // the sweep fence this lock set, 0 if none
 }
 
 // AcquireSweepLock takes the sweep lock exclusively, trying again with a
@@ -190,7 +158,7 @@ type SweepLock struct {
 // hold up every writer asking for a lease behind it.
 func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*SweepLock, error) {
 	if !x.pg {
-		return &SweepLock{x: x}, nil
+		return &SweepLock{sessionLock: sessionLock{x: x}}, nil
 	}
 	var deadline time.Time
 	if wait > 0 {
@@ -210,7 +178,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 				break
 			}
 			if ok {
-				return &SweepLock{x: x, conn: conn}, nil
+				return &SweepLock{sessionLock: sessionLock{x: x, conn: conn}}, nil
 			}
 			if x.sweepTried != nil {
 				x.sweepTried()
@@ -219,13 +187,9 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 				conn.Close()
 				return nil, fmt.Errorf("sweep lock: %w: gc waited %v for the writes holding blob leases to commit on %s", ErrSweepBusy, wait, x.path)
 			}
-			t := time.NewTimer(pause/2 + rand.N(pause))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if err := sleep(ctx, pause/2+rand.N(pause)); err != nil {
 				conn.Close()
-				return nil, ctx.Err()
+				return nil, err
 			}
 			pause = min(2*pause, 100*time.Millisecond)
 		}
@@ -244,21 +208,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 // Held returns nil while the sweep lock is held, and an error wrapping
 // ErrSweepLockLost once its session has ended.
 func (l *SweepLock) Held(ctx context.Context) error {
-	if l.conn == nil {
-		return nil
-	}
-	key := l.x.lockKey(sweepLockKey)
-	var held bool
-	err := l.conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND mode = 'ExclusiveLock'
-		AND classid::bigint = ? AND objid::bigint = ? AND objsubid = 1)`, key>>32, key&0xffffffff).Scan(&held)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w on %s: %w", ErrSweepLockLost, l.x.path, l.x.connError(err))
-	case !held:
-		return fmt.Errorf("%w on %s", ErrSweepLockLost, l.x.path)
-	}
-	return nil
+	return l.heldOr(ctx, l.x.lockKey(sweepLockKey), "ExclusiveLock", ErrSweepLockLost)
 }
 
 // DeleteUnreferenced is Index.DeleteUnreferencedAt under the sweep lock.
@@ -322,11 +272,7 @@ func (l *SweepLock) ClearFence(ctx context.Context) error {
 
 // Release releases the sweep lock; calling it again does nothing.
 func (l *SweepLock) Release() error {
-	if l.conn == nil {
-		return nil
-	}
-	l.once.Do(func() { l.err = l.x.advisoryUnlock(l.conn, `SELECT pg_advisory_unlock(?)`) })
-	return l.err
+	return l.releaseSweep(`SELECT pg_advisory_unlock(?)`)
 }
 
 // advisoryLock runs q, a query taking the sweep lock whose row it scans
@@ -372,21 +318,9 @@ func (x *Index) advisoryLock(ctx context.Context, q string, deadline time.Time, 
 	}
 }
 
-// advisoryUnlock runs q, which releases the sweep lock, on conn and
-// returns conn to the pool; when the server does not answer, or says the
-// lock was not held, it drops conn instead, which frees whatever it held.
-func (x *Index) advisoryUnlock(conn *sql.Conn, q string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), gcUnlockTimeout)
-	defer cancel()
-	var ok bool
-	err := conn.QueryRowContext(ctx, q, x.lockKey(sweepLockKey)).Scan(&ok)
-	switch {
-	case err != nil:
-		dropConn(conn)
-		return fmt.Errorf("release sweep lock: %w", x.connError(err))
-	case !ok:
-		dropConn(conn)
-		return fmt.Errorf("release sweep lock on %s: %w", x.path, ErrLeaseLost)
-	}
-	return conn.Close()
+// releaseSweep is the Release of a hold on the sweep lock: q releases it,
+// shared or exclusive.
+func (s *sessionLock) releaseSweep(q string) error {
+	return s.release(q, s.x.lockKey(sweepLockKey), "release sweep lock",
+		fmt.Errorf("release sweep lock on %s: %w", s.x.path, ErrLeaseLost))
 }

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -74,13 +73,8 @@ func (x *Index) listNewest(ctx context.Context, o ListOptions) ([]Part, error) {
 	n := o.Limit
 	runQ := listRunSQL(o.Tool != "", o.Kind != "", o.AllVersions)
 	var found []partRow
-	err := x.read(ctx, func() error {
+	err := x.readTx(ctx, func(tx *sqlx.Tx) error {
 		found = found[:0]
-		tx, err := x.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
 		var groups []listGroup
 		gargs := []any{since}
 		if o.Tool != "" {

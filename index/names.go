@@ -54,8 +54,8 @@ func (x *Index) names(ctx context.Context, column, prefix string, limit int) ([]
 		q += ` LIMIT ?`
 		args = append(args, limit)
 	}
-	var out []string
-	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &out, q, args...) }); err != nil {
+	out, err := selectRows[string](ctx, x, q, args...)
+	if err != nil {
 		return nil, fmt.Errorf("list %ss: %w", column, err)
 	}
 	return out, nil

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -48,13 +47,8 @@ func newestInRunSQL(kind RefKind) string {
 // the blob, walks the runs newest first and looks in each.
 func (x *Index) resolveShared(ctx context.Context, kind RefKind, q string, args []any) ([]partRow, error) {
 	var rows []partRow
-	err := x.read(ctx, func() error {
+	err := x.readTx(ctx, func(tx *sqlx.Tx) error {
 		rows = rows[:0]
-		tx, err := x.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
 		count := sharedCountSQL
 		if kind == RefPath {
 			count += resolveExtSQL

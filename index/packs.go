@@ -51,25 +51,16 @@ func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCan
 		Run    string `db:"run"`
 		Key    string `db:"key"`
 	}
-	var rows []row
-	err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext, b.size, p.tool, r.name AS run, r.prefix || p.key AS key
-			FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id) JOIN runs r ON r.id = p.run_id
-			WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
-	})
+	rows, err := selectRows[row](ctx, x, `SELECT b.digest, b.ext, b.size, p.tool, r.name AS run, r.prefix || p.key AS key
+		FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id) JOIN runs r ON r.id = p.run_id
+		WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("pack candidates: %w", err)
 	}
-	out := make([]PackCandidate, 0, len(rows))
-	for _, r := range rows {
-		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
-		}
-		out = append(out, PackCandidate{Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext}, Size: r.Size,
-			Tool: r.Tool, Run: r.Run, Key: r.Key})
-	}
-	return out, nil
+	return convertRows(rows, func(r row) (PackCandidate, error) {
+		d, err := digestOf(r.Digest)
+		return PackCandidate{Blob: cas.Blob{Digest: d, Ext: r.Ext}, Size: r.Size, Tool: r.Tool, Run: r.Run, Key: r.Key}, err
+	})
 }
 
 // RecordPack records a new pack and marks its blobs as held by it, in one
@@ -144,13 +135,9 @@ func (x *Index) Packs(ctx context.Context) ([]PackRow, error) {
 		LiveBlobs int64  `db:"live_blobs"`
 		LiveBytes int64  `db:"live_bytes"`
 	}
-	var rows []row
-	err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, `SELECT p.name, p.size, p.raw, p.blobs, p.created_at,
-			count(b.id) AS live_blobs, coalesce(sum(b.size), 0) AS live_bytes
-			FROM packs p LEFT JOIN blobs b ON b.pack_id = p.id GROUP BY p.id ORDER BY p.name`)
-	})
+	rows, err := selectRows[row](ctx, x, `SELECT p.name, p.size, p.raw, p.blobs, p.created_at,
+		count(b.id) AS live_blobs, coalesce(sum(b.size), 0) AS live_bytes
+		FROM packs p LEFT JOIN blobs b ON b.pack_id = p.id GROUP BY p.id ORDER BY p.name`)
 	if err != nil {
 		return nil, fmt.Errorf("packs: %w", err)
 	}
@@ -164,25 +151,10 @@ func (x *Index) Packs(ctx context.Context) ([]PackRow, error) {
 
 // PackedBlobs returns the blobs whose rows name a pack, with the pack's name.
 func (x *Index) PackedBlobs(ctx context.Context, pack string) ([]cas.Blob, error) {
-	type row struct {
-		Digest []byte `db:"digest"`
-		Ext    string `db:"ext"`
-	}
-	var rows []row
-	err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, `SELECT b.digest, b.ext FROM blobs b JOIN packs p ON b.pack_id = p.id
-			WHERE p.name = ? ORDER BY b.id`, pack)
-	})
+	rows, err := selectRows[digestExt](ctx, x, `SELECT b.digest, b.ext FROM blobs b JOIN packs p ON b.pack_id = p.id
+		WHERE p.name = ? ORDER BY b.id`, pack)
 	if err != nil {
 		return nil, fmt.Errorf("blobs of pack %s: %w", pack, err)
 	}
-	out := make([]cas.Blob, 0, len(rows))
-	for _, r := range rows {
-		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("blob row with a %d-byte digest", len(r.Digest))
-		}
-		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
-	}
-	return out, nil
+	return convertRows(rows, digestExt.blob)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/toolcas/toolcas/cas"
 )
 
@@ -116,16 +118,10 @@ func (r partRow) part() (Part, error) {
 	}, nil
 }
 
+// parts returns the Parts the rows read say, or an error for a damaged
+// row.
 func parts(rows []partRow) ([]Part, error) {
-	out := make([]Part, 0, len(rows))
-	for _, r := range rows {
-		p, err := r.part()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return convertRows(rows, partRow.part)
 }
 
 // Limits on what a row may hold; longer values are refused, not cut.
@@ -623,10 +619,8 @@ func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 		if len(ids) == 0 {
 			return nil, nil
 		}
-		where = append(where, "p.run_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")")
-		for _, id := range ids {
-			args = append(args, id)
-		}
+		where = append(where, "p.run_id IN "+placeholders(len(ids)))
+		args = append(args, idArgs(ids)...)
 		if len(ids) == 1 {
 			where[len(where)-1] = "p.run_id = ?"
 		}
@@ -654,8 +648,8 @@ func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 	if o.Limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, o.Limit)
 	}
-	var rows []partRow
-	if err := x.read(ctx, func() error { return x.db.SelectContext(ctx, &rows, q, args...) }); err != nil {
+	rows, err := selectRows[partRow](ctx, x, q, args...)
+	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
 	return parts(rows)
@@ -664,12 +658,7 @@ func (x *Index) listAll(ctx context.Context, o ListOptions) ([]Part, error) {
 // runIDs returns the ids of a run's rows in runs: one for each way its
 // keys were rendered, usually one.
 func (x *Index) runIDs(ctx context.Context, run string) ([]int64, error) {
-	var ids []int64
-	err := x.read(ctx, func() error {
-		ids = ids[:0]
-		return x.db.SelectContext(ctx, &ids, `SELECT id FROM runs WHERE name = ? ORDER BY id`, run)
-	})
-	return ids, err
+	return selectRows[int64](ctx, x, `SELECT id FROM runs WHERE name = ? ORDER BY id`, run)
 }
 
 // read runs a query, retrying while a checkpoint or recovery holds the lock.
@@ -677,14 +666,24 @@ func (x *Index) read(ctx context.Context, f func() error) error {
 	return x.connError(retryBusy(ctx, x.retry, f))
 }
 
+// readTx runs f in a read-only transaction, retried as read retries: the
+// queries of f read one snapshot, whatever writers commit meanwhile.
+func (x *Index) readTx(ctx context.Context, f func(tx *sqlx.Tx) error) error {
+	return x.read(ctx, func() error {
+		tx, err := x.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		return f(tx)
+	})
+}
+
 // Sharing returns every part, in any run and any version, whose bytes are
 // in blob b, oldest first.
 func (x *Index) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
-	var rows []partRow
-	err := x.read(ctx, func() error {
-		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
-			WHERE `+blobDigestIs+` AND b.ext = ? ORDER BY p.id`, digestKey(b.Digest), b.Digest[:], b.Ext)
-	})
+	rows, err := selectRows[partRow](ctx, x, `SELECT `+partColumns+` FROM blobs b JOIN parts p ON p.blob_id = b.id
+		WHERE `+blobDigestIs+` AND b.ext = ? ORDER BY p.id`, digestKey(b.Digest), b.Digest[:], b.Ext)
 	if err != nil {
 		return nil, fmt.Errorf("parts sharing %s: %w", b, err)
 	}
@@ -702,27 +701,27 @@ func (x *Index) SharingFirst(ctx context.Context, b cas.Blob, limit int) ([]Part
 	if limit <= 0 {
 		return x.Sharing(ctx, b)
 	}
-	var rows []partRow
-	err := x.read(ctx, func() error {
-		// The ids are the first entries of the blob's index, in its order:
-		// no sharing row beyond the page is read or sorted.
-		rows = rows[:0]
-		if !x.pg {
-			return x.db.SelectContext(ctx, &rows, sharingFirstSQL, digestKey(b.Digest), b.Digest[:], b.Ext, limit)
-		}
+	// The ids are the first entries of the blob's index, in its order: no
+	// sharing row beyond the page is read or sorted.
+	args := []any{digestKey(b.Digest), b.Digest[:], b.Ext, limit}
+	var (
+		rows []partRow
+		err  error
+	)
+	if !x.pg {
+		rows, err = selectRows[partRow](ctx, x, sharingFirstSQL, args...)
+	} else {
 		// PostgreSQL plans the page for the few parts an average blob has:
 		// every entry of the blob's, read by bitmap and sorted, however
 		// many parts share it. Without bitmap scans it walks parts_blob.
-		tx, err := x.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, walkIndexSQL); err != nil {
-			return err
-		}
-		return tx.SelectContext(ctx, &rows, sharingFirstSQL, digestKey(b.Digest), b.Digest[:], b.Ext, limit)
-	})
+		err = x.readTx(ctx, func(tx *sqlx.Tx) error {
+			rows = rows[:0]
+			if _, err := tx.ExecContext(ctx, walkIndexSQL); err != nil {
+				return err
+			}
+			return tx.SelectContext(ctx, &rows, sharingFirstSQL, args...)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parts sharing %s: %w", b, err)
 	}
@@ -747,12 +746,9 @@ const sharingFirstSQL = `SELECT ` + partColumns + ` FROM parts p JOIN blobs b ON
 
 // Versions returns every version of a key, newest first.
 func (x *Index) Versions(ctx context.Context, key string) ([]Part, error) {
-	var rows []partRow
 	prefix, rest := splitKey(key)
-	err := x.read(ctx, func() error {
-		return x.db.SelectContext(ctx, &rows, `SELECT `+partColumns+` FROM parts p JOIN blobs b ON b.id = p.blob_id
-			WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ? ORDER BY p.version DESC`, rest, prefix)
-	})
+	rows, err := selectRows[partRow](ctx, x, `SELECT `+partColumns+` FROM parts p JOIN blobs b ON b.id = p.blob_id
+		WHERE p.key = ? AND (SELECT prefix FROM runs WHERE id = p.run_id) = ? ORDER BY p.version DESC`, rest, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("versions of %s: %w", clip(key), err)
 	}

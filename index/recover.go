@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -28,25 +27,12 @@ func (x *Index) MaxBlobID(ctx context.Context) (int64, error) {
 // used since a moment when afterID was the largest id and the clock said
 // since, whatever was deleted meanwhile.
 func (x *Index) BlobsSince(ctx context.Context, afterID int64, since time.Time) ([]cas.Blob, error) {
-	var rows []struct {
-		Digest []byte `db:"digest"`
-		Ext    string `db:"ext"`
-	}
-	if err := x.read(ctx, func() error {
-		rows = rows[:0]
-		return x.db.SelectContext(ctx, &rows, `SELECT digest, ext FROM blobs WHERE id > ? OR last_referenced >= ? ORDER BY id`,
-			afterID, since.UnixNano())
-	}); err != nil {
+	rows, err := selectRows[digestExt](ctx, x, `SELECT digest, ext FROM blobs WHERE id > ? OR last_referenced >= ? ORDER BY id`,
+		afterID, since.UnixNano())
+	if err != nil {
 		return nil, fmt.Errorf("blobs since %d: %w", afterID, err)
 	}
-	out := make([]cas.Blob, 0, len(rows))
-	for _, r := range rows {
-		if len(r.Digest) != cas.DigestSize {
-			return nil, fmt.Errorf("blob with a %d-byte digest", len(r.Digest))
-		}
-		out = append(out, cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext})
-	}
-	return out, nil
+	return convertRows(rows, digestExt.blob)
 }
 
 // DeleteParts deletes the parts with the given ids, in one transaction; an
@@ -56,12 +42,8 @@ func (x *Index) DeleteParts(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+		_, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE id IN `+placeholders(len(ids)), idArgs(ids)...)
 		return err
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,24 +26,52 @@ type ShardBlob struct {
 	Packed bool
 }
 
+// shardQuery returns the query of cols (a select list and its FROM) of the
+// rows whose digest start, the expression key, is at or above a bound and,
+// when bounded, below another, in order: the queries of a shard's rows.
+func shardQuery(cols, key, order string, bounded bool) string {
+	q := `SELECT ` + cols + ` WHERE ` + key + ` >= ?`
+	if bounded {
+		q += ` AND ` + key + ` < ?`
+	}
+	return q + ` ORDER BY ` + order
+}
+
 // shardSQL is BlobsInShard's query of the blobs whose digests' starts are
 // at or above a bound and, when bounded, below another.
 func shardSQL(bounded bool) string {
-	q := `SELECT b.id, b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
-		b.pack_id IS NOT NULL FROM blobs b WHERE substr(b.digest, 1, 8) >= ?`
-	if bounded {
-		q += ` AND substr(b.digest, 1, 8) < ?`
-	}
-	return q + ` ORDER BY b.digest, b.ext`
+	return shardQuery(`b.id, b.digest, b.ext, b.size, b.last_referenced, b.counted_in IS NOT NULL,
+		b.pack_id IS NOT NULL FROM blobs b`, `substr(b.digest, 1, 8)`, `b.digest, b.ext`, bounded)
 }
 
 // shardIDsSQL is BlobIDsInShard's query: shardSQL's, of fewer columns.
 func shardIDsSQL(bounded bool) string {
-	q := `SELECT b.id, b.digest, b.ext FROM blobs b WHERE substr(b.digest, 1, 8) >= ?`
-	if bounded {
-		q += ` AND substr(b.digest, 1, 8) < ?`
+	return shardQuery(`b.id, b.digest, b.ext FROM blobs b`, `substr(b.digest, 1, 8)`, `b.digest, b.ext`, bounded)
+}
+
+// readShard reads, in one read retried while busy, the rows that query
+// (shardSQL or its kin) gives of the blobs whose digest starts with the
+// byte shard, each made a T by scan. A shard is bounded by its byte and
+// the next; the last has no upper bound.
+func readShard[T any](ctx context.Context, x *Index, shard byte, query func(bounded bool) string,
+	scan func(*sql.Rows) (T, error)) ([]T, error) {
+	q, args := query(shard < 0xff), []any{[]byte{shard}}
+	if shard < 0xff {
+		args = append(args, []byte{shard + 1})
 	}
-	return q + ` ORDER BY b.digest, b.ext`
+	var out []T
+	err := x.read(ctx, func() error {
+		out = out[:0]
+		return queryRows(ctx, x.db, q, args, func(rows *sql.Rows) error {
+			r, err := scan(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
 }
 
 // BlobsInShard returns the rows of the blobs whose digest starts with the
@@ -53,36 +80,18 @@ func shardIDsSQL(bounded bool) string {
 // them all. blobs_digest finds them by the digests' first bytes; they are
 // sorted, a 256th at a time.
 func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, error) {
-	q, args := shardSQL(shard < 0xff), []any{[]byte{shard}}
-	if shard < 0xff {
-		args = append(args, []byte{shard + 1})
-	}
-	var out []ShardBlob
-	err := x.read(ctx, func() error {
-		out = out[:0]
-		rows, err := x.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
+	out, err := readShard(ctx, x, shard, shardSQL, func(rows *sql.Rows) (ShardBlob, error) {
+		var (
+			r      ShardBlob
+			digest []byte
+			last   int64
+		)
+		if err := rows.Scan(&r.ID, &digest, &r.Blob.Ext, &r.Size, &last, &r.Used, &r.Packed); err != nil {
+			return r, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				digest    []byte
-				r         ShardBlob
-				last      int64
-				used, pkd bool
-			)
-			if err := rows.Scan(&r.ID, &digest, &r.Blob.Ext, &r.Size, &last, &used, &pkd); err != nil {
-				return err
-			}
-			if len(digest) != cas.DigestSize {
-				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
-			}
-			r.Blob.Digest = cas.Digest(digest)
-			r.LastReferenced, r.Used, r.Packed = time.Unix(0, last), used, pkd
-			out = append(out, r)
-		}
-		return rows.Err()
+		d, err := digestOf(digest)
+		r.Blob.Digest, r.LastReferenced = d, time.Unix(0, last)
+		return r, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("blobs of shard %02x: %w", shard, err)
@@ -90,49 +99,42 @@ func (x *Index) BlobsInShard(ctx context.Context, shard byte) ([]ShardBlob, erro
 	return out, nil
 }
 
+// extNames holds one string of each blob extension read: the rows of a
+// read share a few extensions, and a copy of each row's was most of the
+// garbage of a mark, which reads every row of the index. It holds at most
+// a thousand; any other is a string of its own.
+type extNames map[string]string
+
+// of returns the extension ext, whose bytes may be the driver's, to be
+// overwritten by the next row, as a string of its own.
+func (m extNames) of(ext []byte) string {
+	if e, ok := m[string(ext)]; ok {
+		return e
+	}
+	e := string(ext)
+	if len(m) < 1000 {
+		m[e] = e
+	}
+	return e
+}
+
 // BlobIDsInShard returns the ids and blobs of the rows whose digest starts
 // with the byte shard, in the order of their file names, as BlobsInShard
 // does, but only those columns. UnusualBlobRows gives what the marks need
 // of the few rows that are not used and loose.
 func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error) {
-	q, args := shardIDsSQL(shard < 0xff), []any{[]byte{shard}}
-	if shard < 0xff {
-		args = append(args, []byte{shard + 1})
-	}
-	var out []BlobID
-	err := x.read(ctx, func() error {
-		out = out[:0]
-		rows, err := x.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
+	// The columns are read in place, and the rows share their extensions'
+	// strings (see extNames).
+	var digest, ext sql.RawBytes
+	exts := extNames{}
+	out, err := readShard(ctx, x, shard, shardIDsSQL, func(rows *sql.Rows) (BlobID, error) {
+		var r BlobID
+		if err := rows.Scan(&r.ID, &digest, &ext); err != nil {
+			return r, err
 		}
-		defer rows.Close()
-		// The columns are read in place, and the rows share a few
-		// extensions, one string each: a mark reads every row of the
-		// index a shard at a time, and copies of each were most of its
-		// garbage.
-		var digest, ext sql.RawBytes
-		exts := map[string]string{}
-		for rows.Next() {
-			var r BlobID
-			if err := rows.Scan(&r.ID, &digest, &ext); err != nil {
-				return err
-			}
-			if len(digest) != cas.DigestSize {
-				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
-			}
-			r.Blob.Digest = cas.Digest(digest)
-			e, ok := exts[string(ext)]
-			if !ok {
-				e = string(ext)
-				if len(exts) < 1000 {
-					exts[e] = e
-				}
-			}
-			r.Blob.Ext = e
-			out = append(out, r)
-		}
-		return rows.Err()
+		d, err := digestOf(digest)
+		r.Blob = cas.Blob{Digest: d, Ext: exts.of(ext)}
+		return r, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("blob ids of shard %02x: %w", shard, err)
@@ -143,11 +145,7 @@ func (x *Index) BlobIDsInShard(ctx context.Context, shard byte) ([]BlobID, error
 // shardKeysSQL is BlobKeysInShard's query: blobs_digest alone, which
 // holds each row's digest start and id, in that order.
 func shardKeysSQL(bounded bool) string {
-	q := `SELECT substr(digest, 1, 8), id FROM blobs WHERE substr(digest, 1, 8) >= ?`
-	if bounded {
-		q += ` AND substr(digest, 1, 8) < ?`
-	}
-	return q + ` ORDER BY substr(digest, 1, 8), id`
+	return shardQuery(`substr(digest, 1, 8), id FROM blobs`, `substr(digest, 1, 8)`, `substr(digest, 1, 8), id`, bounded)
 }
 
 // BlobKey is a blob row as blobs_digest holds it: its id and the start of
@@ -165,31 +163,17 @@ type BlobKey struct {
 // Rows whose digests start alike are told apart by BlobsByID, when a mark
 // needs to.
 func (x *Index) BlobKeysInShard(ctx context.Context, shard byte) ([]BlobKey, error) {
-	q, args := shardKeysSQL(shard < 0xff), []any{[]byte{shard}}
-	if shard < 0xff {
-		args = append(args, []byte{shard + 1})
-	}
-	var out []BlobKey
-	err := x.read(ctx, func() error {
-		out = out[:0]
-		rows, err := x.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
+	var key sql.RawBytes
+	out, err := readShard(ctx, x, shard, shardKeysSQL, func(rows *sql.Rows) (BlobKey, error) {
+		var r BlobKey
+		if err := rows.Scan(&key, &r.ID); err != nil {
+			return r, err
 		}
-		defer rows.Close()
-		var key sql.RawBytes
-		for rows.Next() {
-			var r BlobKey
-			if err := rows.Scan(&key, &r.ID); err != nil {
-				return err
-			}
-			if len(key) != digestKeyLen {
-				return fmt.Errorf("blob row with a %d-byte digest start", len(key))
-			}
-			r.Key = DigestKey(key)
-			out = append(out, r)
+		if len(key) != digestKeyLen {
+			return r, fmt.Errorf("blob row with a %d-byte digest start", len(key))
 		}
-		return rows.Err()
+		r.Key = DigestKey(key)
+		return r, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("blob keys of shard %02x: %w", shard, err)
@@ -201,35 +185,17 @@ func (x *Index) BlobKeysInShard(ctx context.Context, shard byte) ([]BlobKey, err
 // with no row is left out.
 func (x *Index) BlobsByID(ctx context.Context, ids []int64) (map[int64]cas.Blob, error) {
 	out := make(map[int64]cas.Blob, len(ids))
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), rowsChunk)]
-		ids = ids[len(chunk):]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		q := `SELECT id, digest, ext FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+	for chunk := range slices.Chunk(ids, rowsChunk) {
+		q, args := blobsByIDSQL(len(chunk)), idArgs(chunk)
 		err := x.read(ctx, func() error {
-			rows, err := x.db.QueryContext(ctx, q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var (
-					id     int64
-					digest []byte
-					ext    string
-				)
-				if err := rows.Scan(&id, &digest, &ext); err != nil {
+			return queryBlobRows(ctx, x.db, q, args, func(id int64, digest []byte, ext string) error {
+				d, err := digestOf(digest)
+				if err != nil {
 					return err
 				}
-				if len(digest) != cas.DigestSize {
-					return fmt.Errorf("blob row with a %d-byte digest", len(digest))
-				}
-				out[id] = cas.Blob{Digest: cas.Digest(digest), Ext: ext}
-			}
-			return rows.Err()
+				out[id] = cas.Blob{Digest: d, Ext: ext}
+				return nil
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("blobs by id: %w", err)
@@ -334,36 +300,22 @@ func (x *Index) UnusualBlobRows(ctx context.Context) (*UnusualRows, error) {
 			return err
 		}
 		u.rows = make([]unusualRow, 0, min(max(unused+packed, 0)+16, 1<<24))
-		rows, err := x.db.QueryContext(ctx, `SELECT id, digest, ext, counted_in IS NOT NULL, pack_id IS NOT NULL
-			FROM blobs WHERE counted_in IS NULL OR pack_id IS NOT NULL ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var (
-			digest []byte
-			ext    string
-		)
-		exts := map[string]string{}
-		for rows.Next() {
+		var digest, ext sql.RawBytes
+		exts := extNames{}
+		return queryRows(ctx, x.db, `SELECT id, digest, ext, counted_in IS NOT NULL, pack_id IS NOT NULL
+			FROM blobs WHERE counted_in IS NULL OR pack_id IS NOT NULL ORDER BY id`, nil, func(rows *sql.Rows) error {
 			var r unusualRow
 			if err := rows.Scan(&r.id, &digest, &ext, &r.used, &r.packed); err != nil {
 				return err
 			}
-			if len(digest) != cas.DigestSize {
-				return fmt.Errorf("blob row with a %d-byte digest", len(digest))
+			var err error
+			if r.digest, err = digestOf(digest); err != nil {
+				return err
 			}
-			// Blobs share a few extensions: one string each.
-			if r.ext = exts[ext]; r.ext != ext {
-				r.ext = strings.Clone(ext)
-				if len(exts) < 1000 {
-					exts[r.ext] = r.ext
-				}
-			}
-			r.digest = cas.Digest(digest)
+			r.ext = exts.of(ext)
 			u.rows = append(u.rows, r)
-		}
-		return rows.Err()
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("unused and packed blob rows: %w", err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -32,16 +31,7 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	want := make(map[int64]cas.Blob, len(rows))
-	for _, r := range rows {
-		want[r.ID] = r.Blob
-	}
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		ids = append(ids, r.ID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	want, ids := byID(rows, func(r BlobID) (int64, cas.Blob) { return r.ID, r.Blob })
 	var gone []cas.Blob
 	// First the rows by id alone, each deleted row's blob checked as the
 	// delete returns it: an id names another blob's row only when a
@@ -57,12 +47,12 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 		err = x.write(ctx, func(tx *sql.Tx) error {
 			// The write transaction keeps the rows as they are read here
 			// until the delete.
-			ids, err := rowsOfTheirBlobs(ctx, tx, rows)
-			if err != nil || len(ids) == 0 {
+			keep, err := idsStillMatching(ctx, tx, ids, wanted(want))
+			if err != nil || len(keep) == 0 {
 				gone = nil
 				return err
 			}
-			gone, err = deleteUnusedByID(ctx, tx, ids, want, cutoff, now)
+			gone, err = deleteUnusedByID(ctx, tx, keep, want, cutoff, now)
 			if errors.Is(err, errRowsChanged) {
 				// Cannot be, the rows having been read in this
 				// transaction: the delete must not stand. Rolling back
@@ -84,11 +74,8 @@ func (x *Index) DeleteUnusedRows(ctx context.Context, rows []BlobID, cutoff, now
 // errRowsChanged, leaving the transaction to be rolled back, when a row it
 // deleted is not the row of the blob want gives for its id.
 func deleteUnusedByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int64]cas.Blob, cutoff, now time.Time) ([]cas.Blob, error) {
-	args := make([]any, 0, len(ids)+1)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	q := `DELETE FROM blobs WHERE id IN (?` + strings.Repeat(`, ?`, len(ids)-1) + `)
+	args := idArgs(ids)
+	q := `DELETE FROM blobs WHERE id IN ` + placeholders(len(ids)) + `
 		AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = blobs.id)`
 	if now.After(cutoff) {
 		// Else every time counts as old: now is no later than cutoff.
@@ -96,19 +83,16 @@ func deleteUnusedByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int
 		args = append(args, cutoff.UnixNano())
 	}
 	q += ` RETURNING id, digest, ext`
-	res, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Close()
 	var gone []cas.Blob
 	var other []int64
-	if err := scanBlobRows(res, wanted(want), func(id int64, same bool) {
-		if same {
+	same := wanted(want)
+	if err := queryBlobRows(ctx, tx, q, args, func(id int64, digest []byte, ext string) error {
+		if same(id, digest, ext) {
 			gone = append(gone, want[id])
 		} else {
 			other = append(other, id)
 		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
@@ -121,46 +105,25 @@ func deleteUnusedByID(ctx context.Context, tx *sql.Tx, ids []int64, want map[int
 // errRowsChanged says a row id no longer names the blob a mark read.
 var errRowsChanged = errors.New("blob rows changed")
 
-// rowsOfTheirBlobs returns, in the order of their ids, the ids among rows
-// that still name the row of the blob given with them: SQLite gives a new
-// row the id of the highest row deleted, so an id alone may name another
-// blob's row since it was read.
-func rowsOfTheirBlobs(ctx context.Context, tx *sql.Tx, rows []BlobID) ([]int64, error) {
-	want := make(map[int64]cas.Blob, len(rows))
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		want[r.ID] = r.Blob
-		ids = append(ids, r.ID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	var out []int64
-	for part := ids; len(part) > 0; {
-		stmt := part[:min(len(part), rowsChunk)]
-		part = part[len(stmt):]
-		args := make([]any, len(stmt))
-		for i, id := range stmt {
-			args[i] = id
-		}
-		err := func() error {
-			res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
-				strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
-			if err != nil {
-				return err
+// idsStillMatching returns, in order, those of ids (in order) whose rows
+// are still the rows same expects for them, read in tx a statement per
+// rowsChunk ids: SQLite gives a new row the id of the highest row deleted,
+// so an id alone may name another blob's row since it was read.
+func idsStillMatching(ctx context.Context, tx *sql.Tx, ids []int64, same blobTest) ([]int64, error) {
+	var keep []int64
+	for stmt := range slices.Chunk(ids, rowsChunk) {
+		err := queryBlobRows(ctx, tx, blobsByIDSQL(len(stmt)), idArgs(stmt), func(id int64, digest []byte, ext string) error {
+			if same(id, digest, ext) {
+				keep = append(keep, id)
 			}
-			defer res.Close()
-			return scanBlobRows(res, wanted(want), func(id int64, same bool) {
-				if same {
-					out = append(out, id)
-				}
-			})
-		}()
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	slices.Sort(out)
-	return out, nil
+	slices.Sort(keep)
+	return keep, nil
 }
 
 // BlobsWithRows returns those of these blobs that have a row, used or not:
@@ -168,23 +131,16 @@ func rowsOfTheirBlobs(ctx context.Context, tx *sql.Tx, rows []BlobID) ([]int64, 
 // deleted, since a writer may have stored the same content again since.
 func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Blob]bool, error) {
 	out := map[cas.Blob]bool{}
-	for len(blobs) > 0 {
-		chunk := blobs[:min(len(blobs), rowsChunk)]
-		blobs = blobs[len(chunk):]
+	for chunk := range slices.Chunk(blobs, rowsChunk) {
 		// The digests' starts, which blobs_digest holds, then the digests.
 		args := make([]any, 2*len(chunk))
 		for i, b := range chunk {
 			args[i], args[len(chunk)+i] = digestKey(b.Digest), b.Digest[:]
 		}
-		in := `(?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`
+		in := placeholders(len(chunk))
 		q := `SELECT digest, ext FROM blobs WHERE substr(digest, 1, 8) IN ` + in + ` AND digest IN ` + in
 		err := x.read(ctx, func() error {
-			rows, err := x.db.QueryContext(ctx, q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
+			return queryRows(ctx, x.db, q, args, func(rows *sql.Rows) error {
 				var (
 					digest []byte
 					ext    string
@@ -195,8 +151,8 @@ func (x *Index) BlobsWithRows(ctx context.Context, blobs []cas.Blob) (map[cas.Bl
 				if len(digest) == cas.DigestSize {
 					out[cas.Blob{Digest: cas.Digest(digest), Ext: ext}] = true
 				}
-			}
-			return rows.Err()
+				return nil
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("blobs with rows: %w", err)
@@ -258,14 +214,7 @@ func (x *Index) MarkVerifiedChecked(ctx context.Context, rows []CheckedRow, sinc
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), markChunk)]
 		rows = rows[len(batch):]
-		want := make(map[int64]uint16, len(batch))
-		ids := make([]int64, 0, len(batch))
-		for _, r := range batch {
-			want[r.ID] = r.Check
-			ids = append(ids, r.ID)
-		}
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
+		want, ids := byID(batch, func(r CheckedRow) (int64, uint16) { return r.ID, r.Check })
 		same := func(id int64, digest []byte, ext string) bool {
 			c, ok := want[id]
 			return ok && len(digest) == cas.DigestSize && rowCheck(digest, ext) == c
@@ -281,37 +230,16 @@ func (x *Index) MarkVerifiedChecked(ctx context.Context, rows []CheckedRow, sinc
 // with these ids (in order) first stored before since, when each is the
 // row same expects for its id; when one is not, the transaction is done
 // again, each id first read to keep only the rows still of their blobs.
-func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same func(id int64, digest []byte, ext string) bool,
-	since, t time.Time) error {
+func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same blobTest, since, t time.Time) error {
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		return markByIDMatching(ctx, tx, ids, same, since, t)
 	})
 	if errors.Is(err, errRowsChanged) {
 		err = x.write(ctx, func(tx *sql.Tx) error {
-			var keep []int64
-			for part := ids; len(part) > 0; {
-				stmt := part[:min(len(part), rowsChunk)]
-				part = part[len(stmt):]
-				args := make([]any, len(stmt))
-				for i, id := range stmt {
-					args[i] = id
-				}
-				res, err := tx.QueryContext(ctx, `SELECT id, digest, ext FROM blobs WHERE id IN (?`+
-					strings.Repeat(`, ?`, len(stmt)-1)+`)`, args...)
-				if err != nil {
-					return err
-				}
-				err = scanBlobRows(res, same, func(id int64, same bool) {
-					if same {
-						keep = append(keep, id)
-					}
-				})
-				res.Close()
-				if err != nil {
-					return err
-				}
+			keep, err := idsStillMatching(ctx, tx, ids, same)
+			if err != nil {
+				return err
 			}
-			slices.Sort(keep)
 			return markByIDMatching(ctx, tx, keep, same, since, t)
 		})
 	}
@@ -325,28 +253,17 @@ func (x *Index) markVerifiedMatching(ctx context.Context, ids []int64, same func
 // first stored before since, a statement per rowsChunk ids. It fails with
 // errRowsChanged, leaving the transaction to be rolled back, when a row it
 // marked is not the row same expects for its id.
-func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id int64, digest []byte, ext string) bool,
-	since, t time.Time) error {
-	for part := ids; len(part) > 0; {
-		stmt := part[:min(len(part), rowsChunk)]
-		part = part[len(stmt):]
-		args := make([]any, 0, len(stmt)+2)
-		args = append(args, t.UnixNano(), since.UnixNano())
-		for _, id := range stmt {
-			args = append(args, id)
-		}
-		res, err := tx.QueryContext(ctx, `UPDATE blobs SET verified_at = ? WHERE first_stored < ? AND id IN (?`+
-			strings.Repeat(`, ?`, len(stmt)-1)+`) RETURNING id, digest, ext`, args...)
-		if err != nil {
-			return err
-		}
+func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same blobTest, since, t time.Time) error {
+	for stmt := range slices.Chunk(ids, rowsChunk) {
+		args := append([]any{t.UnixNano(), since.UnixNano()}, idArgs(stmt)...)
 		var other []int64
-		err = scanBlobRows(res, same, func(id int64, same bool) {
-			if !same {
+		err := queryBlobRows(ctx, tx, `UPDATE blobs SET verified_at = ? WHERE first_stored < ? AND id IN `+
+			placeholders(len(stmt))+` RETURNING id, digest, ext`, args, func(id int64, digest []byte, ext string) error {
+			if !same(id, digest, ext) {
 				other = append(other, id)
 			}
+			return nil
 		})
-		res.Close()
 		if err != nil {
 			return err
 		}
@@ -357,27 +274,50 @@ func markByIDMatching(ctx context.Context, tx *sql.Tx, ids []int64, same func(id
 	return nil
 }
 
-// scanBlobRows reads rows of a blob row's id, digest and extension, and
-// calls f with each id and whether the row is the blob same expects for
-// that id.
-func scanBlobRows(res *sql.Rows, same func(id int64, digest []byte, ext string) bool, f func(id int64, same bool)) error {
-	for res.Next() {
+// blobTest says whether a row, of a blob row's id, digest and extension,
+// is the row a caller expects for that id.
+type blobTest func(id int64, digest []byte, ext string) bool
+
+// queryBlobRows runs q, which returns rows of a blob row's id, digest and
+// extension, and calls f with each row's, until f fails.
+func queryBlobRows(ctx context.Context, db queryer, q string, args []any, f func(id int64, digest []byte, ext string) error) error {
+	return queryRows(ctx, db, q, args, func(rows *sql.Rows) error {
 		var (
 			id     int64
 			digest []byte
 			ext    string
 		)
-		if err := res.Scan(&id, &digest, &ext); err != nil {
+		if err := rows.Scan(&id, &digest, &ext); err != nil {
 			return err
 		}
-		f(id, same(id, digest, ext))
-	}
-	return res.Err()
+		return f(id, digest, ext)
+	})
 }
 
-// wanted returns the test of scanBlobRows that a row names the blob want
-// gives for its id.
-func wanted(want map[int64]cas.Blob) func(id int64, digest []byte, ext string) bool {
+// blobsByIDSQL is the query of the id, digest and extension of the blob
+// rows with n ids, the statement's parameters.
+func blobsByIDSQL(n int) string {
+	return `SELECT id, digest, ext FROM blobs WHERE id IN ` + placeholders(n)
+}
+
+// byID returns what each of rows names, by its id (a later row's, of rows
+// that share one), and the ids in order, each once: what a write of the
+// rows a mark listed checks them by and takes them in.
+func byID[R, V any](rows []R, of func(R) (int64, V)) (map[int64]V, []int64) {
+	want := make(map[int64]V, len(rows))
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		id, v := of(r)
+		want[id] = v
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return want, slices.Compact(ids)
+}
+
+// wanted returns the blobTest that a row names the blob want gives for
+// its id.
+func wanted(want map[int64]cas.Blob) blobTest {
 	return func(id int64, digest []byte, ext string) bool {
 		b, ok := want[id]
 		return ok && len(digest) == cas.DigestSize && cas.Digest(digest) == b.Digest && ext == b.Ext

@@ -88,18 +88,11 @@ func newReader(st hook.Store, opts ...hook.Option) (*reader, error) {
 
 // toolDef is the read-back tool as an MCP tool, under name.
 func (r *reader) toolDef(name string) (*sdk.Tool, error) {
-	var def struct {
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	}
-	if err := json.Unmarshal(r.tool.Schema(), &def); err != nil {
-		return nil, fmt.Errorf("mcp: read tool schema: %w", err)
-	}
 	return &sdk.Tool{
 		Name:        name,
 		Title:       "Read an offloaded tool result",
-		Description: def.Description + " Every part is also the resource toolcas://RUN/KEY.",
-		InputSchema: def.Parameters,
+		Description: r.tool.Description() + " Every part is also the resource toolcas://RUN/KEY.",
+		InputSchema: r.tool.Parameters(),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)},
 	}, nil
 }

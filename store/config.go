@@ -13,7 +13,7 @@ import (
 const TypeStore = "toolcas.store.Store"
 
 type params struct {
-	// Dir is the store's directory, or its s3:// URL (see OpenAt).
+	// Dir is the store's directory, or its s3:// URL (see Open).
 	Dir        string `json:"dir"`
 	Durability string `json:"durability,omitempty"`
 	// ReadOnly opens an existing store read-only (ReadOnly), for a read-back

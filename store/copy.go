@@ -86,7 +86,7 @@ type CopyResult struct {
 // Blobs the source holds that no part uses are not copied. The destination
 // must be another store; what it holds already stays, and its runs may be
 // others. Either store may be a directory, with its index in SQLite or in
-// PostgreSQL, or a store in an object store (OpenAt).
+// PostgreSQL, or a store in an object store.
 //
 // Copy makes three passes over the source's parts, a blob's parts together.
 // The first checks them all against the destination and writes nothing:

@@ -22,8 +22,8 @@ import (
 //
 // Everything else (item checks, reads, listing, gc's plan, verify's
 // report) Store does the same way for both. What only one engine can do
-// is a small interface of its own (packer, repairer), which capability
-// asks for.
+// is a small interface of its own (packer, repairer, quarantiner,
+// packVerifier), which capability asks for.
 type engine interface {
 	// backend is where the blobs are.
 	backend() cas.Backend

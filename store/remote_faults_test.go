@@ -121,7 +121,7 @@ func TestRemoteBadInput(t *testing.T) {
 	mustOpenRemote(t, e)
 	_, err := Open(ctx, e.url, WithCacheDir(t.TempDir()), WithS3Options(s3blob.WithCredentials(e.srv.AccessKey, "wrong-secret")))
 	if !errors.Is(err, s3blob.ErrCredentials) || strings.Contains(err.Error(), "wrong-secret") {
-		t.Errorf("OpenAt with a wrong secret = %v, want ErrCredentials without the secret", err)
+		t.Errorf("Open with a wrong secret = %v, want ErrCredentials without the secret", err)
 	}
 	for _, bad := range []string{"s3://", "s3://ab/x", "s3://bucket/../x", "s3://bucket/x?color=red"} {
 		if _, err := Open(ctx, bad, e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
@@ -163,6 +163,6 @@ func TestRemoteMessagesAndFigures(t *testing.T) {
 	}
 	_, err = Open(ctx, e.url, e.options(t.TempDir())...)
 	if err == nil || !strings.Contains(err.Error(), "names no URL") || strings.Contains(err.Error(), "<nil>") {
-		t.Errorf("OpenAt with an index record naming no URL = %v", err)
+		t.Errorf("Open with an index record naming no URL = %v", err)
 	}
 }

@@ -200,11 +200,11 @@ func TestRemoteOpenErrors(t *testing.T) {
 	e := startRemote(t)
 	_, err := Open(ctx, e.url, e.options(t.TempDir())...)
 	if !errors.Is(err, s3blob.ErrNoBucket) || !strings.Contains(err.Error(), "init") {
-		t.Errorf("OpenAt of no bucket = %v, want ErrNoBucket saying to run init", err)
+		t.Errorf("Open of no bucket = %v, want ErrNoBucket saying to run init", err)
 	}
 	_, err = Open(ctx, e.url, e.options(t.TempDir(), WithCreate())...)
 	if !errors.Is(err, ErrNeedSharedIndex) || !strings.Contains(err.Error(), "--index postgres://") {
-		t.Errorf("OpenAt create without an index = %v, want ErrNeedSharedIndex naming --index", err)
+		t.Errorf("Open create without an index = %v, want ErrNeedSharedIndex naming --index", err)
 	}
 	s := mustOpenRemote(t, e)
 	mustWrite(t, s, item("r", 1, "x"))
@@ -220,17 +220,17 @@ func TestRemoteOpenErrors(t *testing.T) {
 	s2.Close()
 	// The bucket is there now, but no store under another prefix.
 	if _, err := Open(ctx, strings.Replace(e.url, "/team/st", "/elsewhere", 1), e.options(t.TempDir())...); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "init") {
-		t.Errorf("OpenAt of no store = %v, want ErrNoStore saying to run init", err)
+		t.Errorf("Open of no store = %v, want ErrNoStore saying to run init", err)
 	}
 	other := pgtest.Database(t)
 	if _, err := Open(ctx, e.url, e.options(t.TempDir(), WithIndexURL(other))...); !errors.Is(err, ErrIndexMismatch) {
-		t.Errorf("OpenAt with another index = %v, want ErrIndexMismatch", err)
+		t.Errorf("Open with another index = %v, want ErrIndexMismatch", err)
 	}
 	if _, err := Open(ctx, t.TempDir(), WithCacheDir(t.TempDir())); err == nil {
 		t.Error("OpenAt of a directory with a cache directory succeeded")
 	}
 	if _, err := Open(ctx, "s3://Bad_Bucket/x", e.options(t.TempDir())...); !errors.Is(err, s3blob.ErrBadURL) {
-		t.Errorf("OpenAt of a bad URL = %v, want ErrBadURL", err)
+		t.Errorf("Open of a bad URL = %v, want ErrBadURL", err)
 	}
 	// The marker and the index record are objects under the prefix.
 	loc, _ := s3blob.ParseURL(e.url)

@@ -24,15 +24,11 @@ func NewReadTool(store hook.Store, opts ...hook.Option) (tool.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	var def struct {
-		Name        string             `json:"name"`
-		Description string             `json:"description"`
-		Parameters  *jsonschema.Schema `json:"parameters"`
-	}
-	if err := json.Unmarshal(rt.Schema(), &def); err != nil {
+	var params *jsonschema.Schema
+	if err := json.Unmarshal(rt.Parameters(), &params); err != nil {
 		return nil, fmt.Errorf("toolcasadk: read tool schema: %w", err)
 	}
-	return functiontool.New(functiontool.Config{Name: def.Name, Description: def.Description, InputSchema: def.Parameters},
+	return functiontool.New(functiontool.Config{Name: rt.Name(), Description: rt.Description(), InputSchema: params},
 		func(ctx agent.Context, a hook.ReadArgs) (map[string]any, error) {
 			r, err := rt.Read(ctx, Run(ctx.SessionID()), a)
 			if err != nil {

@@ -28,14 +28,11 @@ func newReadTool(store hook.Store, o *Offloader, opts ...hook.Option) (*ReadTool
 	if err != nil {
 		return nil, err
 	}
-	var def struct {
-		Description string                             `json:"description"`
-		Parameters  anthropic.BetaToolInputSchemaParam `json:"parameters"`
-	}
-	if err := json.Unmarshal(rt.Schema(), &def); err != nil {
+	var params anthropic.BetaToolInputSchemaParam
+	if err := json.Unmarshal(rt.Parameters(), &params); err != nil {
 		return nil, fmt.Errorf("toolcasanthropic: read tool schema: %w", err)
 	}
-	return &ReadTool{rt: rt, store: store, o: o, desc: def.Description, schema: def.Parameters}, nil
+	return &ReadTool{rt: rt, store: store, o: o, desc: rt.Description(), schema: params}, nil
 }
 
 // Name returns the tool's name.

@@ -31,15 +31,11 @@ func NewReadTool(store hook.Store, opts ...hook.Option) (*ReadTool, error) {
 	if err != nil {
 		return nil, err
 	}
-	var def struct {
-		Name        string             `json:"name"`
-		Description string             `json:"description"`
-		Parameters  *jsonschema.Schema `json:"parameters"`
-	}
-	if err := json.Unmarshal(rt.Schema(), &def); err != nil {
+	var params *jsonschema.Schema
+	if err := json.Unmarshal(rt.Parameters(), &params); err != nil {
 		return nil, fmt.Errorf("toolcaseino: read tool schema: %w", err)
 	}
-	info := &schema.ToolInfo{Name: def.Name, Desc: def.Description, ParamsOneOf: schema.NewParamsOneOfByJSONSchema(def.Parameters)}
+	info := &schema.ToolInfo{Name: rt.Name(), Desc: rt.Description(), ParamsOneOf: schema.NewParamsOneOfByJSONSchema(params)}
 	return &ReadTool{rt: rt, store: store, info: info}, nil
 }
 

@@ -224,8 +224,8 @@ func errNoStore(dir, hint string) error {
 }
 
 // fail turns a library error into what casctl prints after "casctl: ":
-// the command's name once, then the error without the package prefixes
-// that say nothing to someone at a terminal.
+// the command's name once, then the error as it is (library errors name
+// the operation that failed, not their package).
 func fail(verb string, err error) error {
 	if err == nil {
 		return nil
