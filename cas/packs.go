@@ -9,10 +9,8 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"os"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -144,20 +142,12 @@ func (s *Store) openPackFile(name string) (file, fs.FileInfo, error) {
 	if _, err := ParsePackName(name); err != nil {
 		return nil, nil, err
 	}
-	f, err := s.fs.OpenFile(PacksDir+"/"+name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, nil, err
+	f, fi, err := s.openRegular(PacksDir + "/" + name)
+	var odd oddFile
+	if errors.As(err, &odd) {
+		return nil, nil, fmt.Errorf("%w: %s is a %s", ErrPackCorrupt, name, string(odd))
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s is a %s", ErrPackCorrupt, name, kindOf(fi.Mode()))
-	}
-	return f, fi, nil
+	return f, fi, err
 }
 
 func (s *Store) loadPack(name string) (*loadedPack, error) {

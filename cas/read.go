@@ -38,30 +38,47 @@ func (s *Store) openBlob(b Blob) (file, fs.FileInfo, error) {
 	if err := CheckExt(b.Ext); err != nil {
 		return nil, nil, err
 	}
-	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, fi, err := s.openRegular(b.RelPath())
+	var odd oddFile
+	switch {
+	case err == nil:
+		return f, fi, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+	case errors.Is(err, syscall.ELOOP):
+		return nil, nil, &CorruptError{Blob: b, Reason: "a symbolic link stands where the blob should be"}
+	case errors.As(err, &odd):
+		return nil, nil, &CorruptError{Blob: b, Reason: "a " + string(odd) + " stands where the blob should be"}
+	}
+	if fi, lerr := s.fs.Lstat(b.RelPath()); lerr == nil && !fi.Mode().IsRegular() {
+		return nil, nil, &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"}
+	}
+	return nil, nil, err
+}
+
+// openRegular opens the file at rel for reading, never through a link at
+// its last element; what stands there when it is not a regular file is an
+// oddFile.
+func (s *Store) openRegular(rel string) (file, fs.FileInfo, error) {
+	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
-		case errors.Is(err, syscall.ELOOP):
-			return nil, nil, &CorruptError{Blob: b, Reason: "a symbolic link stands where the blob should be"}
-		}
-		if fi, lerr := s.fs.Lstat(b.RelPath()); lerr == nil && !fi.Mode().IsRegular() {
-			return nil, nil, &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"}
-		}
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = oddFile(kindOf(fi.Mode()))
+	}
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &CorruptError{Blob: b, Reason: "a " + kindOf(fi.Mode()) + " stands where the blob should be"}
-	}
 	return f, fi, nil
 }
+
+// oddFile is the error of a file that is not a regular file: what it is.
+type oddFile string
+
+func (o oddFile) Error() string { return "not a regular file: a " + string(o) }
 
 func kindOf(m fs.FileMode) string {
 	switch {

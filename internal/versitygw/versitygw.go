@@ -100,7 +100,11 @@ func Start(tb testing.TB) *Server {
 // returns it, or an error saying why it could not start. The caller stops
 // it. Unlike Start it needs no test goroutine, for a server started lazily
 // from elsewhere.
-func StartIn(dir string) (*Server, error) {
+func StartIn(dir string) (*Server, error) { return start(dir, "test") }
+
+// start starts a server on a new directory under dir, with credentials
+// that name who runs it.
+func start(dir, who string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, fmt.Errorf("versitygw: %w: %s", err, Install)
@@ -109,10 +113,10 @@ func StartIn(dir string) (*Server, error) {
 		Bin:       bin,
 		Dir:       filepath.Join(dir, "gw"),
 		logPath:   filepath.Join(dir, "versitygw.log"),
-		AccessKey: "toolcastestroot",
-		SecretKey: "toolcas-test-secret-" + fmt.Sprint(time.Now().UnixNano()),
+		AccessKey: "toolcas" + who + "root",
+		SecretKey: "toolcas-" + who + "-secret-" + fmt.Sprint(time.Now().UnixNano()),
 	}
-	if err := os.Mkdir(s.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("versitygw: %w", err)
 	}
 	var lastErr error
