@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -75,8 +76,12 @@ var (
 	// been committed, so the index does not try it again.
 	ErrCommitUnknown = errors.New("commit outcome unknown")
 
-	// ErrGCRunning is returned by lockGC when another process holds the gc
-	// lock.
+	// ErrNoIndex is returned by Open, with MustExist, for a database that
+	// holds no index.
+	ErrNoIndex = errors.New("no index")
+
+	// ErrGCRunning is returned by AcquireGCLock when another process holds
+	// the gc lock.
 	ErrGCRunning = errors.New("another gc is running")
 )
 
@@ -94,6 +99,8 @@ type Index struct {
 	// pg is set for an index in PostgreSQL; path is then its URL, with any
 	// password hidden.
 	pg bool
+	// mustExist is MustExist's setting.
+	mustExist bool
 	// schemaHash is PostgreSQL's hash of the index's schema name, which
 	// its advisory lock keys include (see lockKey).
 	schemaHash int32
@@ -119,6 +126,19 @@ type config struct {
 	// recentMayBeLost commits without syncing the log (synchronous=NORMAL)
 	// whatever the durability.
 	recentMayBeLost bool
+	// mustExist refuses a database that holds no index yet.
+	mustExist bool
+}
+
+// MustExist makes Open fail with ErrNoIndex when the database holds no
+// index (a missing or empty SQLite file, or a database without the
+// index's tables), instead of making one. A store that holds blobs opens
+// its index so: an empty index would tell gc that no blob is used.
+func MustExist() Option {
+	return func(c *config) error {
+		c.mustExist = true
+		return nil
+	}
 }
 
 // WithDurability sets SQLite's synchronous mode: FULL for cas.SyncFull (the
@@ -216,6 +236,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	if c.mustExist {
+		if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0 {
+			return nil, fmt.Errorf("%w at %s: the file is missing or empty", ErrNoIndex, abs)
+		}
+	}
 	if c.readOnly {
 		if _, err := os.Stat(abs); err != nil {
 			return nil, fmt.Errorf("open %s read-only: %w", abs, err)
@@ -239,7 +264,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(time.Minute)
-	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor,
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist,
 		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
 	return x.ready(ctx, x.migrate)
 }
@@ -288,7 +313,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
-	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor}
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist}
 	return x.ready(ctx, x.checkVersion)
 }
 
@@ -338,6 +363,9 @@ func (x *Index) versions(ctx context.Context) (p *goose.Provider, current, lates
 	if current > latest {
 		return nil, 0, 0, fmt.Errorf("%w: %s has schema version %d, this build knows versions up to %d; upgrade toolcas",
 			ErrNewerSchema, x.path, current, latest)
+	}
+	if current == 0 && x.mustExist {
+		return nil, 0, 0, fmt.Errorf("%w in %s: it has no tables", ErrNoIndex, x.path)
 	}
 	return p, current, latest, nil
 }

@@ -201,7 +201,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 	sdb.SetMaxOpenConns(8)
 	sdb.SetMaxIdleConns(8)
 	sdb.SetConnMaxIdleTime(time.Minute)
-	x := &Index{db: sqlx.NewDb(sdb, "pgx"), path: shown, now: c.now, retry: c.retryFor, pg: true}
+	x := &Index{db: sqlx.NewDb(sdb, "pgx"), path: shown, now: c.now, retry: c.retryFor, pg: true, mustExist: c.mustExist}
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
 		return nil, fmt.Errorf("open: %w", x.connError(err))
@@ -233,7 +233,7 @@ func openPostgres(ctx context.Context, raw string, c config) (*Index, error) {
 // errors says what is wrong with the database as it is; anything else
 // happened while opening it.
 func openError(err error) error {
-	for _, own := range []error{ErrNewerSchema, ErrOlderSchema, ErrInvalidURL, ErrAccessDenied, ErrNoDatabase,
+	for _, own := range []error{ErrNewerSchema, ErrOlderSchema, ErrNoIndex, ErrInvalidURL, ErrAccessDenied, ErrNoDatabase,
 		ErrUnreachable, ErrUnsupportedDatabase} {
 		if errors.Is(err, own) {
 			return err

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,8 +73,13 @@ type Proxy struct {
 
 // session is what the proxy keeps about one client session.
 type session struct {
-	run   string
-	calls atomic.Int64
+	run string
+	// callID, set when sessions share a run (WithRun), is the call id of
+	// the session's results: the session's part of their keys, so that two
+	// sessions' calls of one step never share a key, and a pointer reads
+	// back what it was written for.
+	callID string
+	calls  atomic.Int64
 }
 
 // next counts a tool call and returns its step.
@@ -308,11 +315,12 @@ func (p *Proxy) sessionFor(ss *sdk.ServerSession) *session {
 	if s, ok := p.sessions[ss]; ok {
 		return s
 	}
-	run := p.run
-	if run == "" {
-		run = NewRunName(p.now())
+	s := &session{run: p.run}
+	if s.run == "" {
+		s.run = NewRunName(p.now())
+	} else {
+		s.callID = sessionID()
 	}
-	s := &session{run: run}
 	p.sessions[ss] = s
 	if ss != nil {
 		go func() {
@@ -322,8 +330,16 @@ func (p *Proxy) sessionFor(ss *sdk.ServerSession) *session {
 			p.mu.Unlock()
 		}()
 	}
-	p.log.Info("toolcas: client session offloads to run " + run)
+	p.log.Info("toolcas: client session offloads to run " + s.run)
 	return s
+}
+
+// sessionID returns a new session's part of the keys of a run that
+// sessions share: s and 8 random hex digits.
+func sessionID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return "s" + hex.EncodeToString(b[:])
 }
 
 // middleware routes what the mirrored features cannot: reads of upstream
@@ -572,7 +588,7 @@ func (p *Proxy) offload(ctx context.Context, s *session, step int, tool string, 
 	if len(parts) == 0 {
 		return res
 	}
-	r := hook.Result{Tool: tool, Arguments: args, Parts: parts}
+	r := hook.Result{Tool: tool, CallID: s.callID, Arguments: args, Parts: parts}
 	out, err := p.hook.Offload(hook.WithStore(ctx, p.store), hook.Step{Run: s.run, Number: step}, []hook.Result{r})
 	if err != nil {
 		p.log.Error(fmt.Sprintf("toolcas: %s: result of %s left in the conversation: %v", s.run, tool, err))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -691,6 +692,37 @@ func TestRunPerSession(t *testing.T) {
 	ps, _ = s.store.List(ctx, store.ListOptions{})
 	if len(ps) != 1 || ps[0].Run != "fixed-run" {
 		t.Errorf("WithRun: stored %+v, want run fixed-run", ps)
+	}
+}
+
+// Two client sessions of a proxy whose sessions share a run (WithRun)
+// call one tool at their first step: their results get keys of their
+// own, and each session's pointer reads back its own result, not the
+// other's.
+func TestSharedRunKeepsSessionsApart(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, newFake(nil), mcp.WithRun("project-x"))
+	other := r.connect(t)
+	var keys []string
+	for i, sess := range []*sdk.ClientSession{r.client, other} {
+		res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"session": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, offloaded(t, res)[0]["key"].(string))
+	}
+	if keys[0] == keys[1] || !strings.HasPrefix(keys[0], "project-x/1_echo_") || !strings.HasPrefix(keys[1], "project-x/1_echo_") {
+		t.Fatalf("the two sessions' first calls got keys %q: want two keys of step 1 in run project-x", keys)
+	}
+	for i, sess := range []*sdk.ClientSession{r.client, other} {
+		res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: mcp.ReadToolName, Arguments: map[string]any{"ref": keys[i], "pattern": "session"}})
+		if err != nil || res.IsError {
+			t.Fatalf("session %d reading its pointer %s: %v %+v", i, keys[i], err, res)
+		}
+		got := res.Content[0].(*sdk.TextContent).Text
+		if want := fmt.Sprintf(`{"session":%d}`, i); !strings.Contains(got, want) {
+			t.Errorf("session %d read back %q, want its own result, ending %s", i, got, want)
+		}
 	}
 }
 

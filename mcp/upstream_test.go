@@ -80,6 +80,10 @@ func newFake(opts *sdk.ServerOptions) *fake {
 	add(&sdk.Tool{Name: "big", Description: "a big text result"}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{Content: text(bigText)}, nil
 	})
+	add(&sdk.Tool{Name: "echo", Description: "a big text result that ends with its arguments"},
+		func(_ context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: text(bigText + string(r.Params.Arguments))}, nil
+		})
 	add(&sdk.Tool{Name: "mixed", Description: "every kind of content"}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{Content: []sdk.Content{
 			&sdk.TextContent{Text: bigText},

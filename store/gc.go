@@ -37,7 +37,29 @@ type GCOptions struct {
 	// (DefaultGCLockTimeout when zero); past it GC fails with ErrLocked,
 	// naming the processes holding the lock when they can be known.
 	LockTimeout time.Duration
+	// MaxShare is the largest share of the store's blobs that GC removes
+	// at once when no index row names them (DefaultMaxShare when zero);
+	// past it, and past 16 blobs, GC fails with ErrGCShare and removes
+	// nothing, unless Force is set. Blobs whose parts were pruned keep their rows until gc, and
+	// do not count: a store rarely holds many blobs no row names, but an
+	// index that lost its rows (restored from an old copy, say) makes
+	// every blob look so, and such a gc would empty the store.
+	MaxShare float64
+	Force    bool
 }
+
+// DefaultMaxShare is the share of a store's blobs past which GC refuses to
+// run without GCOptions.Force.
+const DefaultMaxShare = 0.5
+
+// gcGuardMin is the fewest blobs no row names that make GC refuse: a few
+// orphans of failed writes in a small store are no sign of a damaged
+// index, and deleting them empties nothing.
+const gcGuardMin = 16
+
+// ErrGCShare is returned by GC when it would remove more than
+// GCOptions.MaxShare of the store's blobs.
+var ErrGCShare = errors.New("more of the store would go than gc removes without --force")
 
 // GCResult says what GC removed, or would remove on a dry run.
 type GCResult struct {
@@ -71,6 +93,8 @@ type GCPlan struct {
 	// what is younger than At - Grace stays.
 	At    time.Time
 	Grace time.Duration
+	// Blobs counts the blobs the plan saw in the store, used or not.
+	Blobs int
 	// Remove lists the blobs gc removes: no part uses them and they are
 	// older than the grace period.
 	Remove []GCBlob
@@ -218,6 +242,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if o.DryRun {
 		return p.DryRun(), nil
 	}
+	if err := p.checkShare(o); err != nil {
+		return GCResult{}, err
+	}
 	if err := fault(e, "gc:marked"); err != nil {
 		return GCResult{}, fmt.Errorf("gc: sweep (nothing deleted): %w", err)
 	}
@@ -314,6 +341,37 @@ func beginSweep(ctx context.Context, e engine, ix *index.Index, p *GCPlan, held 
 	return nil
 }
 
+// Share is the share of the store's blobs the plan removes that no index
+// row names (see GCOptions.MaxShare), and how many they are.
+func (p *GCPlan) Share() (float64, int) {
+	n := 0
+	for _, b := range p.Remove {
+		if b.Reason == GCNoRow {
+			n++
+		}
+	}
+	if p.Blobs == 0 {
+		return 0, n
+	}
+	return float64(n) / float64(p.Blobs), n
+}
+
+// checkShare refuses a plan that removes more than o lets gc remove at
+// once.
+func (p *GCPlan) checkShare(o GCOptions) error {
+	limit := o.MaxShare
+	if limit == 0 {
+		limit = DefaultMaxShare
+	}
+	share, n := p.Share()
+	if o.Force || share <= limit || n < gcGuardMin {
+		return nil
+	}
+	return fmt.Errorf("gc: %d of the store's %d blobs (%.0f %%) are named by no index row, more than %.0f %%: %w; "+
+		"nothing deleted. The index may have lost rows (restored from an older copy?): casctl verify lists them; "+
+		"if they are garbage indeed, run gc again with --force (GCOptions.Force)", n, p.Blobs, 100*share, 100*limit, ErrGCShare)
+}
+
 // cutoff is the newest time a blob may have to go.
 func (p *GCPlan) cutoff() time.Time { return p.At.Add(-p.Grace) }
 
@@ -387,6 +445,9 @@ func keysOf(ps []index.Part) []string {
 func checkGCOptions(o GCOptions) (time.Duration, error) {
 	if o.Grace < 0 {
 		return 0, fmt.Errorf("gc: negative grace period %v", o.Grace)
+	}
+	if o.MaxShare < 0 || o.MaxShare > 1 {
+		return 0, fmt.Errorf("gc: share %v out of 0..1", o.MaxShare)
 	}
 	if o.LockTimeout < 0 {
 		return 0, fmt.Errorf("gc: negative lock timeout %v", o.LockTimeout)

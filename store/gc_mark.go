@@ -96,6 +96,7 @@ func (m *localMark) readPacks(ctx context.Context) error {
 			m.packed[sh] = append(m.packed[sh], cas.Entry{Kind: cas.EntryBlob,
 				RelPath: cas.PacksDir + "/" + pk.Name, Blob: en.Blob, Size: en.Size, ModTime: pk.ModTime})
 			m.total++
+			m.p.Blobs++
 		}
 	}
 	return nil
@@ -131,6 +132,7 @@ func (m *localMark) walk(ctx context.Context) error {
 		switch en.Kind {
 		case cas.EntryBlob:
 			loose[en.Blob] = en
+			m.p.Blobs++
 		case cas.EntryTemp:
 			if m.p.old(en.ModTime) {
 				m.p.Temps = append(m.p.Temps, GCTemp{Path: en.RelPath, InUse: m.e.blobs.TempInUse(en.RelPath)})

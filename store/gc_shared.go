@@ -111,6 +111,7 @@ func (e *sharedEngine) markGC(ctx context.Context, p *GCPlan, progress func(done
 			cur, objects = sh, map[cas.Blob]cas.Entry{}
 		}
 		objects[en.Blob] = en
+		p.Blobs++
 		return nil
 	})
 	if err == nil {

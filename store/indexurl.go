@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -170,4 +172,51 @@ func indexLocation(dir string, c *config) (open, record string, err error) {
 			ErrIndexMismatch, dir, shown)
 	}
 	return c.indexURL, shown, nil
+}
+
+// ErrNoIndex is returned by Open for a store whose index is missing or
+// empty: a SQLite file deleted or cut to nothing, a record of a PostgreSQL
+// index removed, a database whose tables were dropped. Open never makes a
+// new index for a store that holds blobs, since an empty index would tell
+// gc that no blob is used; the index must be restored.
+var ErrNoIndex = index.ErrNoIndex
+
+// newIndexAllowed reports whether Open may make a new, empty index: only
+// when it creates the store and the store holds no blob, loose or packed
+// (walk lists them, packed says whether there are packs). Anything it
+// cannot look at counts as a blob.
+func newIndexAllowed(ctx context.Context, c *config, walk func(context.Context, func(cas.Entry) error) error,
+	packed func(context.Context) (bool, error)) bool {
+	if !c.create || c.readOnly {
+		return false
+	}
+	errBlob := errors.New("a blob")
+	if err := walk(ctx, func(e cas.Entry) error {
+		if e.Kind == cas.EntryBlob {
+			return errBlob
+		}
+		return nil
+	}); err != nil {
+		return false
+	}
+	if packed != nil {
+		if some, err := packed(ctx); err != nil || some {
+			return false
+		}
+	}
+	return true
+}
+
+// indexError is the error of an index of the store at loc, at where, that
+// did not open; a missing one says how it is restored.
+func indexError(loc, where string, err error) error {
+	if !errors.Is(err, ErrNoIndex) {
+		return err
+	}
+	if index.IsPostgresURL(where) {
+		where, _ = indexURLShown(where)
+	}
+	return fmt.Errorf("%w: %s holds blobs, but its index %s is missing or empty; restore it from a copy (an index in "+
+		"PostgreSQL: record it again with casctl --store %s init --index URL). Nothing makes a new index for a store "+
+		"that holds blobs: gc would take every blob for unused", ErrNoIndex, loc, where, loc)
 }

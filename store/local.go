@@ -76,7 +76,7 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 	if err != nil {
 		return nil, err
 	}
-	ix, err := openLocalIndex(ctx, blobs.Dir(), c, ixOpts)
+	ix, err := openLocalIndex(ctx, blobs, c, ixOpts)
 	if err != nil {
 		blobs.Close()
 		return nil, err
@@ -99,10 +99,17 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 // openLocalIndex opens the index of the store at dir: IndexFile, or the
 // database the store records, and records the one WithIndexURL names on
 // a store being made.
-func openLocalIndex(ctx context.Context, dir string, c *config, opts []index.Option) (*index.Index, error) {
+func openLocalIndex(ctx context.Context, blobs *cas.Store, c *config, opts []index.Option) (*index.Index, error) {
+	dir := blobs.Dir()
 	where, record, err := indexLocation(dir, c)
 	if err != nil {
 		return nil, err
+	}
+	if !newIndexAllowed(ctx, c, blobs.WalkNames, func(ctx context.Context) (bool, error) {
+		packs, temps, bad, err := blobs.Packs(ctx)
+		return len(packs)+len(temps)+len(bad) > 0, err
+	}) {
+		opts = append(opts, index.MustExist())
 	}
 	ix, err := index.Open(ctx, where, opts...)
 	if err != nil && c.maintenance && !c.readOnly && !index.IsPostgresURL(where) && releaseReserve(dir) {
@@ -111,7 +118,7 @@ func openLocalIndex(ctx context.Context, dir string, c *config, opts []index.Opt
 		ix, err = index.Open(ctx, where, opts...)
 	}
 	if err != nil {
-		return nil, err
+		return nil, indexError(dir, where, err)
 	}
 	if record != "" {
 		// Recorded once the database is reachable and migrated, so that a

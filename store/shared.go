@@ -135,9 +135,12 @@ func openSharedIndex(ctx context.Context, be *s3blob.Backend, c *config) (*index
 	if c.readOnly {
 		opts = append(opts, index.ReadOnly())
 	}
+	if !newIndexAllowed(ctx, c, be.Walk, nil) {
+		opts = append(opts, index.MustExist())
+	}
 	ix, err := index.Open(ctx, where, opts...)
 	if err != nil {
-		return nil, err
+		return nil, indexError(be.Location().String(), where, err)
 	}
 	if record != "" {
 		// Recorded once the database is reachable and migrated, so that a

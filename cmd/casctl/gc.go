@@ -16,6 +16,7 @@ type gcOptions struct {
 	grace       time.Duration
 	lockTimeout time.Duration
 	dryRun      bool
+	force       bool
 	json        bool
 	packOver    int64
 }
@@ -29,10 +30,14 @@ func newGCCommand(g *globals) *cobra.Command {
 writer that died) once they are older than the grace period, and temp files
 as old. It holds the store's lock while it sweeps, so writers are never
 caught between their blob and their row; it deletes nothing if anything
-fails while it lists, and refuses to run while rows point at missing blobs
-(casctl repair drops those rows). Packs whose blobs are mostly unused are
-rewritten without them. When the blobs unused for a day that are still loose
-pass --pack-over, gc then packs them, as casctl pack does.`,
+fails while it lists, refuses to run while rows point at missing blobs
+(casctl repair drops those rows), and refuses, without --force, to remove
+blobs no index row names when they are more than half of the store (and
+more than a handful): an index that lost its rows makes every blob look
+so. Blobs whose parts were pruned keep their rows until gc, and do not
+count. Packs whose blobs are mostly unused are rewritten without them.
+When the blobs unused for a day that are still loose pass --pack-over, gc
+then packs them, as casctl pack does.`,
 		Example: `  casctl gc --dry-run
   casctl gc --grace 0s
   casctl gc --grace 7d --json`,
@@ -44,7 +49,8 @@ pass --pack-over, gc then packs them, as casctl pack does.`,
 	f := cmd.Flags()
 	f.Var(durationFlag{&o.grace}, "grace", "only remove what is older than this (90m, 2h, 7d)")
 	f.Var(durationFlag{&o.lockTimeout}, "lock-timeout", "give up (exit 1, naming the lock's holder) if writes keep the store locked this long")
-	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, remove nothing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, and why; remove nothing")
+	f.BoolVar(&o.force, "force", false, "remove blobs no index row names even when they are more than half of the store")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	f.Var(sizeFlag{&o.packOver}, "pack-over", "pack loose blobs unused for a day once they pass this size (0: never)")
 	return cmd
@@ -70,7 +76,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 		return fail("gc", err)
 	}
 	defer s.Close()
-	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
+	opts := store.GCOptions{Grace: o.grace, DryRun: o.dryRun, LockTimeout: o.lockTimeout, Force: o.force}
 	st, err := s.Stats(ctx, "")
 	if err == nil {
 		if bar := progress(g.stderr, o.json, st.Blobs+st.UnreferencedBlobs, "gc: listing", false); bar != nil {
