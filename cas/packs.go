@@ -32,6 +32,15 @@ type PackInfo struct {
 	Raw int64
 }
 
+// Blobs returns the blobs the pack holds.
+func (i PackInfo) Blobs() []Blob {
+	out := make([]Blob, len(i.Entries))
+	for k, e := range i.Entries {
+		out[k] = e.Blob
+	}
+	return out
+}
+
 // loadedPack is a pack whose table of contents is in memory.
 type loadedPack struct {
 	name    string
@@ -330,10 +339,11 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // WritePack writes the given blobs, in that order (callers put similar blobs
 // next to each other), into one new pack file and returns it once it is
 // durable (in SyncFull mode) under its final name. Each blob is read through
-// Open and so checked first: a corrupt or missing blob stops the pack with an
-// error naming it, and nothing is left behind. A blob listed twice is packed
-// once. Nothing is removed: the caller records the pack and then removes the
-// loose files.
+// Open and so checked first: a corrupt blob stops the pack with an error
+// naming it, and nothing is left behind; a blob not found (removed since it
+// was chosen) is left out, and the pack's Entries list what it holds, which
+// is what the caller records. A blob listed twice is packed once. Nothing
+// is removed: the caller records the pack and then removes the loose files.
 func (s *Store) WritePack(ctx context.Context, blobs []Blob) (PackInfo, error) {
 	if len(blobs) == 0 {
 		return PackInfo{}, errors.New("write pack: no blobs")
@@ -415,6 +425,9 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 			return PackInfo{}, err
 		}
 		r, err := s.Open(ctx, b)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return PackInfo{}, fmt.Errorf("write pack: %w", err)
 		}
@@ -449,6 +462,9 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 		raw += n
 		toc.entries = append(toc.entries, e)
 		info.Raw += n
+	}
+	if len(toc.entries) == 0 {
+		return PackInfo{}, fmt.Errorf("write pack: %w: every blob given was removed", ErrNotFound)
 	}
 	if err := closeFrame(); err != nil {
 		return PackInfo{}, s.writeError(Blob{}, err)

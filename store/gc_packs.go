@@ -165,7 +165,7 @@ func (e *localEngine) sweepPack(ctx context.Context, g GCPack) (int64, error) {
 	if err := fault(e, "gc:rewrite-record"); err != nil {
 		return 0, err
 	}
-	rec := index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: g.live}
+	rec := index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: info.Blobs()}
 	if err := e.ix.ReplacePack(ctx, g.Name, rec); err != nil {
 		return 0, err
 	}

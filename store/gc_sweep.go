@@ -88,9 +88,15 @@ func (e *localEngine) sweepLast(ctx context.Context, sw *sweeper, p *GCPlan, res
 		res.RemovedTemp++
 	}
 	if p.hasPacks {
-		var err error
-		if res.Packs, err = e.sweepPacks(ctx, p); err != nil {
-			errs = append(errs, "packs: "+err.Error())
+		// A packer writes its packs without the writers' lock: the packs
+		// wait for the next gc while one runs.
+		if unlock, ok := e.packerAway(); ok {
+			var err error
+			res.Packs, err = e.sweepPacks(ctx, p)
+			unlock()
+			if err != nil {
+				errs = append(errs, "packs: "+err.Error())
+			}
 		}
 	}
 	return errs, nil

@@ -39,14 +39,34 @@ var ErrLocked = hook.ErrLocked
 
 // Poll intervals of the lock waits: flock has no wait with a deadline. A
 // writer waiting for gc polls often, so that it starts soon after each of
-// gc's short holds; gc holding gc.intent polls as often for the writes under
-// way to finish, which no new write can join: both wait for short things.
-// gc waiting for another gc's intent polls less often.
+// gc's short holds. gc and packers poll from pollMin, twice as long each
+// time up to pollMax: the writes under way gc waits for are short, but
+// what holds it longer (a stopped process) should not cost it a core.
 const (
-	sharedPoll    = time.Millisecond
-	drainPoll     = time.Millisecond
-	exclusivePoll = 10 * time.Millisecond
+	sharedPoll = time.Millisecond
+	pollMin    = time.Millisecond
+	pollMax    = 50 * time.Millisecond
 )
+
+// pollLock calls try until it takes its lock, the wait between tries
+// growing from pollMin to pollMax, or until ctx ends.
+func pollLock(ctx context.Context, try func() (bool, error)) error {
+	wait := pollMin
+	for {
+		ok, err := try()
+		if err != nil || ok {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, pollMax)
+	}
+}
 
 // fileLocks orders a local store's writers and gc: gc.lock, which
 // writers hold shared and gc exclusively, and gc.intent, which gc takes
@@ -93,7 +113,7 @@ func (l *fileLocks) shared(ctx context.Context) (func(), error) {
 	for err == nil && held != "" {
 		select {
 		case <-ctx.Done():
-			return nil, lockedError(held, "gc", ctx.Err(), time.Since(start))
+			return nil, l.writerLockedError(held, ctx.Err(), time.Since(start))
 		case <-t.C:
 		}
 		held, err = w.tryShare(l.intent, l.lock)
@@ -102,6 +122,21 @@ func (l *fileLocks) shared(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", l.lock, err)
 	}
 	return w.release, nil
+}
+
+// writerLockedError is the error of a write that gave up on gc: gc holds
+// held; when that is gc.intent, gc itself waits for whoever holds gc.lock
+// (a writer, or a packer recording its pack), whom the error names too.
+func (l *fileLocks) writerLockedError(held string, err error, waited time.Duration) error {
+	lerr := lockedError(held, "gc", err, waited)
+	if held != l.intent {
+		return lerr
+	}
+	if pids := lockHolders(l.lock); len(pids) > 0 {
+		return fmt.Errorf("%w; gc waits for pid %s, which holds %s (a writer, or a packer recording its pack)",
+			lerr, joinPids(pids), l.lock)
+	}
+	return lerr
 }
 
 // close closes the lock files the store's writers keep open.
@@ -242,12 +277,12 @@ func (l *fileLocks) exclusive(ctx context.Context, timeout time.Duration) (func(
 	ctx, cancel := withLockDeadline(ctx, timeout)
 	defer cancel()
 	intent := flock.New(l.intent)
-	if _, err := intent.TryLockContext(ctx, exclusivePoll); err != nil {
+	if err := pollLock(ctx, intent.TryLock); err != nil {
 		intent.Close()
 		return nil, lockedError(l.intent, "another gc", err, time.Since(start))
 	}
 	lk := flock.New(l.lock)
-	if _, err := lk.TryLockContext(ctx, drainPoll); err != nil {
+	if err := pollLock(ctx, lk.TryLock); err != nil {
 		lk.Close()
 		intent.Unlock()
 		intent.Close()
@@ -278,14 +313,19 @@ func lockedError(path, who string, err error, waited time.Duration) error {
 	}
 	holder := who
 	if pids := lockHolders(path); len(pids) > 0 {
-		ps := make([]string, len(pids))
-		for i, p := range pids {
-			ps[i] = strconv.Itoa(p)
-		}
-		holder = fmt.Sprintf("%s (pid %s)", who, strings.Join(ps, ", "))
+		holder = fmt.Sprintf("%s (pid %s)", who, joinPids(pids))
 	}
 	return fmt.Errorf("%w: %s is held by %s; gave up after %v: %w",
 		ErrLocked, path, holder, waited.Round(time.Millisecond), err)
+}
+
+// joinPids lists process ids for a message.
+func joinPids(pids []int) string {
+	ps := make([]string, len(pids))
+	for i, p := range pids {
+		ps[i] = strconv.Itoa(p)
+	}
+	return strings.Join(ps, ", ")
 }
 
 // lockHolders lists the processes other than this one holding a flock on

@@ -145,15 +145,14 @@ func (e *localEngine) truncateLog(ctx context.Context) {
 	e.ix.Checkpoint(ctx)
 }
 
-// packBatch writes one pack, records it, then removes the loose files. It
-// holds the writers' side of gc.lock from the first byte of the pack to the
-// last loose file removed, as a writer does from blob to row.
+// packBatch writes one pack, records it, then removes the loose files.
+// Writing the pack, the long part, takes no lock of the writers': the pack
+// is no blob's until its rows are recorded, and gc leaves the packs and
+// temp files of packs alone while a packer holds pack.lock (see
+// sweepLast). The rows are recorded holding the writers' side of gc.lock,
+// as a write's are, so that gc sees them before it sweeps; the loose
+// files go after, as the copies they now are.
 func (e *localEngine) packBatch(ctx context.Context, batch []index.PackCandidate, res *PackResult) error {
-	unlock, err := e.locks.shared(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	blobs := make([]cas.Blob, len(batch))
 	for i, c := range batch {
 		blobs[i] = c.Blob
@@ -162,13 +161,23 @@ func (e *localEngine) packBatch(ctx context.Context, batch []index.PackCandidate
 		return fmt.Errorf("pack: %w", err)
 	}
 	info, err := e.blobs.WritePack(ctx, blobs)
+	if errors.Is(err, cas.ErrNotFound) {
+		return nil // every blob of the batch went since it was chosen
+	}
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
 	if err := fault(e, "pack:record"); err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	if err := e.ix.RecordPack(ctx, index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: blobs}); err != nil {
+	blobs = info.Blobs()
+	unlock, err := e.locks.shared(ctx)
+	if err != nil {
+		return err
+	}
+	err = e.ix.RecordPack(ctx, index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: blobs})
+	unlock()
+	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
 	res.Packs = append(res.Packs, info.Name)
@@ -195,11 +204,22 @@ func (e *localEngine) packLock(ctx context.Context) (func(), error) {
 	ctx, cancel := withLockDeadline(ctx, DefaultGCLockTimeout)
 	defer cancel()
 	l := flock.New(filepath.Join(e.dir, PackLockFile))
-	if _, err := l.TryLockContext(ctx, exclusivePoll); err != nil {
+	if err := pollLock(ctx, l.TryLock); err != nil {
 		l.Close()
 		return nil, lockedError(l.Path(), "another pack", err, time.Since(start))
 	}
 	return func() { l.Unlock(); l.Close() }, nil
+}
+
+// packerAway takes pack.lock without waiting, so that no packer writes a
+// pack while gc sweeps packs; it reports false when a packer holds it.
+func (e *localEngine) packerAway() (unlock func(), ok bool) {
+	l := flock.New(filepath.Join(e.dir, PackLockFile))
+	if locked, err := l.TryLock(); err != nil || !locked {
+		l.Close()
+		return nil, false
+	}
+	return func() { l.Unlock(); l.Close() }, true
 }
 
 // DefaultPackOver is the amount of cold loose bytes past which gc packs

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -52,6 +53,10 @@ type RepairResult struct {
 	// QuarantineDir. Their rows stay: writing the same content again, under
 	// any key, stores the blob afresh and heals every key that uses it.
 	Quarantined []Repaired
+	// Salvaged lists the blobs whose bytes Repair read back, checked, from
+	// where verify could not (a damaged pack's frames, a file behind a
+	// link): they are loose files again, and their keys read as before.
+	Salvaged []Repaired
 	// IndexProblems lists damage to the index database itself, which Repair
 	// cannot mend.
 	IndexProblems []string
@@ -98,27 +103,36 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 	if len(v.IndexProblems) > 0 {
 		return res, fmt.Errorf("repair: %w (%s); nothing changed", ErrIndexDamaged, strings.Join(v.IndexProblems, "; "))
 	}
-	packed, err := e.repairPacks(ctx, v.Corrupt, o.DryRun)
+	// Bytes verify could not reach where they should be, but that read
+	// back checked through a link in the way, are staged first: the link
+	// is quarantined below.
+	rescued := e.rescue(ctx, v.Missing)
+	defer func() {
+		for _, st := range rescued {
+			st.Discard()
+		}
+	}()
+	packed, salvaged, err := e.repairPacks(ctx, v.Corrupt, o.DryRun)
 	res.Quarantined = append(res.Quarantined, packed...)
+	res.Salvaged = append(res.Salvaged, salvaged...)
 	if err != nil {
 		return res, fmt.Errorf("repair: %w", err)
 	}
-	for _, p := range v.Corrupt {
-		if e.inPacks(p.Path) {
-			continue // repairPacks did it
-		}
-		r := Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason}
-		if !o.DryRun {
-			to, err := e.quarantine(p.Path)
-			if err != nil {
-				return res, fmt.Errorf("repair: %w", err)
-			}
-			r.To = to
-		}
-		res.Quarantined = append(res.Quarantined, r)
+	if err := e.quarantineLoose(v.Corrupt, o.DryRun, &res); err != nil {
+		return res, fmt.Errorf("repair: %w", err)
 	}
 	var lost []cas.Blob
 	for _, p := range v.Missing {
+		if st := rescued[p.Blob]; st != nil {
+			if !o.DryRun {
+				if _, err := st.Commit(ctx); err != nil {
+					return res, fmt.Errorf("repair: put back %s: %w", p.Blob, err)
+				}
+			}
+			res.Salvaged = append(res.Salvaged, Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys,
+				Reason: "read back through the link in its way, which is quarantined"})
+			continue
+		}
 		res.Lost = append(res.Lost, Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason})
 		lost = append(lost, p.Blob)
 	}
@@ -151,6 +165,52 @@ func (e *localEngine) repair(ctx context.Context, o RepairOptions, verify func(c
 		res.Lost[i].Keys = byBlob[res.Lost[i].Blob]
 	}
 	return res, nil
+}
+
+// quarantineLoose moves the corrupt loose blobs verify found, and whatever
+// stands where a shard should be, under QuarantineDir (repairPacks does the
+// packs).
+func (e *localEngine) quarantineLoose(corrupt []Problem, dryRun bool, res *RepairResult) error {
+	for _, p := range corrupt {
+		if e.inPacks(p.Path) {
+			continue
+		}
+		r := Repaired{Blob: p.Blob, Path: p.Path, Keys: p.Keys, Reason: p.Reason}
+		if !dryRun {
+			to, err := e.quarantine(p.Path)
+			if err != nil {
+				return err
+			}
+			r.To = to
+		}
+		res.Quarantined = append(res.Quarantined, r)
+	}
+	return nil
+}
+
+// rescue reads the blobs verify found missing through whatever stands in
+// their way (a shard directory that is a link to elsewhere, say), and
+// stages, in the store, those whose bytes check against their digest.
+// Repair never drops the row of a blob whose bytes it can read and check.
+func (e *localEngine) rescue(ctx context.Context, missing []Problem) map[cas.Blob]*cas.Staged {
+	out := map[cas.Blob]*cas.Staged{}
+	for _, p := range missing {
+		f, err := os.Open(filepath.Join(e.dir, filepath.FromSlash(p.Blob.RelPath())))
+		if err != nil {
+			continue
+		}
+		st, err := e.blobs.Stage(ctx, f, func() (string, error) { return p.Blob.Ext, nil })
+		f.Close()
+		if err != nil {
+			continue
+		}
+		if st.Blob() != p.Blob {
+			st.Discard() // other bytes: not the blob
+			continue
+		}
+		out[p.Blob] = st
+	}
+	return out
 }
 
 // quarantine moves the file (or whatever stands) at path, inside the blob
@@ -233,13 +293,14 @@ func (e *localEngine) inPacks(path string) bool {
 
 // repairPacks is Repair's part for damaged packs. Each pack verify found
 // anything wrong with is written anew with the blobs in it that read back
-// whole and that rows name; the rows move to the new pack in one
-// transaction; the damaged pack goes to QuarantineDir. A used blob that was
-// corrupt in it gets a note of its own there, so that its rows stay, gc
-// runs, and writing the same content again heals it, as for a corrupt loose
-// blob. Blobs of a pack whose table of contents is lost are missing, not
-// corrupt: Repair drops their rows.
-func (e *localEngine) repairPacks(ctx context.Context, corrupt []Problem, dryRun bool) ([]Repaired, error) {
+// whole and that rows name; the used blobs that do not (a damaged table of
+// contents loses them all) are salvaged from its frames (cas.SalvagePack)
+// and become loose files again; the rows move to the new pack in one
+// transaction; the damaged pack goes to QuarantineDir. A used blob that
+// could not be salvaged gets a note of its own there, so that its rows
+// stay, gc runs, and writing the same content again heals it, as for a
+// corrupt loose blob. A dry run says what it would quarantine and salvage.
+func (e *localEngine) repairPacks(ctx context.Context, corrupt []Problem, dryRun bool) (quarantined, salvaged []Repaired, err error) {
 	damaged := map[string][]Problem{}
 	var names []string
 	for _, p := range corrupt {
@@ -253,64 +314,139 @@ func (e *localEngine) repairPacks(ctx context.Context, corrupt []Problem, dryRun
 		damaged[name] = append(damaged[name], p)
 	}
 	slices.Sort(names)
-	var out []Repaired
 	for _, name := range names {
-		path := e.name(cas.PacksDir + "/" + name)
-		var bad []Repaired
-		for _, p := range damaged[name] {
-			if !p.Blob.Digest.IsZero() && len(p.Keys) > 0 {
-				bad = append(bad, Repaired{Blob: p.Blob, Path: path, Keys: p.Keys, Reason: p.Reason})
-			}
-		}
-		if dryRun {
-			out = append(out, bad...)
-			continue
-		}
-		ok, _, err := e.blobs.VerifyPack(ctx, name)
+		q, sv, err := e.repairPack(ctx, name, damaged[name], dryRun)
+		quarantined, salvaged = append(quarantined, q...), append(salvaged, sv...)
 		if err != nil {
-			return out, err
+			return quarantined, salvaged, err
 		}
-		whole := map[cas.Blob]bool{}
-		for _, e := range ok {
-			whole[e.Blob] = true
-		}
-		named, err := e.ix.PackedBlobs(ctx, name)
-		if err != nil {
-			return out, err
-		}
-		var live []cas.Blob
-		for _, b := range named {
-			if whole[b] {
-				live = append(live, b)
-			}
-		}
-		var rec index.PackRecord
-		if len(live) > 0 {
-			info, err := e.blobs.WritePack(ctx, live)
-			if err != nil {
-				return out, fmt.Errorf("rewrite %s: %w", name, err)
-			}
-			rec = index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: live}
-		}
-		if err := e.ix.ReplacePack(ctx, name, rec); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return out, err
-		}
-		to, err := e.quarantine(path)
-		if err != nil {
-			return out, err
-		}
-		for i := range bad {
-			note := filepath.Join(filepath.Dir(to), bad[i].Blob.FileName())
-			if _, err := os.Lstat(note); err == nil {
-				note = filepath.Join(filepath.Dir(to), bad[i].Blob.FileName()+".pack")
-			}
-			msg := fmt.Sprintf("%s was corrupt in %s (now %s): %s\n", bad[i].Blob, name, to, bad[i].Reason)
-			if err := os.WriteFile(note, []byte(msg), 0o444); err != nil {
-				return out, err
-			}
-			bad[i].To = to
-		}
-		out = append(out, bad...)
 	}
-	return out, nil
+	return quarantined, salvaged, nil
+}
+
+// repairPack repairs one damaged pack, whose problems verify found (see
+// repairPacks).
+func (e *localEngine) repairPack(ctx context.Context, name string, problems []Problem, dryRun bool) (quarantined, salvaged []Repaired, err error) {
+	path := e.name(cas.PacksDir + "/" + name)
+	bad := map[cas.Blob]Repaired{}
+	for _, p := range problems {
+		if !p.Blob.Digest.IsZero() && len(p.Keys) > 0 {
+			bad[p.Blob] = Repaired{Blob: p.Blob, Path: path, Keys: p.Keys, Reason: p.Reason}
+		}
+	}
+	ok, _, err := e.blobs.VerifyPack(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	whole := map[cas.Blob]bool{}
+	for _, en := range ok {
+		whole[en.Blob] = true
+	}
+	named, err := e.ix.PackedBlobs(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var live []cas.Blob
+	for _, b := range named {
+		if whole[b] {
+			live = append(live, b)
+		}
+	}
+	if salvaged, err = e.salvage(ctx, name, bad, dryRun); err != nil {
+		return nil, salvaged, err
+	}
+	for _, r := range salvaged {
+		delete(bad, r.Blob)
+	}
+	for _, r := range bad {
+		quarantined = append(quarantined, r)
+	}
+	slices.SortFunc(quarantined, func(a, b Repaired) int { return byFileName(a.Blob, b.Blob) })
+	if dryRun {
+		return quarantined, salvaged, nil
+	}
+	var rec index.PackRecord
+	if len(live) > 0 {
+		info, err := e.blobs.WritePack(ctx, live)
+		if err != nil {
+			return nil, salvaged, fmt.Errorf("rewrite %s: %w", name, err)
+		}
+		rec = index.PackRecord{Name: info.Name, Size: info.Size, Raw: info.Raw, Blobs: info.Blobs()}
+	}
+	// The rows of the blobs that are not live go back to loose files:
+	// the salvaged ones are there.
+	if err := e.ix.ReplacePack(ctx, name, rec); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, salvaged, err
+	}
+	to, err := e.quarantine(path)
+	if err != nil {
+		return nil, salvaged, err
+	}
+	for i := range quarantined {
+		if err := e.noteQuarantined(&quarantined[i], name, to); err != nil {
+			return quarantined, salvaged, err
+		}
+	}
+	return quarantined, salvaged, nil
+}
+
+// salvage reads the bad blobs of a pack back from its frames and, but on
+// a dry run, writes them as loose files, durably, a batch at a time.
+func (e *localEngine) salvage(ctx context.Context, name string, bad map[cas.Blob]Repaired, dryRun bool) ([]Repaired, error) {
+	var want []cas.SizedBlob
+	for b := range bad {
+		row, err := e.ix.Blob(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, cas.SizedBlob{Blob: b, Size: row.Size})
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	var (
+		out   []Repaired
+		batch []cas.Item
+		held  int
+	)
+	flush := func() error {
+		if len(batch) > 0 && !dryRun {
+			if _, err := e.blobs.PutBatch(ctx, batch); err != nil {
+				return fmt.Errorf("salvage %s: %w", name, err)
+			}
+		}
+		batch, held = batch[:0], 0
+		return nil
+	}
+	_, err := e.blobs.SalvagePack(ctx, name, want, func(b cas.Blob, data []byte) error {
+		r := bad[b]
+		r.Reason = "salvaged from the frames of " + name
+		out = append(out, r)
+		batch = append(batch, cas.Item{Data: bytes.Clone(data), Ext: b.Ext})
+		if held += len(data); held >= PackLimit {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	slices.SortFunc(out, func(a, b Repaired) int { return byFileName(a.Blob, b.Blob) })
+	return out, err
+}
+
+// noteQuarantined leaves a note in QuarantineDir for a used blob lost with
+// its pack (now to): its rows stay, and writing the same content again
+// heals them.
+func (e *localEngine) noteQuarantined(r *Repaired, pack, to string) error {
+	note := filepath.Join(filepath.Dir(to), r.Blob.FileName())
+	if _, err := os.Lstat(note); err == nil {
+		note = filepath.Join(filepath.Dir(to), r.Blob.FileName()+".pack")
+	}
+	msg := fmt.Sprintf("%s was corrupt in %s (now %s): %s\n", r.Blob, pack, to, r.Reason)
+	if err := os.WriteFile(note, []byte(msg), 0o444); err != nil {
+		return err
+	}
+	r.To = to
+	return nil
 }

@@ -154,3 +154,46 @@ func TestWriteReplacesCorruptBlob(t *testing.T) {
 		}
 	}
 }
+
+// A shard directory replaced by a link to a copy elsewhere: the store
+// reads nothing through the link, so verify calls the shard damaged and
+// its blobs missing. Repair reads them through the link, checks them, and
+// puts them back in a shard of its own, dropping no row: it never drops
+// a row whose bytes it can read and check.
+func TestRepairRescuesBlobsBehindALink(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	st := mustWrite(t, s, item("r", 1, "behind the link"), item("r", 2, "elsewhere"))
+	shard := filepath.Dir(st[0].Path)
+	moved := filepath.Join(t.TempDir(), "moved-shard")
+	if err := os.Rename(shard, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, shard); err != nil {
+		t.Fatal(err)
+	}
+	s = MustOpenDir(t, s.Dir())
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || v.OK {
+		t.Fatalf("verify with a shard behind a link = %+v, %v", v, err)
+	}
+	rep, err := s.Repair(ctx, RepairOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Lost) != 0 || len(rep.Salvaged) == 0 {
+		t.Fatalf("repair: %d lost, %d salvaged; want the blobs behind the link salvaged", len(rep.Lost), len(rep.Salvaged))
+	}
+	for i, text := range []string{"behind the link", "elsewhere"} {
+		got, err := s.Read(ctx, "r", st[i].Key)
+		if err != nil || string(got.Data) != text {
+			t.Errorf("read %s after repair = %v", st[i].Key, err)
+		}
+	}
+	if fi, err := os.Lstat(shard); err != nil || !fi.IsDir() {
+		t.Errorf("the shard after repair: %v, %v; want a directory of its own", fi, err)
+	}
+	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK {
+		t.Fatalf("verify after repair = %+v, %v", v, err)
+	}
+}

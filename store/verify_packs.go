@@ -41,15 +41,15 @@ func (e *localEngine) verifyPacks(ctx context.Context, res *VerifyResult, used f
 		if err != nil {
 			return err
 		}
-		for _, e := range ok {
-			if seen[e.Blob] {
+		for _, en := range ok {
+			if seen[en.Blob] {
 				continue // verified as a loose file already
 			}
-			seen[e.Blob] = true
+			seen[en.Blob] = true
 			res.Checked++
-			res.CheckedBytes += e.Size
-			if used(e.Blob) {
-				*whole = append(*whole, e.Blob)
+			res.CheckedBytes += en.Size
+			if used(en.Blob) {
+				*whole = append(*whole, en.Blob)
 			}
 		}
 		for _, p := range problems {
@@ -68,6 +68,30 @@ func (e *localEngine) verifyPacks(ctx context.Context, res *VerifyResult, used f
 		if !recorded[name] && len(problems) == 0 {
 			res.Orphans = append(res.Orphans, Problem{Path: path, Reason: "pack no index row names"})
 		}
+		if bad[name] != nil && recorded[name] {
+			if err := e.damagedTOC(ctx, res, name, used, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// damagedTOC reports the used blobs the rows place in a pack whose table
+// of contents does not load: not missing (their bytes are likely whole in
+// the pack's frames) but damaged, which Repair salvages.
+func (e *localEngine) damagedTOC(ctx context.Context, res *VerifyResult, name string, used func(cas.Blob) bool, seen map[cas.Blob]bool) error {
+	named, err := e.ix.PackedBlobs(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, b := range named {
+		if seen[b] || !used(b) {
+			continue // a loose copy was found whole, or no part uses it
+		}
+		seen[b] = true
+		res.Corrupt = append(res.Corrupt, Problem{Path: e.name(cas.PacksDir + "/" + name), Blob: b,
+			Keys: keysUsing(ctx, e.ix, b), Reason: "in a pack whose table of contents is damaged: casctl repair salvages it from the pack's frames"})
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ type repairJSON struct {
 	DryRun      bool           `json:"dry_run"`
 	Lost        []repairedJSON `json:"lost"`
 	Quarantined []repairedJSON `json:"quarantined"`
+	Salvaged    []repairedJSON `json:"salvaged"`
 }
 
 func repairedOf(rs []store.Repaired) []repairedJSON {
@@ -77,13 +78,14 @@ func runRepair(ctx context.Context, g *globals, o repairOptions) error {
 		return fail("repair", err)
 	}
 	if o.json {
-		return writeJSON(g.stdout, repairJSON{DryRun: res.DryRun, Lost: repairedOf(res.Lost), Quarantined: repairedOf(res.Quarantined)})
+		return writeJSON(g.stdout, repairJSON{DryRun: res.DryRun, Lost: repairedOf(res.Lost), Quarantined: repairedOf(res.Quarantined),
+			Salvaged: repairedOf(res.Salvaged)})
 	}
 	w := g.stdout
 	if n := len(res.CountDrift); n > 0 {
 		fmt.Fprintf(w, "%s %s of stats to a recount of the rows\n", map[bool]string{false: "set", true: "would set"}[o.dryRun], count(n, "counter"))
 	}
-	if len(res.Lost)+len(res.Quarantined) == 0 {
+	if len(res.Lost)+len(res.Quarantined)+len(res.Salvaged) == 0 {
 		fmt.Fprintln(w, "nothing to repair: no blob is missing or corrupt")
 		return nil
 	}
@@ -105,6 +107,18 @@ func runRepair(ctx context.Context, g *globals, o repairOptions) error {
 		}
 		fmt.Fprintf(w, "%s\t%s (%s) to %s; %s waiting for the same content: %s\n",
 			would("moved", "would move"), r.Path, r.Reason, to, count(len(r.Keys), "key"), capped(r.Keys, o.verbose))
+	}
+	salvaged := 0
+	for _, r := range res.Salvaged {
+		salvaged += len(r.Keys)
+		if o.verbose {
+			fmt.Fprintf(w, "%s\t%s: %s (%s)\n", would("salvaged", "would salvage"), r.Path, r.Reason, capped(r.Keys, true))
+		}
+	}
+	if len(res.Salvaged) > 0 {
+		fmt.Fprintf(w, "%s %s (%s) whose bytes read back whole from a damaged pack or through a link%s\n",
+			would("salvaged", "would salvage"), count(len(res.Salvaged), "blob"), count(salvaged, "key"),
+			map[bool]string{false: " (--verbose lists them)", true: ""}[o.verbose])
 	}
 	fmt.Fprintf(w, "%s %s whose content is gone; %s %s\n",
 		would("lost", "would lose"), count(lost, "key"), would("quarantined", "would quarantine"), count(len(res.Quarantined), "corrupt blob"))
