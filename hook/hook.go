@@ -301,6 +301,10 @@ func (h *Hook) eligible(store Store, r Result) bool {
 const (
 	MaxToolNameBytes = 64 << 10
 	MaxCallIDBytes   = 64 << 10
+	// MaxMIMEBytes and MaxFilenameBytes bound a part's MIME type and file
+	// name: no real one comes near, and a store's columns take no more.
+	MaxMIMEBytes     = 1 << 10
+	MaxFilenameBytes = 4 << 10
 )
 
 // checkOrigin refuses a result whose tool name or call ID no store should
@@ -325,6 +329,12 @@ func checkParts(parts []Part) error {
 		case KindText, KindImage, KindFile:
 		default:
 			return fmt.Errorf("part %d has unknown kind %q", i, p.Kind)
+		}
+		switch {
+		case len(p.MIME) > MaxMIMEBytes:
+			return fmt.Errorf("part %d has a MIME type of %d bytes, more than %d", i, len(p.MIME), MaxMIMEBytes)
+		case len(p.Filename) > MaxFilenameBytes:
+			return fmt.Errorf("part %d has a file name of %d bytes, more than %d", i, len(p.Filename), MaxFilenameBytes)
 		}
 		if p.MIME != "" {
 			if _, _, err := mime.ParseMediaType(p.MIME); err != nil || strings.ContainsAny(p.MIME, "\r\n") {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"io/fs"
 	"log/slog"
@@ -255,5 +256,34 @@ func TestOneHostileResultRefused(t *testing.T) {
 	}
 	if after := snapshot(t, s.Dir(), ""); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Errorf("a refused write left files: %v", after[len(before):])
+	}
+}
+
+// A result part whose file name or MIME type runs to a megabyte stays in
+// context with a warning, as one with a huge tool name does; the rest of
+// the step is offloaded. Before, the whole step failed on the index's
+// column limit.
+func TestHugeNamesStayInContext(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	var log bytes.Buffer
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)), hook.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 1<<20)
+	out, err := h.Offload(ctx, hook.Step{Run: "r", Number: 1}, []hook.Result{
+		{Tool: "t", CallID: "name", Parts: []hook.Part{hook.File("application/pdf", huge+".pdf", []byte("%PDF-1.4"))}},
+		{Tool: "t", CallID: "mime", Parts: []hook.Part{hook.File("application/x-"+huge, "a.bin", []byte{1, 2, 3})}},
+		{Tool: "t", CallID: "fine", Parts: []hook.Part{hook.Text("an ordinary result")}},
+	})
+	if err != nil {
+		t.Fatalf("Offload of a step with huge names: %v", err)
+	}
+	if hook.IsPointer(out[0]) || hook.IsPointer(out[1]) || !hook.IsPointer(out[2]) {
+		t.Errorf("offloaded %v %v %v; want only the ordinary result", hook.IsPointer(out[0]), hook.IsPointer(out[1]), hook.IsPointer(out[2]))
+	}
+	if !strings.Contains(log.String(), "file name of 1048580 bytes") || !strings.Contains(log.String(), "MIME type of") {
+		t.Errorf("the warnings do not say what was wrong: %.300s", log.String())
 	}
 }
