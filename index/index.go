@@ -618,6 +618,12 @@ func isBusy(err error) bool {
 	return false
 }
 
+// isFull reports whether err is SQLite saying the disk is full.
+func isFull(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL
+}
+
 // retryBusy runs f until it succeeds, fails with something other than a busy
 // error, or total has passed; the wait between tries grows and is jittered so
 // that processes do not retry in lockstep.

@@ -540,6 +540,9 @@ func (x *Index) writeTx(ctx context.Context, syncLog *bool, f func(*sql.Tx) erro
 		}
 		return x.commitTx(ctx, x.db, f)
 	})
+	if isFull(err) {
+		return fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+	}
 	return x.connError(err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,6 +20,12 @@ type PruneOptions struct {
 	KeepRuns int
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
+	// Batch, when set, removes the parts Batch at a time, each batch in a
+	// transaction of its own, folding the log into the database after
+	// each: on a disk with little room, a prune of any size then needs
+	// room for one batch's pages only. A prune that fails partway leaves
+	// the batches before it done.
+	Batch int
 }
 
 // PruneResult says what Prune removed (or would remove, on a dry run).
@@ -98,7 +105,7 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if o.DryRun || res.RemovedParts == 0 {
+		if o.DryRun || res.RemovedParts == 0 || o.Batch > 0 {
 			return nil
 		}
 		// The triggers of parts look a group's oldest or newest part up
@@ -112,8 +119,49 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		_, err = tx.ExecContext(ctx, `DELETE FROM parts WHERE `+cond, args...)
 		return err
 	})
+	if err == nil && o.Batch > 0 && !o.DryRun && res.RemovedParts > 0 {
+		err = x.pruneBatches(ctx, o.Batch, cond, args, dates, datesArgs)
+	}
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("prune where %s: %w", what, err)
 	}
 	return res, nil
+}
+
+// pruneBatches removes the parts cond picks, n at a time (see
+// PruneOptions.Batch): each batch sets the dates of the groups it changes
+// to what they are once every part cond picks is gone, as a whole prune
+// does, then removes its parts, and the log is folded into the database
+// before the next. A batch the disk has no room for is rolled back, its
+// log folded in, and tried again at half the size, down to one part.
+func (x *Index) pruneBatches(ctx context.Context, n int, cond string, args []any, dates string, datesArgs []any) error {
+	for {
+		var gone int64
+		err := x.write(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, dates, datesArgs...); err != nil {
+				return err
+			}
+			r, err := tx.ExecContext(ctx, `DELETE FROM parts WHERE id IN (SELECT id FROM parts WHERE `+cond+` ORDER BY id LIMIT ?)`,
+				append(slices.Clone(args), n)...)
+			if err != nil {
+				return err
+			}
+			gone, err = r.RowsAffected()
+			return err
+		})
+		if isFull(err) && n > 1 {
+			n /= 2
+			x.Checkpoint(ctx)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if gone < int64(n) {
+			return nil
+		}
+		if err := x.Checkpoint(ctx); err != nil {
+			return err
+		}
+	}
 }

@@ -54,8 +54,8 @@ type engine interface {
 	// before the first one is read.
 	openChecked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
 	// freeSpace makes room for maintenance that frees space (prune, gc) on
-	// a full disk; done undoes it.
-	freeSpace() (done func())
+	// a full disk; done undoes it. short says the disk is nearly full.
+	freeSpace() (done func(), short bool)
 
 	// markGC fills p with what gc should remove and keep (see GCPlan).
 	markGC(ctx context.Context, p *GCPlan, progress func(done, total int)) error

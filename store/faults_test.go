@@ -421,6 +421,8 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 				t.Fatalf("the reserve of an index of %d bytes: %v, %v; want %d bytes", ixBytes, fi, err, tc.reserve)
 			}
 			if tc.tooSmall > 0 {
+				// A reserve smaller than one transaction of the whole
+				// prune: the prune goes in batches, each within it.
 				if err := os.Truncate(reservePath(dir), tc.tooSmall); err != nil {
 					t.Fatal(err)
 				}
@@ -430,23 +432,27 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 					t.Fatalf("open for maintenance at 0 bytes free: %v", err)
 				}
 				pr, err := m.Prune(ctx, PruneOptions{Before: before})
-				if err == nil || !strings.Contains(err.Error(), "disk is full") {
-					t.Errorf("prune at 0 bytes free with a reserve of %d: %+v, %v; want it to fail for want of space", tc.tooSmall, pr, err)
+				if want := int64(tc.prune * tc.parts); err != nil || pr.RemovedParts != want {
+					t.Fatalf("prune at 0 bytes free with a reserve of %d: %+v, %v; want %d parts removed, in batches",
+						tc.tooSmall, pr, err, want)
 				}
-				if st, err := m.Stats(ctx, ""); err != nil || st.Parts != int64(tc.runs*tc.parts+1) {
-					t.Errorf("after the failed prune: %d parts, %v; want %d", st.Parts, err, tc.runs*tc.parts+1)
+				if st, err := m.Stats(ctx, ""); err != nil || st.Parts != int64((tc.runs-tc.prune)*tc.parts+1) {
+					t.Errorf("after the prune: %d parts, %v; want %d", st.Parts, err, (tc.runs-tc.prune)*tc.parts+1)
+				}
+				res, err := m.GC(ctx, GCOptions{Grace: 0})
+				if err != nil || int64(res.RemovedBlobs) != pr.RemovedParts {
+					t.Fatalf("gc on the full disk after the batched prune: %+v, %v", res, err)
 				}
 				m.Close()
-				if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
-					t.Fatal(err)
-				}
+				// The space gc freed makes the reserve again, at its size.
 				if s, err = Open(ctx, dir, WithClock(c.now)); err != nil {
 					t.Fatal(err)
 				}
 				s.Close()
-				if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != tc.reserve {
-					t.Fatalf("the reserve made again: %v, %v; want %d bytes", fi, err, tc.reserve)
+				if fi, err := os.Stat(filepath.Join(dir, ReserveFile)); err != nil || fi.Size() != reserveFor(indexFileBytes(dir)) {
+					t.Errorf("the reserve made again after gc freed space: %v, %v", fi, err)
 				}
+				return
 			}
 			fillDisk(t, filepath.Join(mnt, "filler"))
 			if free, _ := freeBytes(dir); free != 0 {
@@ -463,6 +469,13 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 				t.Fatalf("open for maintenance at 0 bytes free: %v", err)
 			}
 			defer m.Close()
+			// Verify on the full disk reports what it found, whether or not
+			// it can record it.
+			v, err := m.Verify(ctx, VerifyOptions{})
+			if err != nil || v.Checked < tc.runs*tc.parts {
+				t.Fatalf("verify at 0 bytes free: checked %d blobs, %v; want a report of every blob", v.Checked, err)
+			}
+			t.Logf("verify at 0 bytes free: OK %v, %d checked, not recorded: %q", v.OK, v.Checked, v.NotRecorded)
 			pr, err := m.Prune(ctx, PruneOptions{Before: before})
 			if want := int64(tc.prune * tc.parts); err != nil || pr.RemovedParts != want {
 				t.Fatalf("prune at 0 bytes free, index of %d bytes, reserve of %d: %+v, %v; want %d parts removed",
@@ -483,7 +496,7 @@ func TestDiskFullGCAndPrune(t *testing.T) {
 			if c, err := m.Read(ctx, "keep", keep[0].Key); err != nil || string(c.Data) != "kept through it all" {
 				t.Errorf("the part kept: %v", err)
 			}
-			v, err := m.Verify(ctx, VerifyOptions{})
+			v, err = m.Verify(ctx, VerifyOptions{})
 			if err != nil || !v.OK || len(v.Orphans) > 0 {
 				t.Errorf("verify: %+v, %v", v, err)
 			}
@@ -559,5 +572,32 @@ func fillDisk(t *testing.T, path string) {
 			}
 			return
 		}
+	}
+}
+
+// verify on a disk with no room at all (and no reserve to give up)
+// cannot record which blobs it found whole: it reports what it found all
+// the same, and says what it could not record.
+func TestVerifyReportsOnAFullDisk(t *testing.T) {
+	mnt := mountTmpfs(t, "8m")
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(mnt, "store"), WithCreate(), WithReserve(0), WithDurability(cas.SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 40 {
+		mustWrite(t, s, item("r", i, fmt.Sprintf("part %d\n%s", i, strings.Repeat("x", 4000))))
+	}
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fillDisk(t, filepath.Join(mnt, "filler"))
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil || v.Checked != 40 || !v.OK {
+		t.Fatalf("verify on a full disk = checked %d, OK %v, %v; want the 40 blobs reported whole", v.Checked, v.OK, err)
+	}
+	if v.NotRecorded == "" || !strings.Contains(v.NotRecorded, "full") {
+		t.Errorf("verify on a full disk recorded its marks, or did not say why not: %q", v.NotRecorded)
 	}
 }

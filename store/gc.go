@@ -227,7 +227,8 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if err != nil {
 		return GCResult{}, err
 	}
-	defer e.freeSpace()()
+	done, _ := e.freeSpace()
+	defer done()
 	var gcLock *index.GCLock
 	if !o.DryRun {
 		if gcLock, err = s.indexGCLock(ctx); err != nil {

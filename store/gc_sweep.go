@@ -247,6 +247,9 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 		fit()
 		w.unlock()
 	}
+	// most is the largest batch the disk has room for: a batch a full disk
+	// refuses is rolled back, and tried again at half the size.
+	most := sweepMaxRows
 	for len(rows) > 0 {
 		if err := w.lock(ctx); err != nil {
 			return err
@@ -254,8 +257,7 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 		if err := heldIndex(); err != nil {
 			return err
 		}
-		chunk := rows[:min(len(rows), n)]
-		rows = rows[len(chunk):]
+		chunk := rows[:min(len(rows), n, most)]
 		ids = ids[:0]
 		clear(byBlob)
 		for i := range chunk {
@@ -263,9 +265,16 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 			byBlob[chunk[i].Blob] = &chunk[i]
 		}
 		gone, err := w.e.ix.DeleteUnusedRows(ctx, ids, cutoff, now)
+		if errors.Is(err, cas.ErrDiskFull) && len(chunk) > 1 {
+			most = len(chunk) / 2
+			w.e.ix.Checkpoint(ctx)
+			w.unlock()
+			continue
+		}
 		if err != nil {
 			return err
 		}
+		rows = rows[len(chunk):]
 		if err := fault(w.e, "gc:rows-deleted"); err != nil {
 			return err
 		}

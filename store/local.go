@@ -256,8 +256,10 @@ func (e *localEngine) openChecked(ctx context.Context, b cas.Blob) (*cas.Reader,
 
 // freeSpace deletes the reserve file when the disk is nearly full, so that
 // gc and prune have room to work, and makes it again when they are done.
-func (e *localEngine) freeSpace() func() {
+func (e *localEngine) freeSpace() (func(), bool) {
+	short := false
 	if free, ok := freeBytes(e.dir); !ok || free < 2*max(e.reserve, DefaultReserve) {
+		short = true
 		releaseReserve(e.dir)
 		// The log's blocks go back to the file system, and the next
 		// transaction logs from its start, so that a prune and the gc
@@ -266,7 +268,7 @@ func (e *localEngine) freeSpace() func() {
 		// checkpoints what it can.
 		e.ix.Checkpoint(context.Background())
 	}
-	return func() { makeReserve(e.dir, e.reserve) }
+	return func() { makeReserve(e.dir, e.reserve) }, short
 }
 
 func (e *localEngine) walk(ctx context.Context, fn func(cas.Entry) error) error {

@@ -223,10 +223,24 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if err != nil {
 		return PruneResult{}, err
 	}
-	defer e.freeSpace()()
-	r, err := s.ix.Prune(ctx, index.PruneOptions(o))
+	done, short := e.freeSpace()
+	defer done()
+	io := index.PruneOptions{Run: o.Run, Before: o.Before, KeepRuns: o.KeepRuns, DryRun: o.DryRun}
+	if short {
+		// Little room: a batch at a time, each within the reserve.
+		io.Batch = pruneBatchShort
+	}
+	r, err := s.ix.Prune(ctx, io)
+	if err != nil {
+		// What the failed transaction logged goes back to the disk.
+		s.ix.Checkpoint(context.WithoutCancel(ctx))
+	}
 	return PruneResult(r), err
 }
+
+// pruneBatchShort is how many parts a prune removes per transaction on a
+// disk with little room: what MinReserve leaves room for.
+const pruneBatchShort = 32
 
 // DeleteVersion removes one version of a key (0: every version); gc then
 // frees the blob if no other part uses it. It returns how many parts it

@@ -75,6 +75,10 @@ type VerifyResult struct {
 	// CountDrift lists the counters behind stats that differ from a
 	// recount of the rows, one line each; Repair sets them right.
 	CountDrift []string
+	// NotRecorded, when set, says why verify could not record in the index
+	// which blobs it found whole (a full disk, say). The report stands;
+	// the next verify checks them again.
+	NotRecorded string
 	// RecentOrphans counts the orphans younger than the grace period. They
 	// are suspicious: rows lost (the index's -wal file deleted after a
 	// crash, say) leave exactly such blobs, and gc deletes them once the
@@ -116,7 +120,7 @@ func (s *Store) verify(ctx context.Context, o VerifyOptions, held bool) (VerifyR
 		err = v.run(ctx, s.eng.walk)
 	}
 	if err == nil {
-		err = v.markWhole(ctx)
+		res.notRecorded(v.markWhole(ctx))
 	}
 	if err != nil && damaged() {
 		return res, nil
@@ -253,9 +257,17 @@ func (s *Store) verifyPacks(ctx context.Context, res *VerifyResult, seen map[cas
 		return err
 	}
 	if len(whole) > 0 && !s.readOnly {
-		return s.ix.MarkVerified(ctx, whole, s.now())
+		res.notRecorded(s.ix.MarkVerified(ctx, whole, s.now()))
 	}
 	return nil
+}
+
+// notRecorded notes that what verify found could not be recorded (on a
+// full disk, say): the report stands, and says so.
+func (r *VerifyResult) notRecorded(err error) {
+	if err != nil && r.NotRecorded == "" {
+		r.NotRecorded = err.Error()
+	}
 }
 
 // reportMissing reports the blobs still missing with the keys that use

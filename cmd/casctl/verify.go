@@ -60,6 +60,7 @@ type verifyJSON struct {
 	Temp          []problemJSON `json:"temp"`
 	IndexProblems []string      `json:"index_problems"`
 	CountDrift    []string      `json:"count_drift"`
+	NotRecorded   string        `json:"not_recorded,omitempty"`
 }
 
 func problems(ps []store.Problem) []problemJSON {
@@ -112,7 +113,7 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 	if o.json {
 		out := verifyJSON{OK: res.OK, Checked: res.Checked, Corrupt: problems(res.Corrupt), Missing: problems(res.Missing),
 			Quarantined: problems(res.Quarantined), Orphans: problems(res.Orphans), Temp: problems(res.Temp),
-			IndexProblems: res.IndexProblems}
+			IndexProblems: res.IndexProblems, NotRecorded: res.NotRecorded}
 		if out.IndexProblems == nil {
 			out.IndexProblems = []string{}
 		}
@@ -123,6 +124,9 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 			return err
 		}
 	} else {
+		if res.NotRecorded != "" {
+			fmt.Fprintf(g.stderr, "warning: the blobs found whole could not be marked so in the index (%s); the report below stands\n", res.NotRecorded)
+		}
 		if res.RecentOrphans > 0 {
 			// SQLite loses committed rows when its -wal file goes; the
 			// question does not arise for an index on PostgreSQL.
