@@ -87,7 +87,7 @@ func NewStoreServer(st *store.Store, opts ...Option) (*StoreServer, error) {
 		return nil, err
 	}
 	s.rd = rd
-	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolcas", Title: "toolcas store " + st.Dir(), Version: Version},
+	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolcas", Title: "toolcas store " + st.Location(), Version: Version},
 		&sdk.ServerOptions{Instructions: "Tool results offloaded by toolcas: read them back with " + ReadToolName +
 			" or resources/read of toolcas://RUN/KEY, find them with search, count them with stats."})
 	def, err := rd.toolDef(ReadToolName)
