@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -217,8 +218,22 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 		}
 		store = s
 	}
-	h.store = store
+	h.store, h.opened = store, store != nil
 	return h, nil
+}
+
+// Close closes the store that Load opened for the hook, if that store has
+// a Close method; a hook made by New leaves its store to whoever made it,
+// and Close does nothing.
+func (h *Hook) Close() error {
+	if !h.opened {
+		return nil
+	}
+	h.opened = false
+	if c, ok := h.store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // checkStrategies refuses what no hook should run with: a negative

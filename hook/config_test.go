@@ -140,3 +140,37 @@ func TestRegisterStorePanics(t *testing.T) {
 		}()
 	}
 }
+
+// closingStore counts its Close calls.
+type closingStore struct {
+	*hook.MemStore
+	closed *int
+}
+
+func (s closingStore) Close() error { *s.closed++; return nil }
+
+// Close closes the store Load opened, once however often it is called, and
+// leaves alone a store handed to New, which its maker closes.
+func TestCloseClosesTheStoreLoadOpened(t *testing.T) {
+	var closed int
+	hook.RegisterStore("example.Closing", func(json.RawMessage) (hook.Store, error) {
+		return closingStore{hook.NewMemStore(), &closed}, nil
+	})
+	h, err := hook.Load([]byte(`{"type": "toolcas.hook.Hook", "init_parameters": {
+		"store": {"type": "example.Closing", "init_parameters": {}}, "offload_strategies": {}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if closed != 1 {
+		t.Errorf("Close of a loaded hook closed its store %d times, want once", closed)
+	}
+	mine := mustHook(t, closingStore{hook.NewMemStore(), &closed})
+	if err := mine.Close(); err != nil || closed != 1 {
+		t.Errorf("Close of a hook made by New closed the store it was given (%v)", err)
+	}
+}

@@ -26,7 +26,9 @@ import (
 
 // Hook rewrites a step's tool results, offloading those its strategies pick.
 type Hook struct {
-	store        Store
+	store Store
+	// opened is set when Load opened the store, which Close then closes.
+	opened       bool
 	strategies   *policy.Strategies
 	previewChars int
 	readTool     string

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -101,6 +102,9 @@ type Index struct {
 	pg bool
 	// mustExist is MustExist's setting.
 	mustExist bool
+	// snapshot is the private directory holding a copy of a database that
+	// could be opened read-only no other way (see openSnapshot).
+	snapshot string
 	// schemaHash is PostgreSQL's hash of the index's schema name, which
 	// its advisory lock keys include (see lockKey).
 	schemaHash int32
@@ -247,8 +251,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 		}
 		x, err := openReadOnly(ctx, abs, c)
 		if err != nil && !errors.Is(err, ErrOlderSchema) && !errors.Is(err, ErrNewerSchema) {
-			c.immutable = true
-			if x2, err2 := openReadOnly(ctx, abs, c); err2 == nil {
+			if x2, err2 := openSnapshot(ctx, abs, c); err2 == nil {
 				return x2, nil
 			}
 		}
@@ -267,6 +270,56 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist,
 		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
 	return x.ready(ctx, x.migrate)
+}
+
+// openSnapshot opens, read-only, a database that mode=ro cannot open: in a
+// directory this process may not write, with no -shm file beside it, SQLite
+// cannot share the log's index. Without a log, it is opened as an
+// immutable file. With one, which holds the newest rows and which an
+// immutable open would ignore, the database and its log are copied to a
+// private directory and opened there: a view of the index as it was then,
+// with every row.
+func openSnapshot(ctx context.Context, abs string, c config) (*Index, error) {
+	if fi, err := os.Stat(abs + "-wal"); err != nil || fi.Size() == 0 {
+		c.immutable = true
+		return openReadOnly(ctx, abs, c)
+	}
+	dir, err := os.MkdirTemp("", "toolcas-index-")
+	if err != nil {
+		return nil, fmt.Errorf("copy %s to read its log: %w", abs, err)
+	}
+	snap := filepath.Join(dir, filepath.Base(abs))
+	for _, suffix := range []string{"", "-wal"} {
+		if err := copyFile(abs+suffix, snap+suffix); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("copy %s to read its log: %w", abs, err)
+		}
+	}
+	x, err := openReadOnly(ctx, snap, c)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	x.path, x.snapshot = abs, dir
+	return x, nil
+}
+
+// copyFile copies the file at from to a new file at to.
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // pageSize is the page size of a new index database. Every page a write
@@ -551,6 +604,9 @@ func (x *Index) IsPostgres() bool { return x.pg }
 
 // Close closes the database.
 func (x *Index) Close() error {
+	if x.snapshot != "" {
+		defer os.RemoveAll(x.snapshot)
+	}
 	for _, st := range []*sql.Stmt{x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
 		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey} {
 		if st != nil {

@@ -74,13 +74,18 @@ func init() {
 
 // TestReadOnlyStore opens a store on a read-only view (a read-only bind
 // mount as root, no write permission otherwise), once closed cleanly and
-// once after a writer was killed with its rows still in index.db-wal:
-// listing, reading (the read tool too), stats, show and verify work; writes,
+// once after a writer was killed with its rows still in index.db-wal, and
+// once more so with index.db-shm gone too (as a copy that skips it leaves
+// the store: SQLite cannot read the log read-only without it, so the index
+// is read from a private copy, removed on Close): listing, reading (the read tool too), stats, show and verify work; writes,
 // prune and gc fail with ErrReadOnly, saying they need write access.
 func TestReadOnlyStore(t *testing.T) {
 	ctx := context.Background()
-	for _, crashed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("crashed=%v", crashed), func(t *testing.T) {
+	for _, tc := range []struct {
+		crashed, noSHM bool
+	}{{false, false}, {true, false}, {true, true}} {
+		crashed := tc.crashed
+		t.Run(fmt.Sprintf("crashed=%v,noshm=%v", tc.crashed, tc.noSHM), func(t *testing.T) {
 			dir := t.TempDir()
 			s := MustOpenDir(t, dir, WithCreate())
 			st := mustWrite(t, s, item("r", 1, strings.Repeat("read only ", 100)+"\nsecond line"), item("r", 2, "two"))
@@ -103,12 +108,24 @@ func TestReadOnlyStore(t *testing.T) {
 				}
 				want = 4
 			}
+			if tc.noSHM {
+				if err := os.Remove(filepath.Join(dir, IndexFile+"-shm")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
 			view := readOnlyView(t, dir)
 			ro, err := Open(ctx, view, ReadOnly())
 			if err != nil {
 				t.Fatalf("open read-only: %v", err)
 			}
-			defer ro.Close()
+			defer func() {
+				ro.Close()
+				if left, _ := os.ReadDir(tmp); len(left) > 0 {
+					t.Errorf("Close left %s in the temporary directory", left[0].Name())
+				}
+			}()
 			parts, err := ro.List(ctx, ListOptions{})
 			if err != nil || len(parts) != want {
 				t.Fatalf("list: %d parts, %v; want %d", len(parts), err, want)
@@ -138,8 +155,11 @@ func TestReadOnlyStore(t *testing.T) {
 			}})
 			if h, err := hook.Load(cfg); err != nil {
 				t.Errorf("hook.Load of a read-only store: %v", err)
-			} else if b, _ := json.Marshal(h); !strings.Contains(string(b), `"read_only":true`) {
-				t.Errorf("saved configuration lost read_only: %s", b)
+			} else {
+				if b, _ := json.Marshal(h); !strings.Contains(string(b), `"read_only":true`) {
+					t.Errorf("saved configuration lost read_only: %s", b)
+				}
+				h.Close()
 			}
 			_, werr := ro.Write(ctx, []hook.Item{item("r", 3, "no")})
 			_, gerr := ro.GC(ctx, GCOptions{})

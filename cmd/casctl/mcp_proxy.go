@@ -112,6 +112,7 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 		if err != nil {
 			return fmt.Errorf("mcp proxy: --config %s: %w", o.config, err)
 		}
+		defer h.Close()
 		opts = append(opts, mcp.WithHook(h))
 	} else {
 		s, err := mcp.ParseOffload(o.offload)
