@@ -101,7 +101,11 @@ func (d *DirStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 		if err != nil {
 			return nil, err
 		}
-		plans[i] = plan{rel, bytesOf(it.Part)}
+		data, err := readAll(it.Part)
+		if err != nil {
+			return nil, fmt.Errorf("dirstore: key %s: %w", it.Key, err)
+		}
+		plans[i] = plan{rel, data}
 	}
 	root, err := os.OpenRoot(d.root)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -33,8 +33,12 @@ func ChooseExt(p Part) string {
 		}
 		return fallbackExt
 	}
-	if len(p.Data) > 0 {
-		if m := mimetype.Detect(p.Data); m != nil && !m.Is("application/octet-stream") {
+	head := p.Data
+	if p.Source != nil {
+		head = p.Source.Head
+	}
+	if len(head) > 0 {
+		if m := mimetype.Detect(head); m != nil && !m.Is("application/octet-stream") {
 			if cas.CheckExt(m.Extension()) == nil {
 				return m.Extension()
 			}

@@ -272,7 +272,7 @@ func (h *Hook) eligible(store Store, r Result) bool {
 	empty := true
 	binary := false
 	for _, p := range r.Parts {
-		if p.Kind != KindText || p.Text != "" {
+		if p.Kind != KindText || p.Text != "" || p.Source != nil && p.Source.Size > 0 {
 			empty = false
 		}
 		if p.Kind != KindText {
@@ -355,9 +355,12 @@ func subject(step Step, r Result) *policy.Subject {
 	parts := make([]policy.Part, len(r.Parts))
 	for i, p := range r.Parts {
 		pp := policy.Part{Kind: string(p.Kind), MIME: p.MIME, Filename: p.Filename}
-		if p.Kind == KindText {
+		switch {
+		case p.Source != nil:
+			pp.Size = int(p.Source.Chars)
+		case p.Kind == KindText:
 			pp.Size = policy.TextSize(p.Text)
-		} else {
+		default:
 			pp.Size = policy.BinarySize(len(p.Data))
 		}
 		parts[i] = pp
@@ -368,10 +371,21 @@ func subject(step Step, r Result) *policy.Subject {
 }
 
 // payload is the result as Haystack's policies see it: every part's text or
-// base64 payload, concatenated.
+// base64 payload, concatenated. A part with a Source is read whole: a policy
+// that asks for the content of a result too large to hold gets it, at that
+// cost; one that asks for its size only (OverChars) reads nothing.
 func payload(parts []Part) string {
 	var b strings.Builder
 	for _, p := range parts {
+		if p.Source != nil {
+			data, err := readAll(p)
+			if err == nil && p.Kind == KindText {
+				b.Write(data)
+			} else if err == nil {
+				b.WriteString(encodeBase64(data))
+			}
+			continue
+		}
 		if p.Kind == KindText {
 			b.WriteString(p.Text)
 		} else {
@@ -395,12 +409,4 @@ func storeName(s Store) string {
 		t = t.Elem()
 	}
 	return t.Name()
-}
-
-// bytesOf returns a part's bytes as stored: the UTF-8 text, or the payload.
-func bytesOf(p Part) []byte {
-	if p.Kind == KindText {
-		return []byte(p.Text)
-	}
-	return p.Data
 }

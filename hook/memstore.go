@@ -83,7 +83,10 @@ func (m *MemStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 	defer m.mu.Unlock()
 	out := make([]Stored, len(items))
 	for i, it := range items {
-		data := bytesOf(it.Part)
+		data, err := readAll(it.Part)
+		if err != nil {
+			return nil, fmt.Errorf("memstore: key %s: %w", it.Key, err)
+		}
 		b := cas.Blob{Digest: cas.Sum(data), Ext: it.Key.Ext}
 		_, dedup := m.blobs[b]
 		if !dedup {
@@ -94,7 +97,7 @@ func (m *MemStore) Write(ctx context.Context, items []Item) ([]Stored, error) {
 			return nil, err
 		}
 		p := it.Part
-		p.Text, p.Data = "", nil
+		p.Text, p.Data, p.Source = "", nil, nil
 		mp := memPart{key: key, owner: it.Key, run: it.Key.Run, version: len(m.byKey[key]) + 1, blob: b, part: p}
 		sameAs := ""
 		for _, q := range m.parts {

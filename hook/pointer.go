@@ -29,6 +29,18 @@ type PartInfo struct {
 // InfoOf returns what a pointer says about p.
 func InfoOf(p Part) PartInfo {
 	i := PartInfo{Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Size: int64(len(p.Data))}
+	if p.Source != nil {
+		i.Size = p.Source.Size
+		if p.Kind == KindText {
+			i.Chars = int(p.Source.Chars)
+			head := p.Source.Head
+			for len(head) > 0 && !utf8.Valid(head) {
+				head = head[:len(head)-1] // cut a code point the head split
+			}
+			i.Start = string(head)
+		}
+		return i
+	}
 	if p.Kind == KindText {
 		i.Chars = policy.TextSize(p.Text)
 		i.Start = p.Text

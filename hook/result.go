@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 )
 
@@ -28,6 +29,53 @@ type Part struct {
 	MIME string
 	// Filename is the name a tool gave a file part, when it gave one.
 	Filename string
+	// Source, when set, holds the content in place of Text or Data, which
+	// stay empty: for a part too large to hold in memory.
+	Source *Source
+}
+
+// A Source is a part's content kept outside memory (a tool result spooled
+// to disk, say). A store that streams (store.Store) reads it in bounded
+// memory; MemStore and DirStore read it whole.
+type Source struct {
+	// Open returns a new reader of the content from its first byte: a text
+	// part's UTF-8 text, an image or file part's decoded payload. Every
+	// reader yields the same bytes.
+	Open func() (io.ReadCloser, error)
+	// Size is the content's length in bytes.
+	Size int64
+	// Chars is what the part adds to a policy's size: the code points of
+	// a text, the base64 length of a payload (policy.BinarySize).
+	Chars int64
+	// Head is the content's first bytes (all of it when short), which
+	// previews and type sniffing see; HeadLen is how many a source should
+	// keep.
+	Head []byte
+}
+
+// HeadLen is how many first bytes of its content a Source keeps in Head:
+// enough for a preview of any length a pointer shows, and for sniffing.
+const HeadLen = 16 << 10
+
+// readAll returns a part's bytes as stored: the UTF-8 text, or the payload,
+// read from its Source when it has one.
+func readAll(p Part) ([]byte, error) {
+	if p.Source == nil {
+		if p.Kind == KindText {
+			return []byte(p.Text), nil
+		}
+		return p.Data, nil
+	}
+	rc, err := p.Source.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err == nil && int64(len(b)) != p.Source.Size {
+		err = fmt.Errorf("source of %d bytes gave %d", p.Source.Size, len(b))
+	}
+	return b, err
 }
 
 // Text returns a text part.

@@ -2,7 +2,9 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -25,10 +27,15 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	}
 	parts := make([]index.NewPart, len(items))
 	data := make([][]byte, len(items))
+	streamed := false
 	for i, it := range items {
 		if parts[i], data[i], err = newPart(it); err != nil {
 			return nil, err
 		}
+		streamed = streamed || it.Part.Source != nil
+	}
+	if streamed {
+		return s.writeStreamed(ctx, e, items, parts, data)
 	}
 	puts, recs, err := e.write(ctx, parts, data)
 	if err != nil {
@@ -55,12 +62,103 @@ func newPart(it hook.Item) (index.NewPart, []byte, error) {
 		data = []byte(p.Text)
 		chars = int64(policy.TextSize(p.Text))
 	}
+	size := int64(len(data))
+	if p.Source != nil {
+		data, size, chars = nil, p.Source.Size, 0
+		if p.Kind == hook.KindText {
+			chars = p.Source.Chars
+		}
+	}
 	np := keyPart(k, p.Kind, p.MIME, p.Filename)
-	np.Bytes, np.Chars, np.Blob.Ext = int64(len(data)), chars, k.Ext
+	np.Bytes, np.Chars, np.Blob.Ext = size, chars, k.Ext
 	if err := index.CheckPart(np); err != nil {
 		return index.NewPart{}, nil, err
 	}
 	return np, data, nil
+}
+
+// writeStreamed is Write for a step with a part whose content comes from a
+// Source: every part is staged first (a Source read in bounded memory,
+// checked against its size), then, under the engine's guard, every blob is
+// put and every row recorded in one transaction, as Write does.
+func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, parts []index.NewPart, data [][]byte) ([]hook.Stored, error) {
+	sts := make([]staged, 0, len(items))
+	defer func() {
+		for _, st := range sts {
+			st.discard()
+		}
+	}()
+	for i, it := range items {
+		st, err := stagePart(ctx, e, it, data[i])
+		if err != nil {
+			return nil, err
+		}
+		sts = append(sts, st)
+	}
+	var (
+		puts []cas.PutResult
+		recs []index.Recorded
+	)
+	err := e.guard(ctx, func(ctx context.Context) ([]cas.PutResult, error) {
+		for _, st := range sts {
+			put, err := st.put(ctx)
+			if err != nil {
+				return puts, err
+			}
+			puts = append(puts, put)
+		}
+		return puts, nil
+	}, func(ctx context.Context) (err error) {
+		for i := range parts {
+			parts[i].Blob = puts[i].Blob
+		}
+		recs, err = s.ix.Record(ctx, parts)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hook.Stored, len(items))
+	for i := range items {
+		out[i] = s.stored(puts[i], recs[i])
+	}
+	return out, nil
+}
+
+// stagePart stages one part of a streamed write: its Source, or data.
+func stagePart(ctx context.Context, e engine, it hook.Item, data []byte) (staged, error) {
+	ext := func() (string, error) { return it.Key.Ext, nil }
+	src := it.Part.Source
+	if src == nil {
+		return e.stage(ctx, bytes.NewReader(data), ext)
+	}
+	rc, err := src.Open()
+	if err != nil {
+		return nil, fmt.Errorf("key %s: open its content: %w", it.Key, err)
+	}
+	defer rc.Close()
+	cr := &countingReader{r: rc}
+	st, err := e.stage(ctx, cr, ext)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", it.Key, err)
+	}
+	if cr.n != src.Size {
+		st.discard()
+		return nil, fmt.Errorf("key %s: its source said %d bytes and gave %d", it.Key, src.Size, cr.n)
+	}
+	return st, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // keyPart describes a part of key k to the index, without its sizes and
