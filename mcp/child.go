@@ -19,7 +19,7 @@ import (
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout *tailReader
+	stdout io.ReadCloser
 	stderr *tailBuffer
 	done   chan struct{} // closed once the process is reaped
 	err    error         // what Wait returned; set before done closes
@@ -41,7 +41,7 @@ func startChild(cmd *exec.Cmd, stderr io.Writer, grace time.Duration) (*child, e
 	if err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, stdin: stdin, stdout: &tailReader{r: out, newLine: true}, stderr: &tailBuffer{max: 2048}, done: make(chan struct{}), grace: grace}
+	c := &child{cmd: cmd, stdin: stdin, stdout: out, stderr: &tailBuffer{max: 2048}, done: make(chan struct{}), grace: grace}
 	if stderr == nil {
 		stderr = io.Discard
 	}
@@ -134,79 +134,27 @@ func (c *child) signalGroup(sig syscall.Signal) {
 	}
 }
 
-// describe says what went wrong with the process, for an error message:
-// how it ended (or that it still runs) and the end of what it wrote.
+// describe says how the process ended (or that it still runs), and the
+// end of what it wrote to its stderr.
 func (c *child) describe() string {
-	var b bytes.Buffer
-	// Garbage first: the proxy closes the child's stdin when the connection
-	// breaks, and the child may then exit as if nothing were wrong.
-	if tail := c.stdout.tail(); tail != "" {
-		fmt.Fprintf(&b, "sent something that is not JSON-RPC: %q", tail)
-	} else if exited, how := c.exited(); exited {
-		b.WriteString(how)
-	} else {
-		b.WriteString("closed the connection")
+	how := "closed the connection"
+	if exited, h := c.exited(); exited {
+		how = h
 	}
+	return how + c.stderrNote()
+}
+
+// stderrNote quotes the end of the child's stderr, for an error message.
+func (c *child) stderrNote() string {
 	if s := c.stderr.String(); s != "" {
-		fmt.Fprintf(&b, "; its stderr ends with: %q", s)
+		return fmt.Sprintf("; its stderr ends with: %q", s)
 	}
-	return b.String()
+	return ""
 }
 
-// tailReader passes reads through and remembers the start of the last
-// line read, so that an upstream writing what is not JSON-RPC can be
-// quoted.
-type tailReader struct {
-	r       io.Reader
-	mu      sync.Mutex
-	head    []byte // the first bytes of the last line
-	newLine bool   // the next byte starts a line
-}
-
-const headMax = 200
-
-func (t *tailReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.mu.Lock()
-		for chunk := p[:n]; len(chunk) > 0; {
-			if t.newLine && !isSpace(chunk[0]) {
-				t.head, t.newLine = t.head[:0], false
-			}
-			i := bytes.IndexByte(chunk, '\n')
-			line := chunk
-			if i >= 0 {
-				line, chunk = chunk[:i], chunk[i+1:]
-			} else {
-				chunk = nil
-			}
-			if room := headMax - len(t.head); room > 0 {
-				t.head = append(t.head, line[:min(room, len(line))]...)
-			}
-			if i >= 0 {
-				t.newLine = true
-			}
-		}
-		t.mu.Unlock()
-	}
-	return n, err
-}
-
-func isSpace(b byte) bool { return b == '\n' || b == '\r' || b == ' ' || b == '\t' }
-
-func (t *tailReader) Close() error { return nil }
-
-// tail returns the start of the last line read when it is not a JSON
-// object, else "".
-func (t *tailReader) tail() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := bytes.TrimSpace(t.head)
-	if len(s) == 0 || s[0] == '{' || s[0] == '[' {
-		return ""
-	}
-	return string(s)
-}
+// childExitWait is how long a child that closed its stdout has to exit
+// before the proxy says it closed the connection.
+const childExitWait = time.Second
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

@@ -95,7 +95,7 @@ func TestStoreFailureLeavesResultAsItCame(t *testing.T) {
 	r := &rig{fake: f, store: st, proxy: p, changed: make(chan struct{}, 16), progress: make(chan *sdk.ProgressNotificationParams, 16)}
 	r.client = r.connect(t)
 	if got, want := jsonOf(t, r.call(t, "big", nil)), jsonOf(t, direct(t, f, "big")); got != want {
-		t.Errorf("with the store failing, big came back changed")
+		t.Errorf("with the store failing, big came back changed:\n%.300s\n%.300s", got, want)
 	}
 }
 
@@ -114,9 +114,7 @@ func TestResourceSubscriptions(t *testing.T) {
 	}
 	defer p.Close()
 	a, b := sdk.NewInMemoryTransports()
-	if _, err := p.Server().Connect(ctx, a, nil); err != nil {
-		t.Fatal(err)
-	}
+	go p.Run(ctx, a)
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test"}, &sdk.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
 	}).Connect(ctx, b, nil)

@@ -178,6 +178,27 @@ func processRig(t *testing.T, up mcp.Upstream, opts ...mcp.Option) *rig {
 	return r
 }
 
+// connectErr connects a client to a proxy in front of up, which must fail,
+// and returns the error.
+func connectErr(t *testing.T, up mcp.Upstream) error {
+	t.Helper()
+	st := openStore(t)
+	p, err := mcp.NewProxy(context.Background(), up, st, mcp.WithLogger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a, b := sdk.NewInMemoryTransports()
+	go p.Run(context.Background(), a)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test"}, nil).Connect(context.Background(), b, nil)
+	if err == nil {
+		cs.Close()
+		t.Fatalf("a client connected through a proxy in front of %s", up)
+	}
+	storeUntouched(t, st)
+	return err
+}
+
 // callErr calls a tool and returns the error the client gets.
 func callErr(t *testing.T, r *rig, tool string) error {
 	t.Helper()
@@ -219,24 +240,22 @@ func TestBadUpstream(t *testing.T) {
 		}
 	}
 
+	// An upstream that cannot start fails the client's initialize with an
+	// error naming it and saying why: never a session without its tools.
 	t.Run("wont start", func(t *testing.T) {
-		r := processRig(t, mcp.NewCommand("/nonexistent/mcp-server", "--flag"))
-		err := callErr(t, r, "anything")
-		mustSay(t, err, "/nonexistent/mcp-server --flag", "did not start")
-		readToolWorks(t, r)
-		storeUntouched(t, r.store)
+		err := connectErr(t, mcp.NewCommand("/nonexistent/mcp-server", "--flag"))
+		mustSay(t, err, "/nonexistent/mcp-server --flag", "did not start", "no such file")
 	})
 	t.Run("exits at start", func(t *testing.T) {
-		r := processRig(t, upstreamCommand("exit"))
-		err := callErr(t, r, "big")
+		err := connectErr(t, upstreamCommand("exit"))
 		mustSay(t, err, os.Args[0], "exited with status 7", "missing config")
-		storeUntouched(t, r.store)
 	})
 	t.Run("dies mid-call", func(t *testing.T) {
 		r := processRig(t, upstreamCommand(""))
 		err := callErr(t, r, "crash")
 		mustSay(t, err, os.Args[0], `tools/call "crash"`, "exited with status 3", "crashing on purpose")
 		storeUntouched(t, r.store)
+		readToolWorks(t, r) // with the upstream down
 		// The next call starts the upstream again.
 		if res := r.call(t, "big", nil); len(offloaded(t, res)) != 1 {
 			t.Errorf("after a restart, big was not offloaded")

@@ -73,9 +73,7 @@ func (r *rig) connect(t *testing.T) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	a, b := sdk.NewInMemoryTransports()
-	if _, err := r.proxy.Server().Connect(ctx, a, nil); err != nil {
-		t.Fatal(err)
-	}
+	go r.proxy.Run(ctx, a)
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "1"}, &sdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { r.changed <- struct{}{} },
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
@@ -507,8 +505,16 @@ func TestReadToolAvoidsUpstreamName(t *testing.T) {
 		return &sdk.CallToolResult{Content: text("the upstream's own")}, nil
 	})
 	r := newRig(t, f)
-	if got := r.proxy.ReadToolName(); got == mcp.ReadToolName {
-		t.Fatalf("read tool kept the name %s the upstream uses", got)
+	tools, err := r.client.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, tl := range tools.Tools {
+		names[tl.Name]++
+	}
+	if got := r.proxy.ReadToolName(); got == mcp.ReadToolName || names[got] != 1 || names[mcp.ReadToolName] != 1 {
+		t.Fatalf("read tool is %s beside the upstream's %s: tools %v", got, mcp.ReadToolName, names)
 	}
 	if got := r.call(t, mcp.ReadToolName, nil).Content[0].(*sdk.TextContent).Text; got != "the upstream's own" {
 		t.Errorf("%s did not reach the upstream's tool: %q", mcp.ReadToolName, got)
@@ -646,23 +652,32 @@ func TestSlowCallBlocksNoOther(t *testing.T) {
 	}
 }
 
-func TestMetaForwarding(t *testing.T) {
+// TestMetaPassesAsItCame: a request's _meta reaches the upstream as the
+// client sent it, every key of it; a key the upstream refuses gets the
+// answer it gets without the proxy.
+func TestMetaPassesAsItCame(t *testing.T) {
 	// An upstream on a protocol version from before per-request _meta.
 	f := newFake(&sdk.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
 	r := newRig(t, f)
-	_, err := r.client.CallTool(context.Background(), &sdk.CallToolParams{Name: "small", Meta: sdk.Meta{
-		"x.example/trace": "abc", "io.modelcontextprotocol/clientInfo": map[string]any{"name": "x"}, "io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
-	if err != nil {
+	ctx := context.Background()
+	meta := sdk.Meta{"x.example/trace": "abc", "x.example/n": float64(2)}
+	if _, err := r.client.CallTool(ctx, &sdk.CallToolParams{Name: "small", Meta: meta}); err != nil {
 		t.Fatal(err)
 	}
-	m := f.lastMeta()
-	if m["x.example/trace"] != "abc" {
-		t.Errorf("upstream got _meta %v: the client's own key is missing", m)
+	if got := f.lastMeta(); !reflect.DeepEqual(map[string]any(got), map[string]any(meta)) {
+		t.Errorf("upstream got _meta %v, want %v", got, meta)
 	}
-	for k := range m {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			t.Errorf("upstream got the SDK's key %s", k)
-		}
+	sdkKeys := sdk.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+	_, err := r.client.CallTool(ctx, &sdk.CallToolParams{Name: "small", Meta: sdkKeys})
+	tr, _ := dialFake(f).Connect(ctx)
+	cs, cerr := sdk.NewClient(&sdk.Implementation{Name: "direct"}, nil).Connect(ctx, tr, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	defer cs.Close()
+	_, derr := cs.CallTool(ctx, &sdk.CallToolParams{Name: "small", Meta: sdkKeys})
+	if fmt.Sprint(err) != fmt.Sprint(derr) {
+		t.Errorf("through the proxy: %v; directly: %v", err, derr)
 	}
 }
 

@@ -87,14 +87,14 @@ func newReader(st hook.Store, opts ...hook.Option) (*reader, error) {
 }
 
 // toolDef is the read-back tool as an MCP tool, under name.
-func (r *reader) toolDef(name string) (*sdk.Tool, error) {
+func (r *reader) toolDef(name string) *sdk.Tool {
 	return &sdk.Tool{
 		Name:        name,
 		Title:       "Read an offloaded tool result",
 		Description: r.tool.Description() + " Every part is also the resource toolcas://RUN/KEY.",
 		InputSchema: r.tool.Parameters(),
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)},
-	}, nil
+	}
 }
 
 // call runs the read-back tool for run. Its result is never offloaded.

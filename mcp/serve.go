@@ -90,11 +90,7 @@ func NewStoreServer(st *store.Store, opts ...Option) (*StoreServer, error) {
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolcas", Title: "toolcas store " + st.Location(), Version: Version},
 		&sdk.ServerOptions{Instructions: "Tool results offloaded by toolcas: read them back with " + ReadToolName +
 			" or resources/read of toolcas://RUN/KEY, find them with search, count them with stats."})
-	def, err := rd.toolDef(ReadToolName)
-	if err != nil {
-		return nil, err
-	}
-	s.server.AddTool(def, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.server.AddTool(rd.toolDef(ReadToolName), func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return s.rd.call(ctx, s.readRun(), r.Params.Arguments), nil
 	})
 	ro := &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}

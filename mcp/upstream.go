@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,13 +18,18 @@ import (
 type Upstream interface {
 	// String names the upstream in messages: its command line or URL.
 	String() string
-	// open starts or reaches the upstream once; the process, when there is
-	// one, is returned so that the proxy can end it and say how it ended.
-	open(ctx context.Context) (sdk.Transport, *child, error)
+	// connect starts or reaches the upstream once, for one client session.
+	connect(ctx context.Context, o *connectOptions) (upstreamConn, error)
+}
+
+// connectOptions are what a connection to the upstream needs to know.
+type connectOptions struct {
+	maxMessage int64
+	spoolDir   string
 }
 
 // Command is an upstream server the proxy runs as a child process, talking
-// MCP over its stdin and stdout. The child is in its own process group and,
+// MCP over its stdin and stdout: one process for each client session. The child is in its own process group and,
 // on Linux, gets SIGTERM if the proxy dies: it never outlives the proxy.
 type Command struct {
 	// Path and Args are the program and its arguments, as for exec.Command.
@@ -41,7 +43,8 @@ type Command struct {
 	// os.Stderr); the proxy also keeps its end for error messages.
 	Stderr io.Writer
 	// StopGrace is how long the child has to exit after its stdin closes,
-	// and again after SIGTERM, before it is killed (default 2s).
+	// and again after SIGTERM, before it is killed (default 500ms: a
+	// proxy told to stop is gone, its upstream with it, within 2s).
 	StopGrace time.Duration
 }
 
@@ -54,7 +57,7 @@ func (c *Command) String() string {
 	return strings.Join(append([]string{c.Path}, c.Args...), " ")
 }
 
-func (c *Command) open(context.Context) (sdk.Transport, *child, error) {
+func (c *Command) connect(_ context.Context, o *connectOptions) (upstreamConn, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env, cmd.Dir = c.Env, c.Dir
 	stderr := c.Stderr
@@ -63,16 +66,17 @@ func (c *Command) open(context.Context) (sdk.Transport, *child, error) {
 	}
 	grace := c.StopGrace
 	if grace <= 0 {
-		grace = 2 * time.Second
+		grace = 500 * time.Millisecond
 	}
 	ch, err := startChild(cmd, stderr, grace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return &sdk.IOTransport{Reader: ch.stdout, Writer: ch.stdin}, ch, nil
+	return &childConn{lineConn: lineConn{r: newLineReader(ch.stdout, o.maxMessage, o.spoolDir), w: newLineWriter(ch.stdin)}, ch: ch}, nil
 }
 
-// URL is an upstream server reached over MCP's streamable HTTP transport.
+// URL is an upstream server reached over MCP's streamable HTTP transport:
+// one MCP session for each client session.
 type URL struct {
 	// Endpoint is the server's MCP endpoint, http://host:port/mcp say.
 	Endpoint string
@@ -82,8 +86,8 @@ type URL struct {
 
 func (u *URL) String() string { return u.Endpoint }
 
-func (u *URL) open(context.Context) (sdk.Transport, *child, error) {
-	return &sdk.StreamableClientTransport{Endpoint: u.Endpoint, HTTPClient: u.Client, MaxRetries: 1}, nil, nil
+func (u *URL) connect(_ context.Context, o *connectOptions) (upstreamConn, error) {
+	return newHTTPUp(u.Endpoint, u.Client, o), nil
 }
 
 // Dial is an upstream reached through any transport: Connect is called once
@@ -97,95 +101,10 @@ type Dial struct {
 
 func (d *Dial) String() string { return d.Name }
 
-func (d *Dial) open(ctx context.Context) (sdk.Transport, *child, error) {
+func (d *Dial) connect(ctx context.Context, _ *connectOptions) (upstreamConn, error) {
 	t, err := d.Connect(ctx)
-	return t, nil, err
-}
-
-// upstreamConn is one live connection to the upstream.
-type upstreamConn struct {
-	cs    *sdk.ClientSession
-	child *child
-	// down closes once the connection has ended; why says how.
-	down chan struct{}
-	why  string
-}
-
-// watch waits for the connection to end, works out why, and ends the
-// child process.
-func (uc *upstreamConn) watch(onDown func(*upstreamConn)) {
-	err := uc.cs.Wait()
-	if uc.child != nil {
-		// A crashed child closes its stdout a moment before it is reaped:
-		// give the exit status the chance to be the reason.
-		uc.child.wait(time.Second)
-		uc.why = uc.child.describe()
-		uc.child.stop()
-	} else if err != nil {
-		uc.why = fmt.Sprintf("closed the connection: %v", err)
-	} else {
-		uc.why = "closed the connection"
-	}
-	close(uc.down)
-	onDown(uc)
-}
-
-// isDown reports whether the connection has ended.
-func (uc *upstreamConn) isDown() bool {
-	select {
-	case <-uc.down:
-		return true
-	default:
-		return false
-	}
-}
-
-// alive reports whether the upstream still answers a ping.
-func (uc *upstreamConn) alive(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	return uc.cs.Ping(ctx, nil) == nil
-}
-
-// orderedTransport passes the upstream's progress notifications on as it
-// reads them, in the order they came, so that each reaches the client
-// before the answer that follows it. (The SDK queues notifications for
-// their handler apart from answers, and a client drops progress that comes
-// after the answer.) Over HTTP, whose connection the SDK needs to see
-// unwrapped, a progressTap does the same on the event stream.
-type orderedTransport struct {
-	sdk.Transport
-	p *Proxy
-}
-
-func (t *orderedTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &orderedConn{Connection: c, p: t.p}, nil
+	return connectSDK(ctx, t)
 }
-
-type orderedConn struct {
-	sdk.Connection
-	p *Proxy
-}
-
-func (c *orderedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	for {
-		msg, err := c.Connection.Read(ctx)
-		if err != nil {
-			return msg, err
-		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.IsCall() || req.Method != "notifications/progress" {
-			return msg, nil
-		}
-		var params sdk.ProgressNotificationParams
-		if json.Unmarshal(req.Params, &params) != nil || !c.p.forwardProgress(ctx, &params, viaConn) {
-			return msg, nil
-		}
-	}
-}
-
-var jsonUnmarshal = json.Unmarshal
