@@ -26,6 +26,9 @@ type mcpProxyOptions struct {
 	timeout     time.Duration
 	noLinks     bool
 	quiet       bool
+	maxMessage  int64
+	spoolDir    string
+	idle        time.Duration
 }
 
 func newMCPProxyCommand(g *globals) *cobra.Command {
@@ -37,13 +40,21 @@ func newMCPProxyCommand(g *globals) *cobra.Command {
 of one upstream MCP server: the command after --, run as a child over stdio,
 or --upstream-url, reached over streamable HTTP.
 
-The client sees the upstream's tools, prompts and resources. Every tool result
-goes through the offload hook: one over the policy's threshold is stored and
-the client gets a pointer instead, with a resource link per part. The
-read_tool_result tool (renamed if the upstream has one) and resources/read of
-toolcas://RUN/KEY read offloaded parts back. Each client session is a run,
---run NAME or one named from the date and a random suffix; the step is the
-session's count of tool calls.
+Every message passes between the client and the upstream as it came: tools,
+prompts, resources, completions, logging, and what the upstream asks the
+client (sampling, elicitation, roots). Every tool result goes through the
+offload hook: one over the policy's threshold is stored and the client gets a
+pointer instead, with a resource link per part. The read_tool_result tool
+(renamed if the upstream has one) and resources/read of toolcas://RUN/KEY read
+offloaded parts back. Each client session has its own upstream (its own
+process, for a command) and is a run, --run NAME or one named from the date and
+a random suffix; the step is the session's count of tool calls. An upstream
+that dies, or stops answering after a call timed out (--timeout), is started
+again on the session's next request.
+
+A message over a few megabytes passes through a temporary file (--spool-dir),
+in bounded memory; one over --max-message is refused with an error naming the
+limit.
 
 Policies: --offload TOOL=over:N|always|never, repeated ('*' for every other
 tool; default '*=over:8000'), or --config FILE holding a hook configuration
@@ -69,6 +80,9 @@ store is always --store).`,
 	f.StringVar(&o.upstreamURL, "upstream-url", "", "reach the upstream over streamable HTTP at this URL instead of running a command")
 	f.DurationVar(&o.timeout, "timeout", 0, "cancel an upstream call not answered within this long (0: no limit)")
 	f.BoolVar(&o.noLinks, "no-links", false, "pointers carry no resource links, only text")
+	f.Int64Var(&o.maxMessage, "max-message", mcp.DefaultMaxMessage, "refuse a message (a tool's result, say) of more than this many bytes")
+	f.StringVar(&o.spoolDir, "spool-dir", "", "keep messages too large for memory here while relaying them (default: the system's temporary directory)")
+	f.DurationVar(&o.idle, "idle-timeout", mcp.DefaultIdleTimeout, "with --listen, end a client session (and its upstream) idle this long")
 	f.BoolVar(&o.quiet, "quiet", false, "log only errors to stderr")
 	return cmd
 }
@@ -96,7 +110,14 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 		level = slog.LevelError
 	}
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	opts := []mcp.Option{mcp.WithLogger(log), mcp.WithCallTimeout(o.timeout), mcp.WithResourceLinks(!o.noLinks)}
+	opts := []mcp.Option{mcp.WithLogger(log), mcp.WithCallTimeout(o.timeout), mcp.WithResourceLinks(!o.noLinks), mcp.WithSpoolDir(o.spoolDir)}
+	if o.maxMessage < 1<<10 {
+		return usagef("mcp proxy: --max-message %d: want at least 1024 bytes", o.maxMessage)
+	}
+	if o.idle <= 0 {
+		return usagef("mcp proxy: --idle-timeout %s: want a positive duration", o.idle)
+	}
+	opts = append(opts, mcp.WithMaxMessage(o.maxMessage), mcp.WithIdleTimeout(o.idle))
 	if o.run != "" {
 		if err := hook.CheckRun(o.run); err != nil {
 			return usagef("mcp proxy: --run: %v", err)

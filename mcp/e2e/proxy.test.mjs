@@ -419,16 +419,19 @@ test("stdio proxy in front of server-filesystem reading big files", async (t) =>
   await waitGone(pids, "filesystem proxy");
 });
 
-test("an upstream that does not start: an MCP error naming it, the read tool still works", async (t) => {
+test("an upstream that does not start: initialize fails with an error naming it", async (t) => {
   const store = tmpdir(t);
-  const { client, transport } = await connectStdio(t, store, ["--", "/nonexistent/mcp-server", "--x"]);
-  await assert.rejects(client.callTool({ name: "echo", arguments: { message: "x" } }),
+  const transport = new StdioClientTransport({
+    command: casctl,
+    args: ["--store", store, "mcp", "proxy", "--quiet", "--", "/nonexistent/mcp-server", "--x"],
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "e2e", version: "1.0.0" });
+  await assert.rejects(client.connect(transport),
     (e) => /upstream \/nonexistent\/mcp-server --x did not start/.test(e.message));
-  const res = await client.callTool({ name: READ, arguments: { ref: "nothing/1_x_call0.txt" } });
-  assert.ok(res.isError);
   const pid = transport.pid;
   await client.close();
-  await waitGone([pid], "proxy without upstream");
+  if (pid) await waitGone([pid], "proxy without upstream");
 });
 
 test("casctl mcp serve reads back, from another process, what the proxy stored", async (t) => {
