@@ -124,6 +124,9 @@ type Report struct {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := platformErr(); err != nil {
+		return err
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options

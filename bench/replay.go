@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -508,10 +507,10 @@ func du(dir string) usage {
 		if err != nil {
 			return nil
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			u.blocks += st.Blocks * 512
+		if blocks, ok := diskBytes(fi); ok {
+			u.blocks += blocks
 			if !d.IsDir() && d.Name() == store.ReserveFile {
-				u.reserve += st.Blocks * 512
+				u.reserve += blocks
 			}
 		}
 		// An open writer's marker is bookkeeping, like the lock files: its

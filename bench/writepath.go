@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -136,7 +135,7 @@ func warmDirs(n, size int, dirs ...string) (func(), error) {
 			names = append(names, name)
 		}
 	}
-	syscall.Sync()
+	syncAll()
 	return remove, nil
 }
 
@@ -373,7 +372,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// cas.BarrierUnwrittenMax), and the targets before this one leave
 		// tens of MiB: flushed first, so that the rounds start alike.
 		unwrittenBefore, _ := cas.UnwrittenBytes()
-		syscall.Sync()
+		syncAll()
 		// The temp pool fills again within each side's time.
 		ratios, fourT, aloneT, err := turnRatios(rounds, n/2, settled(s, four), settled(s, alone), nil)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -360,12 +359,6 @@ func (r *rootFS) close() {
 		r.blobs.Close()
 		r.blobs = nil
 	}
-}
-
-// isDiskFull reports whether err says the file system or the user's quota
-// has no space left.
-func isDiskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // plainName reports whether name is one element naming an entry of its

@@ -60,7 +60,7 @@ func (s *Store) openBlob(b Blob) (file, fs.FileInfo, error) {
 // its last element; what stands there when it is not a regular file is an
 // oddFile.
 func (s *Store) openRegular(rel string) (file, fs.FileInfo, error) {
-	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openNoFollow(s.fs, rel, os.O_RDONLY)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,7 +284,7 @@ func (s *Store) TempInUse(rel string) bool {
 	if !isTempPath(rel) {
 		return false
 	}
-	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openNoFollow(s.fs, rel, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return false
 	}
@@ -303,7 +303,7 @@ func (s *Store) RemoveTemp(ctx context.Context, rel string) error {
 	}
 	// A put holds its temp file's lock until the file is renamed or
 	// removed: take the lock, or leave the file alone.
-	f, err := s.fs.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openNoFollow(s.fs, rel, os.O_RDONLY|syscall.O_NONBLOCK)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -230,7 +230,7 @@ func TestH21ToolResultPruning200Steps(t *testing.T) {
 		}
 		want := "[Tool result removed to free up context. Call `" + o.Result.Tool + "` again if you need it.]"
 		if len(m.Result.Parts) != 1 || m.Result.Parts[0].Text != want {
-			t.Errorf("message %d reads %q, want %q", i, m.Result.Parts, want)
+			t.Errorf("message %d reads %+v, want %q", i, m.Result.Parts, want)
 		}
 		if rec != (compact.Record{Strategy: "tool_result_pruning", OriginalTokens: counter.Count([]compact.Message{o})}) {
 			t.Errorf("message %d record %+v", i, rec)
@@ -326,7 +326,7 @@ func TestOffloading200Steps(t *testing.T) {
 					t.Errorf("message %d offloaded: error %v, pointer %v, protected %v", i, o.Result.Error, hook.IsPointer(*o.Result), i >= keepFrom)
 				}
 				if !hook.IsPointer(*m.Result) || !strings.HasPrefix(m.Result.Parts[0].Text, "Tool result offloaded to ") {
-					t.Errorf("message %d is no pointer: %q", i, m.Result.Parts)
+					t.Errorf("message %d is no pointer: %+v", i, m.Result.Parts)
 				}
 				if rec != (compact.Record{Strategy: "tool_result_offloading", OriginalTokens: counter.Count([]compact.Message{o})}) {
 					t.Errorf("message %d record %+v", i, rec)

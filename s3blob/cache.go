@@ -112,7 +112,7 @@ func (c *Cache) Size() (int64, error) {
 // (which is then removed), gives cas.ErrNotFound: the caller fetches it.
 func (c *Cache) open(ctx context.Context, b cas.Blob) (*os.File, int64, error) {
 	p := c.Path(b)
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openNoFollow(p, os.O_RDONLY)
 	if err != nil {
 		return nil, 0, fmt.Errorf("s3blob: cache: %s: %w", b.FileName(), cas.ErrNotFound)
 	}
@@ -311,7 +311,7 @@ func (c *Cache) removeDeadTemp(p string) {
 		}
 		return
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openNoFollow(p, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			// Not a file this cache made (a symlink, a fifo): remove it.

@@ -357,7 +357,7 @@ func init() {
 		opts := []Option{withFaults(func(point string) error {
 			if point == "copy:blobs" {
 				if calls++; calls == killAt {
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					killSelf()
 					select {}
 				}
 			}

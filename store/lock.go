@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
-	"golang.org/x/sys/unix"
 
 	"github.com/toolcas/toolcas/hook"
 )
@@ -177,16 +174,16 @@ func (w *writerLock) tryShare(intentPath, lockPath string) (held string, err err
 			return "", err
 		}
 	}
-	if err := flockNB(w.intent, unix.LOCK_SH); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
+	if err := flockNB(w.intent, lockSH); err != nil {
+		if errors.Is(err, errWouldBlock) {
 			return intentPath, nil
 		}
 		return "", err
 	}
-	defer flockNB(w.intent, unix.LOCK_UN)
+	defer flockNB(w.intent, lockUN)
 	if w.holders == 0 {
-		if err := flockNB(w.lock, unix.LOCK_SH); err != nil {
-			if errors.Is(err, unix.EWOULDBLOCK) {
+		if err := flockNB(w.lock, lockSH); err != nil {
+			if errors.Is(err, errWouldBlock) {
 				return lockPath, nil
 			}
 			return "", err
@@ -220,7 +217,7 @@ func (w *writerLock) release() {
 		return
 	}
 	if w.holders--; w.holders == 0 {
-		flockNB(w.lock, unix.LOCK_UN)
+		flockNB(w.lock, lockUN)
 	}
 }
 
@@ -234,16 +231,6 @@ func (w *writerLock) close() {
 		}
 	}
 	w.intent, w.lock, w.holders = nil, nil, 0
-}
-
-// flockNB applies flock(2) without blocking, retrying on EINTR.
-func flockNB(f *os.File, how int) error {
-	for {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err != unix.EINTR {
-			return err
-		}
-	}
 }
 
 // sharedFiles takes a share with lock files opened for this write
@@ -326,45 +313,4 @@ func joinPids(pids []int) string {
 		ps[i] = strconv.Itoa(p)
 	}
 	return strings.Join(ps, ", ")
-}
-
-// lockHolders lists the processes other than this one holding a flock on
-// path, from /proc/locks; it is empty where that cannot be known.
-func lockHolders(path string) []int {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	ino := strconv.FormatUint(uint64(st.Ino), 10)
-	var pids []int
-	seen := map[int]bool{os.Getpid(): true}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 fe:00:9986097 0 EOF"; waiters
-		// have "->" after the number.
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[1] != "FLOCK" {
-			continue
-		}
-		dev := strings.Split(fields[5], ":")
-		if len(dev) != 3 || dev[2] != ino {
-			continue
-		}
-		pid, err := strconv.Atoi(fields[4])
-		if err != nil || seen[pid] {
-			continue
-		}
-		seen[pid] = true
-		pids = append(pids, pid)
-	}
-	return pids
 }

@@ -10,9 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -230,6 +230,9 @@ func pollTemp(t *testing.T, s *Store, size int64) string {
 // Offload all fail with ErrLocked naming gc's pid, and a second gc gives up
 // the same way. Once gc goes on, writes succeed again.
 func TestLockStoppedGC(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skipf("a lock's holder is named from /proc/locks, which %s does not have", runtime.GOOS)
+	}
 	ctx := context.Background()
 	s := MustOpen(t)
 	mustWrite(t, s, item("before", 1, "written before gc"))
@@ -243,10 +246,10 @@ func TestLockStoppedGC(t *testing.T) {
 	defer gc.Process.Kill()
 	waitLine(t, stdout, "GC_LOCKED", 30*time.Second)
 	pid := gc.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := stopProcess(pid); err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
+	defer continueProcess(pid)
 	wantPID := fmt.Sprintf("pid %d", pid)
 
 	// Writer processes with a lock timeout of their own.
@@ -289,7 +292,7 @@ func TestLockStoppedGC(t *testing.T) {
 		t.Errorf("gc against a stopped gc = %v, want ErrLocked naming %s", err, wantPID)
 	}
 
-	syscall.Kill(pid, syscall.SIGCONT)
+	continueProcess(pid)
 	stdin.Close()
 	if err := waitExit(t, gc, 30*time.Second); err != nil {
 		t.Fatalf("gc once resumed: %v", err)
@@ -412,13 +415,13 @@ func TestLockFilesReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockNB(f, lockEX); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Write(ctx, []hook.Item{item("r", 2, "while gc holds the new lock file")}); !errors.Is(err, ErrLocked) {
 		t.Errorf("Write while gc holds the replaced gc.lock = %v, want ErrLocked", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+	if err := flockNB(f, lockUN); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, s, item("r", 3, "after"))

@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
 )
 
 // ReserveFile is a file of reserved space at the store root. gc and prune
@@ -125,14 +123,4 @@ func allocate(f *os.File, size int64) error {
 		left -= int64(n)
 	}
 	return f.Sync()
-}
-
-// freeBytes returns the bytes an unprivileged user may still write on the
-// file system holding dir.
-func freeBytes(dir string) (int64, bool) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, false
-	}
-	return int64(st.Bavail) * int64(st.Bsize), true
 }

@@ -256,10 +256,10 @@ func removeOldStaging(dir string, now time.Time) {
 	}
 }
 
-func (e *sharedEngine) backend() cas.Backend { return e.be }
-func (e *sharedEngine) location() string     { return e.be.Location().String() }
-func (e *sharedEngine) durability() string   { return e.durabilityName }
-func (e *sharedEngine) barriers() int64      { return 0 }
+func (e *sharedEngine) backend() cas.Backend      { return e.be }
+func (e *sharedEngine) location() string          { return e.be.Location().String() }
+func (e *sharedEngine) durability() string        { return e.durabilityName }
+func (e *sharedEngine) barriers() int64           { return 0 }
 func (e *sharedEngine) freeSpace() (func(), bool) { return func() {}, false }
 
 func (e *sharedEngine) close() error {

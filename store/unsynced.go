@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
 )
@@ -102,7 +100,7 @@ func (e *localEngine) ensureMarker(ctx context.Context) error {
 			m.f, m.path, m.at = f, path, at
 			return nil
 		}
-		if !errors.Is(err2, fs.ErrNotExist) && !errors.Is(err2, unix.EWOULDBLOCK) {
+		if !errors.Is(err2, fs.ErrNotExist) && !errors.Is(err2, errWouldBlock) {
 			break
 		}
 	}
@@ -136,7 +134,7 @@ func makeMarker(dir string, maxID int64, now time.Time) (*os.File, string, error
 	if markerRace != nil {
 		markerRace(tmp)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flockNB(f, lockEX); err != nil {
 		return fail(err)
 	}
 	if _, err := f.Write(markerLine(maxID, now)); err != nil {
@@ -242,7 +240,7 @@ func (e *localEngine) recoverUnsynced(ctx context.Context) ([]index.Part, error)
 		if err != nil {
 			return dropped, fmt.Errorf("recover: %w", err)
 		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if flockNB(f, lockEX) != nil {
 			f.Close() // its store is open
 			continue
 		}

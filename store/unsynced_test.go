@@ -280,7 +280,7 @@ func TestMarkerTakenByRecoveryWhileMade(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if err := flockNB(f, lockEX); err != nil {
 			t.Error(err)
 		}
 		t.Cleanup(func() { f.Close() })

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/toolcas/toolcas/store"
@@ -153,7 +152,7 @@ func writeAccess(dir string) error {
 	if _, err := os.Stat(dir); err != nil {
 		return nil // Open says what is wrong, or creates it.
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
+	if err := canWrite(dir); err != nil {
 		abs, _ := filepath.Abs(dir)
 		return fmt.Errorf("this command writes to the store, and %s is not writable here (%v); %s work on a read-only store",
 			abs, err, readOnlyCommands)

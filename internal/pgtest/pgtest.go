@@ -42,7 +42,7 @@ const User = "toolcas"
 type Cluster struct {
 	bin, dir, data, sock string
 	port                 int
-	cred                 *syscall.Credential
+	cred                 *credential
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -55,7 +55,12 @@ type Cluster struct {
 // FindBin returns the directory holding initdb and postgres:
 // $TOOLCAS_PG_BIN when it is set (and nothing else), else PostgreSQL 15's
 // Debian directory, else the directory initdb or pg_ctl on PATH links to.
+// Where clusters cannot run (Windows) it returns an error that names the
+// platform and is ErrNoServer.
 func FindBin() (string, error) {
+	if err := platformErr(); err != nil {
+		return "", err
+	}
 	dirs := []string{"/usr/lib/postgresql/15/bin"}
 	if d := os.Getenv("TOOLCAS_PG_BIN"); d != "" {
 		dirs = []string{d}
@@ -118,7 +123,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		c.cred = &credential{Uid: uint32(uid), Gid: uint32(gid)}
 		for _, p := range []string{dir, c.sock} {
 			if err := os.Chown(p, uid, gid); err != nil {
 				return fail(err)
@@ -216,16 +221,10 @@ func pidIn(file string) (int, bool) {
 	return pid, err == nil && pid > 0
 }
 
-// alive reports whether a process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	cmd.SysProcAttr = sysProcAttr(c.cred)
 	return cmd
 }
 

@@ -7,31 +7,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
-
-// CPUTime returns the CPU time the process has used so far, in user and
-// system mode together, from getrusage; 0 when it cannot tell.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // PeakRSSKiB returns the process's peak resident set size in KiB: VmHWM
 // from /proc/self/status on Linux, getrusage's maximum elsewhere, or -1
-// when neither tells.
+// when neither tells (on Windows, which has no getrusage).
 func PeakRSSKiB() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		var ru syscall.Rusage
-		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-			return -1
-		}
-		return ru.Maxrss
+		return rusagePeakKiB()
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {

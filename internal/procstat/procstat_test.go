@@ -1,6 +1,7 @@
 package procstat
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -11,6 +12,9 @@ var touched [][]byte
 
 // Touching 32 MiB raises the peak by about as much.
 func TestPeakRSSKiB(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("PeakRSSKiB: no peak resident set size on windows (no getrusage)")
+	}
 	before := PeakRSSKiB()
 	if before <= 0 {
 		t.Fatalf("PeakRSSKiB() = %d, want a size", before)
