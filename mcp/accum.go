@@ -35,20 +35,23 @@ func (a *accum) Write(p []byte) (int, error) {
 		if _, err := a.sp.f.Write(p); err != nil {
 			a.err = fmt.Errorf("spool a large message: %w", err)
 		}
+	case int64(len(a.buf)+len(p)) <= spillAt:
+		a.buf = grow(a.buf, p)
 	default:
-		a.buf = append(a.buf, p...)
-		if len(a.buf) > spillAt {
-			sp, err := newSpool(a.dir)
-			if err != nil {
-				a.err = err
-				break
-			}
-			a.sp, a.at = sp, 0
-			if _, err := sp.f.Write(a.buf); err != nil {
-				a.err = fmt.Errorf("spool a large message: %w", err)
-			}
-			a.buf = nil
+		sp, err := newSpool(a.dir)
+		if err != nil {
+			a.err = err
+			break
 		}
+		a.sp, a.at = sp, 0
+		_, err = sp.f.Write(a.buf)
+		if err == nil {
+			_, err = sp.f.Write(p)
+		}
+		if err != nil {
+			a.err = fmt.Errorf("spool a large message: %w", err)
+		}
+		a.buf = nil
 	}
 	return len(p), nil
 }

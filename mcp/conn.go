@@ -36,6 +36,9 @@ type upstreamConn interface {
 	stop()
 	// pid is the process id of the upstream when the proxy runs it, else 0.
 	pid() int
+	// halfRead reports that the upstream sent part of a message and no
+	// more of it yet.
+	halfRead() bool
 }
 
 // lineConn is a connection framed by line breaks (MCP's stdio transport)
@@ -48,6 +51,8 @@ type lineConn struct {
 func (c *lineConn) recv(context.Context) (*message, error) { return c.r.next() }
 
 func (c *lineConn) send(_ context.Context, m *message) error { return c.w.write(m) }
+
+func (c *lineConn) halfRead() bool { return c.r.midLine() }
 
 // stdioDown is a client on the proxy's stdio, or on any reader and writer.
 type stdioDown struct{ lineConn }
@@ -101,6 +106,7 @@ func (c *sdkConn) unanswered(string) {}
 func (c *sdkConn) close()            { c.once.Do(func() { c.c.Close() }) }
 func (c *sdkConn) stop()             { c.close() }
 func (c *sdkConn) pid() int          { return 0 }
+func (c *sdkConn) halfRead() bool    { return false }
 
 // childConn is an upstream running as a child process over its stdio.
 type childConn struct {

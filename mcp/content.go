@@ -10,38 +10,6 @@ import (
 	"github.com/toolcas/toolcas/hook"
 )
 
-// splitContent maps a tool result's content blocks to the parts the hook
-// stores: text, image and audio blocks, and embedded resources, text or
-// blob. A resource link is already a pointer, and stays in the result as
-// it is; so does any block a tool result should not hold.
-func splitContent(content []sdk.Content) (parts []hook.Part, kept []sdk.Content) {
-	for _, c := range content {
-		switch c := c.(type) {
-		case *sdk.TextContent:
-			parts = append(parts, hook.Text(c.Text))
-		case *sdk.ImageContent:
-			parts = append(parts, hook.Image(c.MIMEType, c.Data))
-		case *sdk.AudioContent:
-			parts = append(parts, hook.File(c.MIMEType, "", c.Data))
-		case *sdk.EmbeddedResource:
-			if c.Resource == nil {
-				kept = append(kept, c)
-				continue
-			}
-			r := c.Resource
-			name := uriBase(r.URI)
-			if r.Blob != nil {
-				parts = append(parts, hook.File(r.MIMEType, name, r.Blob))
-			} else {
-				parts = append(parts, hook.Part{Kind: hook.KindText, Text: r.Text, MIME: r.MIMEType, Filename: name})
-			}
-		default:
-			kept = append(kept, c)
-		}
-	}
-	return parts, kept
-}
-
 // uriBase returns the last element of a URI's path, a file name to store a
 // resource under, or "" when it has none.
 func uriBase(uri string) string {

@@ -133,13 +133,23 @@ func TestResourceSubscriptions(t *testing.T) {
 	case <-time.After(deadline):
 		t.Fatal("the subscription never reached the upstream")
 	}
-	f.server.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "test://static/a"})
-	select {
-	case uri := <-updated:
-		if uri != "test://static/a" {
-			t.Errorf("client told %s was updated", uri)
+	// The upstream handles requests at once: its session may take the
+	// subscription before the client's listen is open. Say it again until
+	// the client hears.
+	end := time.After(deadline)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for heard := false; !heard; {
+		f.server.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "test://static/a"})
+		select {
+		case uri := <-updated:
+			if uri != "test://static/a" {
+				t.Errorf("client told %s was updated", uri)
+			}
+			heard = true
+		case <-tick.C:
+		case <-end:
+			t.Fatal("the update never reached the client")
 		}
-	case <-time.After(deadline):
-		t.Fatal("the update never reached the client")
 	}
 }

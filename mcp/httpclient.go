@@ -48,7 +48,8 @@ func newHTTPUp(endpoint string, client *http.Client, o *connectOptions) *httpUp 
 	return &httpUp{endpoint: endpoint, client: client, opts: o, ctx: ctx, cancel: cancel, in: make(chan *message, 64), done: make(chan struct{})}
 }
 
-func (u *httpUp) pid() int { return 0 }
+func (u *httpUp) pid() int       { return 0 }
+func (u *httpUp) halfRead() bool { return false }
 
 func (u *httpUp) recv(ctx context.Context) (*message, error) {
 	select {

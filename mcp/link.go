@@ -272,13 +272,13 @@ func (l *link) request(m *message, c *call) {
 	}
 }
 
-// track registers a call as waiting, with its deadline.
+// track registers a call as waiting, a tool call with its deadline.
 func (l *link) track(c *call) {
 	key := idKey(c.id)
 	l.mu.Lock()
 	l.pending[key] = c
 	l.mu.Unlock()
-	if d := l.p.timeout; d > 0 {
+	if d := l.p.timeout; d > 0 && c.method == "tools/call" {
 		c.timer = time.AfterFunc(d, func() { l.timedOut(key, c) })
 	}
 }
@@ -311,10 +311,19 @@ func (l *link) timedOut(key string, c *call) {
 	if l.settle(key) != c {
 		return
 	}
-	l.reply(errorReply(c.id, codeInternal, l.errorf("did not answer %s within %s: the call was cancelled", c.what(), l.p.timeout)))
 	l.mu.Lock()
-	up := l.up
+	up, done := l.up, l.upDone
 	l.mu.Unlock()
+	msg := l.errorf("did not answer %s within %s: the call was cancelled", c.what(), l.p.timeout)
+	if up != nil && up.halfRead() {
+		// Half a message, and nothing more: whatever it sends next is
+		// lost with it. Stop it before the client's next request.
+		l.drop(up, "left half a message on its stdout and stopped")
+		<-done
+		l.reply(errorReply(c.id, codeInternal, msg+"; it left half a message unsent, and was stopped: the next request starts it again"))
+		return
+	}
+	l.reply(errorReply(c.id, codeInternal, msg))
 	if up == nil {
 		return
 	}
@@ -322,7 +331,7 @@ func (l *link) timedOut(key string, c *call) {
 		"params": map[string]any{"requestId": c.id, "reason": "toolcas: timed out after " + l.p.timeout.String()}})
 	up.send(l.ctx, cancel)
 	wait := min(max(l.p.timeout, time.Second), 10*time.Second)
-	if _, err := l.ask(up, "ping", map[string]any{}, wait); err != nil {
+	if _, err := l.ask(up, "ping", map[string]any{}, wait); err != nil && l.ctx.Err() == nil {
 		l.p.log.Warn(l.errorf("stopped answering (%v): it is stopped, and the next request starts it again", err))
 		l.drop(up, "stopped answering: no answer to a ping within "+wait.String()+" after "+c.what()+" timed out")
 	}
@@ -550,16 +559,18 @@ func (l *link) fromUpstream(m *message) {
 
 // relate returns the client request an upstream request or notification
 // belongs with, for a transport that cannot say (stdio): a progress
-// notification, by its token; anything else, the one call in flight, if
-// only one is.
+// notification, by its token; news of a change, the client's
+// subscriptions/listen, if it made one; anything else, the one call in
+// flight, if only one is.
 func (l *link) relate(m *message) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m.env.Method == "notifications/progress" && m.env.Params != nil {
+	switch m.env.Method {
+	case "notifications/progress":
 		var p struct {
 			ProgressToken json.RawMessage `json:"progressToken"`
 		}
-		if json.Unmarshal(m.env.Params, &p) == nil {
+		if m.env.Params != nil && json.Unmarshal(m.env.Params, &p) == nil {
 			tok := idKey(p.ProgressToken)
 			for key, c := range l.pending {
 				if c.progress == tok {
@@ -567,14 +578,29 @@ func (l *link) relate(m *message) string {
 				}
 			}
 		}
-	}
-	if len(l.pending) == 1 {
-		for key := range l.pending {
-			return key
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed", "notifications/resources/updated":
+		for key, c := range l.pending {
+			if c.method == listen {
+				return key
+			}
 		}
 	}
-	return ""
+	only := ""
+	for key, c := range l.pending {
+		if c.method == listen {
+			continue
+		}
+		if only != "" {
+			return ""
+		}
+		only = key
+	}
+	return only
 }
+
+// listen is the request of the stateless protocol that stays open for as
+// long as the client wants news of changes.
+const listen = "subscriptions/listen"
 
 // forward passes a message upstream as it came, if there is an upstream.
 func (l *link) forward(m *message) {

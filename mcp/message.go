@@ -20,7 +20,7 @@ const (
 	// spillAt is the size past which a message goes to a temporary file as
 	// it arrives instead of staying in memory: the proxy holds at most this
 	// much of any one message.
-	spillAt = 4 << 20
+	spillAt = 1 << 20
 )
 
 // A message is one JSON-RPC message as the proxy relays it: its bytes, in
@@ -276,12 +276,42 @@ type lineReader struct {
 	// head keeps the first bytes of the last line, to quote what is not
 	// JSON-RPC.
 	head []byte
-	// midLine is set while a line has begun and not ended.
-	midLine atomic.Bool
+	edge *edgeReader
 }
 
 func newLineReader(r io.Reader, max int64, spoolDir string) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max, spoolDir: spoolDir}
+	e := &edgeReader{r: r}
+	return &lineReader{br: bufio.NewReaderSize(e, 64<<10), max: max, spoolDir: spoolDir, edge: e}
+}
+
+// midLine reports that the stream stopped in the middle of a line: what it
+// gave last does not end with a line break.
+func (lr *lineReader) midLine() bool { return lr.edge.mid.Load() }
+
+// edgeReader notes whether the last byte read ended a line.
+type edgeReader struct {
+	r   io.Reader
+	mid atomic.Bool
+}
+
+func (e *edgeReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if n > 0 {
+		e.mid.Store(p[n-1] != '\n')
+	}
+	return n, err
+}
+
+// grow appends chunk to buf, doubling its room as it must: a message of n
+// bytes costs at most 2n of allocations, where append's gentler growth
+// past a few hundred KiB would cost several times n.
+func grow(buf, chunk []byte) []byte {
+	if len(buf)+len(chunk) > cap(buf) {
+		nb := make([]byte, len(buf), max(2*cap(buf), len(buf)+len(chunk), 4<<10))
+		copy(nb, buf)
+		buf = nb
+	}
+	return append(buf, chunk...)
 }
 
 // errTooLarge is wrapped by the error of a message over the limit; the
@@ -312,12 +342,8 @@ func (lr *lineReader) line() (*message, error) {
 	var sp *spool
 	var n int64
 	var spoolAt int64
-	defer lr.midLine.Store(false)
 	for {
 		chunk, err := lr.br.ReadSlice('\n')
-		if len(chunk) > 0 {
-			lr.midLine.Store(true)
-		}
 		end := err == nil
 		if end {
 			chunk = chunk[:len(chunk)-1]
@@ -339,21 +365,25 @@ func (lr *lineReader) line() (*message, error) {
 				sp.release()
 				return nil, fmt.Errorf("spool a large message: %w", werr)
 			}
+		case len(buf)+len(chunk) <= spillAt:
+			buf = grow(buf, chunk)
 		default:
-			buf = append(buf, chunk...)
-			if len(buf) > spillAt {
-				s, serr := newSpool(lr.spoolDir)
-				if serr != nil {
-					return nil, serr
-				}
-				sp = s
-				spoolAt, _ = sp.f.Seek(0, io.SeekCurrent)
-				if _, werr := sp.f.Write(buf); werr != nil {
-					sp.release()
-					return nil, fmt.Errorf("spool a large message: %w", werr)
-				}
-				buf = nil
+			// Past spillAt: what came so far, and all that follows, to a
+			// spool.
+			s, serr := newSpool(lr.spoolDir)
+			if serr != nil {
+				return nil, serr
 			}
+			sp, spoolAt = s, 0
+			_, werr := sp.f.Write(buf)
+			if werr == nil {
+				_, werr = sp.f.Write(chunk)
+			}
+			if werr != nil {
+				sp.release()
+				return nil, fmt.Errorf("spool a large message: %w", werr)
+			}
+			buf = nil
 		}
 		if end || err == io.EOF && n > 0 {
 			break

@@ -1,11 +1,13 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -278,7 +280,13 @@ func (s *spanSource) open() (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		sc := newScanner(io.NewSectionReader(s.src, s.span.at, s.span.n), s.span.at)
-		pw.CloseWithError(sc.decodeString(pw))
+		// Decoded text comes in short runs between escapes: gather them.
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		err := sc.decodeString(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
 	}()
 	if !s.b64 {
 		return pr, nil
@@ -332,7 +340,28 @@ func (s *spanSource) measure() error {
 func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, parts []hook.Part, partOf []int, out hook.Result) *message {
 	refs := hook.References(out)
 	listed := min(len(refs), hook.MaxPointerParts)
-	meta := out.Meta
+	for {
+		msg, small := l.pointerListing(m, c, res, parts, partOf, out, refs, listed)
+		if small || listed <= 1 || msg == m {
+			if msg != m {
+				m.release()
+			}
+			return msg
+		}
+		msg.release()
+		listed /= 2
+	}
+}
+
+// MaxPointerBytes bounds a pointer with its links and _meta, whatever the
+// number of parts: past it, links and records go to fewer parts.
+const MaxPointerBytes = 16 << 10
+
+// pointerListing builds the pointer with links and records for the first
+// listed parts, and reports whether it is within MaxPointerBytes (or would
+// be, but for the kept blocks and fields, which are the upstream's).
+func (l *link) pointerListing(m *message, c *call, res *toolResult, parts []hook.Part, partOf []int, out hook.Result, refs []hook.Reference, listed int) (*message, bool) {
+	meta := maps.Clone(out.Meta)
 	recs := make([]map[string]any, listed)
 	for i, ref := range refs[:listed] {
 		recs[i] = map[string]any{"key": ref.Key, "path": ref.Path, "digest": ref.Digest, "uri": ResourceURI(ref.Key)}
@@ -345,9 +374,11 @@ func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, pa
 	// from the message's memory or its spool.
 	var ps []piece
 	add := func(b []byte) { ps = append(ps, piece{data: b}) }
+	kept := 0
 	keep := func(at, n int64) {
 		if m.pieces == nil {
-			add(m.env.Result[at : at+n])
+			ps = append(ps, piece{data: m.env.Result[at : at+n]})
+			kept += int(n)
 		} else {
 			ps = append(ps, piece{sp: m.spool, off: at, n: n})
 		}
@@ -359,6 +390,7 @@ func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, pa
 		}
 		return b
 	}
+	own := 0 // bytes of the pointer's own making
 	add([]byte(`{"jsonrpc":"2.0","id":`))
 	add(bytes.TrimSpace(m.env.ID))
 	add([]byte(`,"result":{"content":[`))
@@ -395,6 +427,11 @@ func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, pa
 	add([]byte(`,"_meta":`))
 	add(mustJSON(meta))
 	add([]byte("}}"))
+	for _, p := range ps {
+		if p.sp == nil {
+			own += len(p.data)
+		}
+	}
 	var msg *message
 	if m.pieces == nil {
 		var b bytes.Buffer
@@ -404,7 +441,7 @@ func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, pa
 		var err error
 		if msg, err = memMessage(b.Bytes()); err != nil {
 			l.p.log.Error(fmt.Sprintf("toolcas: %s: the pointer to %s's result is not valid JSON-RPC: %v", l.run, c.tool, err))
-			return m
+			return m, true
 		}
 	} else {
 		msg = &message{pieces: ps, spool: m.spool, env: envelope{ID: m.env.ID, Result: json.RawMessage("{}")}}
@@ -414,8 +451,7 @@ func (l *link) pointer(m *message, c *call, src io.ReaderAt, res *toolResult, pa
 		m.spool.retain()
 	}
 	msg.related = m.related
-	m.release()
-	return msg
+	return msg, own-kept <= MaxPointerBytes
 }
 
 // MetaPartsKey is the _meta key under which a pointer to a result of more

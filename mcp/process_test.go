@@ -3,8 +3,11 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -54,10 +57,43 @@ func runUpstreamProcess() int {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
+	add("partial", func(ctx context.Context) (*sdk.CallToolResult, error) {
+		// Half a message, and nothing more from this call.
+		os.Stdout.Write([]byte(`{"jsonrpc":"2.0","id":99,"result":{"content":[{"type":"text","text":"abc`))
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	s.AddTool(&sdk.Tool{Name: "huge", InputSchema: objectSchema}, func(_ context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var a struct{ N int }
+		json.Unmarshal(r.Params.Arguments, &a)
+		return &sdk.CallToolResult{Content: text(hugeText(a.N))}, nil
+	})
+	if os.Getenv("TOOLCAS_TEST_UPSTREAM_MODE") == "http" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("http://%s/mcp\n", ln.Addr())
+		http.Serve(ln, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+		return 0
+	}
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		return 1
 	}
 	return 0
+}
+
+// hugeText is at least n bytes of numbered lines, with what JSON escapes
+// and code points of two and three bytes along the way, the same for the
+// same n.
+func hugeText(n int) string {
+	var b strings.Builder
+	b.Grow(n + 100)
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "line %08d \"quoted\" \\ tab\t é ∑ %s\n", i, strings.Repeat("x", i%50))
+	}
+	return b.String()
 }
 
 // upstreamCommand runs the test binary as the upstream server.
@@ -97,7 +133,7 @@ func runProxyProcess() int {
 func gone(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return syscall.Kill(pid, 0) == syscall.ESRCH
+		return !exists(pid)
 	}
 	// pid (comm) state ...: the state follows the last ')'.
 	s := string(b)

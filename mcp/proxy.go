@@ -159,8 +159,10 @@ func WithRun(run string) Option {
 	}
 }
 
-// WithCallTimeout bounds how long the upstream has to answer a call; past
-// it the call is cancelled upstream and the client gets an error. Zero (the
+// WithCallTimeout bounds how long the upstream has to answer a tool call;
+// past it the call is cancelled upstream and the client gets an error, and
+// an upstream that then does not answer a ping (or left half a message) is
+// stopped, to start again on the session's next request. Zero (the
 // default) means no bound beyond the client's own.
 func WithCallTimeout(d time.Duration) Option {
 	return func(o *options) error {
@@ -391,23 +393,4 @@ func (p *Proxy) setReadName(name string) {
 	p.mu.Lock()
 	p.readName = name
 	p.mu.Unlock()
-}
-
-// atLeast passes on only records at or above a level: the SDK logs every
-// session's connection at Info, which says nothing to a proxy's user.
-type atLeast struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (a atLeast) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= a.min && a.Handler.Enabled(ctx, l)
-}
-
-func (a atLeast) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return atLeast{a.Handler.WithAttrs(attrs), a.min}
-}
-
-func (a atLeast) WithGroup(name string) slog.Handler {
-	return atLeast{a.Handler.WithGroup(name), a.min}
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, elicitation, roots and logging are deprecated in the newest protocol, and clients of older ones still use them: the proxy relays them, and these tests check it does.
+
 package mcp_test
 
 import (
@@ -128,6 +130,39 @@ func newFake(opts *sdk.ServerOptions) *fake {
 			}
 		}
 		return &sdk.CallToolResult{Content: text("done")}, nil
+	})
+	add(&sdk.Tool{Name: "many", Description: "n small text parts"}, func(_ context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var a struct{ N int }
+		json.Unmarshal(r.Params.Arguments, &a)
+		content := make([]sdk.Content, a.N)
+		for i := range content {
+			content[i] = &sdk.TextContent{Text: fmt.Sprintf("item %05d: a small part of a long list", i)}
+		}
+		return &sdk.CallToolResult{Content: content}, nil
+	})
+	add(&sdk.Tool{Name: "ask", Description: "asks the client: sampling, elicitation, roots; logs"}, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var b strings.Builder
+		if m, err := r.Session.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10,
+			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "hello"}}}}); err != nil {
+			fmt.Fprintf(&b, "sampling: %v; ", err)
+		} else {
+			fmt.Fprintf(&b, "sampling: %s; ", m.Content.(*sdk.TextContent).Text)
+		}
+		if e, err := r.Session.Elicit(ctx, &sdk.ElicitParams{Message: "which?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}); err != nil {
+			fmt.Fprintf(&b, "elicitation: %v; ", err)
+		} else {
+			fmt.Fprintf(&b, "elicitation: %s %v; ", e.Action, e.Content["answer"])
+		}
+		if roots, err := r.Session.ListRoots(ctx, nil); err != nil {
+			fmt.Fprintf(&b, "roots: %v", err)
+		} else {
+			for _, root := range roots.Roots {
+				fmt.Fprintf(&b, "root %s ", root.URI)
+			}
+		}
+		r.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "asked the client"})
+		return &sdk.CallToolResult{Content: text(b.String())}, nil
 	})
 	f.server.AddPrompt(&sdk.Prompt{Name: "greet", Description: "a greeting", Arguments: []*sdk.PromptArgument{{Name: "who", Required: true}}},
 		func(_ context.Context, r *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {

@@ -78,7 +78,7 @@ store is always --store).`,
 	f.StringVar(&o.run, "run", "", "run name for every session (default: date and random suffix per session)")
 	f.StringVar(&o.listen, "listen", "", "serve streamable HTTP on this address (host:port) instead of stdio")
 	f.StringVar(&o.upstreamURL, "upstream-url", "", "reach the upstream over streamable HTTP at this URL instead of running a command")
-	f.DurationVar(&o.timeout, "timeout", 0, "cancel an upstream call not answered within this long (0: no limit)")
+	f.DurationVar(&o.timeout, "timeout", 0, "cancel a tool call the upstream has not answered within this long (0: no limit)")
 	f.BoolVar(&o.noLinks, "no-links", false, "pointers carry no resource links, only text")
 	f.Int64Var(&o.maxMessage, "max-message", mcp.DefaultMaxMessage, "refuse a message (a tool's result, say) of more than this many bytes")
 	f.StringVar(&o.spoolDir, "spool-dir", "", "keep messages too large for memory here while relaying them (default: the system's temporary directory)")
