@@ -252,10 +252,16 @@ func (h *httpServer) sessionOf(w http.ResponseWriter, r *http.Request) *httpSess
 	return s
 }
 
+// session returns the live session with this id, or nil: one that ended
+// but is not yet forgotten (its upstream is still stopping) is gone too.
 func (h *httpServer) session(id string) *httpSession {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sessions[id]
+	s := h.sessions[id]
+	h.mu.Unlock()
+	if s == nil || s.ended() {
+		return nil
+	}
+	return s
 }
 
 // open starts a session, and its link, which serves until it ends.
@@ -520,6 +526,12 @@ func (s *httpSession) closeStream(st *sseStream) {
 		}
 	}
 	s.active = time.Now()
+}
+
+func (s *httpSession) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func (s *httpSession) close() {

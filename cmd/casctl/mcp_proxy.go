@@ -159,8 +159,19 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 	if o.listen == "" {
 		return p.Run(ctx, &sdk.IOTransport{Reader: readCloser{g.stdin}, Writer: writeCloser{g.stdout}})
 	}
+	// On a signal, end the sessions at once: a request in flight then
+	// gets its end of stream, and the server's shutdown does not wait
+	// for it.
+	go func() {
+		<-ctx.Done()
+		p.Close()
+	}()
 	return serveHTTP(ctx, g, o.listen, p.Handler(), log)
 }
+
+// shutdownWait is how long an HTTP server waits, once told to stop, for
+// the requests it is answering.
+const shutdownWait = time.Second
 
 // serveHTTP serves h at /mcp on addr until ctx ends.
 func serveHTTP(ctx context.Context, g *globals, addr string, h http.Handler, log *slog.Logger) error {
@@ -179,7 +190,9 @@ func serveHTTP(ctx context.Context, g *globals, addr string, h http.Handler, log
 		return fmt.Errorf("mcp: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// Within 2 s of a signal, whatever is in flight: what has not ended
+	// by then is cut.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWait)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown: " + err.Error())
