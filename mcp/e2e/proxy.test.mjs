@@ -257,6 +257,30 @@ test("stdio proxy in front of server-everything (stdio)", async (t) => {
   await waitGone(pids, "stdio proxy");
 });
 
+test("every result offloaded (*=over:10): only the pointers differ, and every part reads back", async (t) => {
+  const store = tmpdir(t);
+  const upstream = [process.execPath, everything, "stdio"];
+  const { client, transport } = await connectStdio(t, store, ["--offload", "*=over:10", "--", ...upstream]);
+  const everythingDirect = await direct(upstream[0], upstream.slice(1));
+  t.after(() => everythingDirect.close());
+  for (const [name, args] of [
+    ["echo", { message: "hello, offloaded" }],
+    ["get-sum", { a: 2, b: 3 }],
+    ["get-tiny-image", {}],
+    ["get-annotated-message", { messageType: "error", includeImage: true }],
+    ["get-structured-content", { location: "New York" }],
+  ]) {
+    const want = await everythingDirect.callTool({ name, arguments: args });
+    const got = await client.callTool({ name, arguments: args });
+    assert.equal(Boolean(got.isError), Boolean(want.isError), `${name}: isError`);
+    assert.deepEqual(got.structuredContent, want.structuredContent, `${name}: structured content`);
+    await checkAllParts(client, READ, pointerOf(got), want.content);
+  }
+  const pids = [transport.pid, ...descendants(transport.pid)];
+  await client.close();
+  await waitGone(pids, "stdio proxy");
+});
+
 test("streamable HTTP both ways: proxy --listen, upstream server-everything over HTTP", async (t) => {
   const store = tmpdir(t);
   const upPort = await freePort();
