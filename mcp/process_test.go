@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -27,9 +28,12 @@ import (
 // runUpstreamProcess is the test binary as an upstream server on stdio.
 // TOOLCAS_TEST_UPSTREAM_MODE=exit makes it fail at start.
 func runUpstreamProcess() int {
-	if os.Getenv("TOOLCAS_TEST_UPSTREAM_MODE") == "exit" {
+	switch os.Getenv("TOOLCAS_TEST_UPSTREAM_MODE") {
+	case "exit":
 		fmt.Fprintln(os.Stderr, "fake upstream: cannot start: missing config")
 		return 7
+	case "raw":
+		return runRawUpstream()
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "fake-process", Version: "1"}, nil)
 	add := func(name string, h func(context.Context) (*sdk.CallToolResult, error)) {
@@ -80,6 +84,53 @@ func runUpstreamProcess() int {
 	}
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		return 1
+	}
+	return 0
+}
+
+// badImageResult is what the raw upstream's one tool answers: an image
+// whose payload is not base64, beside a text of n bytes, both over any
+// threshold.
+func badImageResult(n int) string {
+	return `{"content":[{"type":"text","text":"` + strings.Repeat("a text long enough to offload. ", n/31+1)[:n] + `"},` +
+		`{"type":"image","mimeType":"image/png","data":"!!! this is not base64 at all !!!"}]}`
+}
+
+// runRawUpstream is an MCP server written by hand, line by line, for
+// answers the SDK would never send: its one tool, "badimage", answers
+// badImageResult, with a text of the size its argument "n" says.
+func runRawUpstream() int {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 8<<20)
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Arguments       struct {
+					N int `json:"n"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue // a notification, or an answer
+		}
+		var result string
+		switch req.Method {
+		case "initialize":
+			result = fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`, req.Params.ProtocolVersion)
+		case "tools/list":
+			result = `{"tools":[{"name":"badimage","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			result = badImageResult(max(req.Params.Arguments.N, 40))
+		case "ping":
+			result = `{}`
+		default:
+			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no method %s"}}`+"\n", req.ID, req.Method)
+			continue
+		}
+		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
 	}
 	return 0
 }

@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -451,4 +454,90 @@ func TestHTTPUpstreamResumes(t *testing.T) {
 	if id := <-resumed; id != "e1" {
 		t.Errorf("resumed from %q, want e1", id)
 	}
+}
+
+// TestInvalidBase64PassesAsItCame: an upstream's image whose payload is
+// not base64 cannot be stored; the result reaches the client as the
+// upstream sent it, at once, and the proxy says why on its log.
+func TestInvalidBase64PassesAsItCame(t *testing.T) {
+	st := openStore(t)
+	var log lockedBuffer
+	offload, err := mcp.ParseOffload([]string{"*=over:10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcp.NewProxy(context.Background(), upstreamCommand("raw"), st,
+		mcp.WithLogger(slog.New(slog.NewTextHandler(&log, nil))), mcp.WithStrategies(offload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cr, pw := io.Pipe() // client → proxy
+	pr, cw := io.Pipe() // proxy → client
+	go p.Run(context.Background(), &sdk.IOTransport{Reader: cr, Writer: cw})
+	defer pw.Close()
+	lines := bufio.NewScanner(pr)
+	lines.Buffer(nil, 8<<20)
+	send := func(msg string) {
+		if _, err := io.WriteString(pw, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(id string) json.RawMessage {
+		t.Helper()
+		for lines.Scan() {
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+				t.Fatalf("the proxy wrote %q: %v", lines.Text(), err)
+			}
+			if string(m.ID) == id {
+				if m.Error != nil {
+					t.Fatalf("request %s: error %s", id, m.Error)
+				}
+				return m.Result
+			}
+		}
+		t.Fatalf("no answer to %s: %v", id, lines.Err())
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw-client","version":"1"}}}`)
+	answer("1")
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// A small message is walked in memory, one over 1 MiB from a spool.
+	for i, n := range []int{100, 3 << 20} {
+		id := strconv.Itoa(i + 2)
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"badimage","arguments":{"n":%d}}}`, id, n))
+		got := answer(id)
+		var gotV, wantV any
+		json.Unmarshal(got, &gotV)
+		json.Unmarshal([]byte(badImageResult(n)), &wantV)
+		if !reflect.DeepEqual(gotV, wantV) {
+			t.Errorf("a result with %d bytes of text changed on its way:\n got %.300s\nwant %.300s", n, got, badImageResult(n))
+		}
+	}
+	if !strings.Contains(log.String(), "not valid base64") {
+		t.Errorf("the proxy's log does not say why the result stayed: %s", log.String())
+	}
+}
+
+// lockedBuffer is a buffer that goroutines may write to at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
