@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -66,6 +68,9 @@ type scaleSize struct {
 	Reused bool `json:"reused,omitempty"`
 	// Writer is the durable writer putting while gc ran.
 	Writer scaleOp `json:"writer_during_gc"`
+	// PackWriter is the durable writer putting while pack and a gc
+	// started beside it ran.
+	PackWriter scaleOp `json:"writer_during_pack,omitzero"`
 }
 
 // byOp returns the size's ops by name, for the tables' cells.
@@ -123,8 +128,10 @@ func loadAvg() string {
 }
 
 // scaleSteps are the steps of the scale section, in the order they run:
-// "gc" is gc with a durable writer putting all along.
-var scaleSteps = []string{"stats", "ls-50", "ls-run", "show", "put", "gc-dry", "prune", "gc", "verify", "index-check", "recount", "blake3"}
+// "gc" is gc with a durable writer putting all along; "pack" packs every
+// loose blob while a gc runs beside it and a durable writer puts all
+// along (last: it changes the store the other steps read).
+var scaleSteps = []string{"stats", "ls-50", "ls-run", "show", "put", "gc-dry", "prune", "gc", "verify", "index-check", "recount", "blake3", "pack"}
 
 // parseScaleOps parses -scale-ops: the steps named, or every step when
 // list is empty.
@@ -238,14 +245,25 @@ func measureSize(ctx context.Context, run scaleRun, dir string, n int, log io.Wr
 		if !run.ops[op] {
 			continue
 		}
-		if op == "gc" {
-			gc, writer, err := gcWithWriter(ctx, dir, n)
+		if op == "gc" || op == "pack" {
+			ops := []string{"gc"}
+			if op == "pack" {
+				ops = []string{"pack", "gc-beside-pack"}
+			}
+			rs, writer, err := withWriter(ctx, dir, n, ops...)
 			if err != nil {
 				return size, err
 			}
-			fmt.Fprintf(log, "scale: %d parts: gc %.1f ms, peak %d KiB %s; writer %+v\n", n, gc.Millis, gc.PeakKiB, gc.Detail, writer)
-			size.Ops = append(size.Ops, gc)
-			size.Writer = writer
+			for _, r := range rs {
+				fmt.Fprintf(log, "scale: %d parts: %s %.1f ms, peak %d KiB %s\n", n, r.Op, r.Millis, r.PeakKiB, r.Detail)
+			}
+			fmt.Fprintf(log, "scale: %d parts: writer during %s: %+v\n", n, op, writer)
+			size.Ops = append(size.Ops, rs...)
+			if op == "gc" {
+				size.Writer = writer
+			} else {
+				size.PackWriter = writer
+			}
 			continue
 		}
 		var r scaleOp
@@ -285,28 +303,29 @@ func showRounds(ctx context.Context, dir string, n int) (scaleOp, error) {
 	return r, nil
 }
 
-// gcWithWriter runs gc in one process while another puts durably, one
-// part a step, from before gc starts until after it ends.
-func gcWithWriter(ctx context.Context, dir string, n int) (scaleOp, scaleOp, error) {
+// withWriter runs ops, each in a process of its own and all at once,
+// while another process puts durably, one part a step, from before they
+// start until after they all end.
+func withWriter(ctx context.Context, dir string, n int, ops ...string) ([]scaleOp, scaleOp, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return scaleOp{}, scaleOp{}, err
+		return nil, scaleOp{}, err
 	}
 	cfg, _ := json.Marshal(scaleConfig{Dir: dir, Parts: n, Op: "writer"})
 	w := exec.CommandContext(ctx, exe)
 	w.Env = append(os.Environ(), childEnv+"=scale", configEnv+"="+string(cfg))
 	stdin, err := w.StdinPipe()
 	if err != nil {
-		return scaleOp{}, scaleOp{}, err
+		return nil, scaleOp{}, err
 	}
 	stderr, err := w.StderrPipe()
 	if err != nil {
-		return scaleOp{}, scaleOp{}, err
+		return nil, scaleOp{}, err
 	}
 	var stdout strings.Builder
 	w.Stdout = &stdout
 	if err := w.Start(); err != nil {
-		return scaleOp{}, scaleOp{}, err
+		return nil, scaleOp{}, err
 	}
 	defer w.Process.Kill()
 	// The writer says when its first put is done.
@@ -322,23 +341,29 @@ func gcWithWriter(ctx context.Context, dir string, n int) (scaleOp, scaleOp, err
 	}
 	if !ready {
 		w.Wait()
-		return scaleOp{}, scaleOp{}, fmt.Errorf("writer: %s", strings.Join(said, "; "))
+		return nil, scaleOp{}, fmt.Errorf("writer: %s", strings.Join(said, "; "))
 	}
 	go io.Copy(io.Discard, stderr)
-	var gc scaleOp
-	gcErr := runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: "gc"}, &gc)
+	rs := make([]scaleOp, len(ops))
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		wg.Go(func() {
+			if errs[i] = runChild(ctx, "scale", scaleConfig{Dir: dir, Parts: n, Op: op}, &rs[i]); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", op, errs[i])
+			}
+		})
+	}
+	wg.Wait()
 	stdin.Close()
 	if err := w.Wait(); err != nil {
-		return gc, scaleOp{}, fmt.Errorf("writer: %w", err)
+		return rs, scaleOp{}, fmt.Errorf("writer: %w", err)
 	}
 	var wr scaleOp
 	if err := json.Unmarshal([]byte(stdout.String()), &wr); err != nil {
-		return gc, wr, fmt.Errorf("writer: %w", err)
+		return rs, wr, fmt.Errorf("writer: %w", err)
 	}
-	if gcErr != nil {
-		return gc, wr, fmt.Errorf("gc: %w", gcErr)
-	}
-	return gc, wr, nil
+	return rs, wr, errors.Join(errs...)
 }
 
 // scaleChild runs one scale operation in this process.
@@ -462,12 +487,19 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 			removed += res.RemovedParts
 		}
 		r.Detail = fmt.Sprintf("%d parts of %d runs", removed, (runs+9)/10)
-	case "gc":
+	case "gc", "gc-beside-pack":
 		res, err := s.GC(ctx, store.GCOptions{Grace: 0})
 		if err != nil {
 			return r, err
 		}
 		r.Detail = fmt.Sprintf("removed %d blobs, %s", res.RemovedBlobs, mib(res.FreedBytes))
+	case "pack":
+		res, err := s.Pack(ctx, store.PackOptions{})
+		if err != nil {
+			return r, err
+		}
+		r.Bytes = res.RawBytes
+		r.Detail = fmt.Sprintf("packed %d blobs, %s into %s", res.Blobs, mib(res.RawBytes), mib(res.PackBytes))
 	case "verify":
 		res, err := s.Verify(ctx, store.VerifyOptions{})
 		if err != nil {
@@ -495,6 +527,11 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 		r.Detail = whole
 	case "writer":
 		var lat []time.Duration
+		type step struct {
+			d  time.Duration
+			at time.Duration
+		}
+		var slow []step // the slowest five, slowest first
 		done := make(chan struct{})
 		go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
 		for i := 0; ; i++ {
@@ -505,13 +542,25 @@ func scaleChild(ctx context.Context, c scaleConfig) (scaleOp, error) {
 				return r, err
 			}
 			lat = append(lat, time.Since(t))
+			if d := time.Since(t); d > 100*time.Millisecond {
+				slow = append(slow, step{d, t.Sub(start)})
+				slices.SortFunc(slow, func(a, b step) int { return cmp.Compare(b.d, a.d) })
+				slow = slow[:min(len(slow), 5)]
+			}
 			if i == 0 {
 				fmt.Fprintln(os.Stderr, "writing")
 			}
 			select {
 			case <-done:
 				latencies(&r, lat)
-				r.Detail = fmt.Sprintf("%d durable one-part steps while gc ran", len(lat))
+				r.Detail = fmt.Sprintf("%d durable one-part steps", len(lat))
+				if len(slow) > 0 {
+					var says []string
+					for _, st := range slow {
+						says = append(says, fmt.Sprintf("%s at +%.2f s", dur(float64(st.d.Microseconds())/1000), st.at.Seconds()))
+					}
+					r.Detail += " (the slowest: " + strings.Join(says, ", ") + ")"
+				}
 				r.PeakKiB = procstat.PeakRSSKiB()
 				return r, nil
 			default:
@@ -577,9 +626,31 @@ func scaleMarkdown(rep scaleReport) string {
 				fmt.Fprintf(&b, " %s: %s;", o.Op, o.Detail)
 			}
 		}
-		fmt.Fprintf(&b, " writer: %s.\n", sz.Writer.Detail)
+		fmt.Fprintf(&b, " writer during gc: %s.\n", sz.Writer.Detail)
 	}
+	b.WriteString(packMarkdown(rep))
 	b.WriteString(verifyMarkdown(rep))
+	return b.String()
+}
+
+// packMarkdown renders pack, run with a gc started beside it and a
+// durable writer putting all along: how long the writer's steps took
+// while both held the store.
+func packMarkdown(rep scaleReport) string {
+	var b strings.Builder
+	b.WriteString("\nPack of every loose blob, with a gc started at the same time in another process and a durable writer putting one part a step in a third, from before both start until both end. The goal: no write waits more than 100 ms for pack or gc.\n\n")
+	b.WriteString("| parts | pack | gc beside it | writer: p50 / p99 / max | steps over 100 ms |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: |\n")
+	for _, sz := range rep.Sizes {
+		op := sz.byOp()
+		w := sz.PackWriter
+		if w.Count == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %s, %s | %s, %s | %.1f / %.1f / %.1f ms | %d of %d |\n", sz.Parts,
+			dur(op["pack"].Millis), op["pack"].Detail, dur(op["gc-beside-pack"].Millis), op["gc-beside-pack"].Detail,
+			w.P50Milli, w.P99Milli, w.MaxMilli, w.Over100, w.Count)
+	}
 	return b.String()
 }
 

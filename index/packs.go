@@ -15,6 +15,10 @@ type PackRecord struct {
 	Size  int64
 	Raw   int64
 	Blobs []cas.Blob
+	// Entries is how many blobs the pack file holds, when RecordPack is
+	// given only the first of them and MarkPacked the rest; zero means
+	// len(Blobs).
+	Entries int
 }
 
 // PackRow is a row of the packs table, with what its blobs' rows say.
@@ -79,21 +83,45 @@ func (x *Index) RecordPack(ctx context.Context, p PackRecord) error {
 func (x *Index) insertPack(ctx context.Context, tx *sql.Tx, p PackRecord) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO packs (name, size, raw, blobs, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
-		p.Name, p.Size, p.Raw, len(p.Blobs), x.now().UnixNano()).Scan(&id)
+		p.Name, p.Size, p.Raw, max(p.Entries, len(p.Blobs)), x.now().UnixNano()).Scan(&id)
 	if err != nil {
 		return 0, err
 	}
+	return id, markPacked(ctx, tx, id, p.Blobs)
+}
+
+// MarkPacked marks more blobs as held by the recorded pack name, in one
+// transaction: a large pack is recorded a slice at a time (RecordPack with
+// the first slice and Entries set, then MarkPacked with each next), so
+// that no one transaction holds other writers back for long. Until its
+// last slice is marked, the rest of its blobs read as loose, which they
+// still are. Blobs without a row are skipped.
+func (x *Index) MarkPacked(ctx context.Context, name string, blobs []cas.Blob) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		var id int64
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM packs WHERE name = ?`, name).Scan(&id); err != nil {
+			return err
+		}
+		return markPacked(ctx, tx, id, blobs)
+	})
+	if err != nil {
+		return fmt.Errorf("record pack %s: %w", name, err)
+	}
+	return nil
+}
+
+func markPacked(ctx context.Context, tx *sql.Tx, id int64, blobs []cas.Blob) error {
 	stmt, err := tx.PrepareContext(ctx, `UPDATE blobs SET pack_id = ? WHERE `+digestIs+` AND ext = ?`)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer stmt.Close()
-	for _, b := range p.Blobs {
+	for _, b := range blobs {
 		if _, err := stmt.ExecContext(ctx, id, digestKey(b.Digest), b.Digest[:], b.Ext); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return id, nil
+	return nil
 }
 
 // ReplacePack records a pack that takes over the live blobs of an old one,
