@@ -4,6 +4,9 @@
 // ToolResultPruningCompactor does, and Offloading writes them to a
 // hook.Store and leaves a pointer, so that nothing is lost. Both work on
 // []Message, which adapters map to and from their framework's messages.
+//
+// Start at Offloading (with the store from store.Open that the hook uses) or
+// ToolResultPruning, and call Compact before each model call.
 package compact
 
 import (

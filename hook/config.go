@@ -116,6 +116,17 @@ func canonicalStoreType(name string) string {
 	return name
 }
 
+// registeredBy says, for a toolcas type that no loader is registered for,
+// which package registers it: a program that imports only hook knows only
+// hook's own stores.
+func registeredBy(typeName string) string {
+	pkg, _, ok := strings.Cut(strings.TrimPrefix(typeName, "toolcas."), ".")
+	if !strings.HasPrefix(typeName, "toolcas.") || !ok || pkg == "hook" || pkg == "" {
+		return ""
+	}
+	return fmt.Sprintf("; the package %s registers the toolcas.%s types when it is imported: add import _ \"github.com/toolcas/toolcas/%s\"", pkg, pkg, pkg)
+}
+
 func isHaystackHook(name string) bool {
 	return strings.HasPrefix(name, "haystack.") && strings.HasSuffix(name, ".ToolResultOffloadHook")
 }
@@ -206,7 +217,7 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 		load := loaders[canonicalStoreType(st.Type)]
 		loadersMu.RUnlock()
 		if load == nil {
-			return nil, fmt.Errorf("load: unknown store type %q (known: %s)", st.Type, strings.Join(knownStores(), ", "))
+			return nil, fmt.Errorf("load: unknown store type %q (known: %s)%s", st.Type, strings.Join(knownStores(), ", "), registeredBy(st.Type))
 		}
 		params := st.InitParameters
 		if len(params) == 0 {

@@ -102,6 +102,8 @@ func TestLoadRefusesBadConfig(t *testing.T) {
 		{`{"type": "other.Hook", "init_parameters": {}}`, "unknown hook type"},
 		{`{"type": "toolcas.hook.Hook", "init_parameters": {"preview_chars": 5}}`, "no offload_strategies"},
 		{`{"type": "toolcas.hook.Hook", "init_parameters": {"offload_strategies": {}, "store": {"type": "x.Store", "init_parameters": {}}}}`, "unknown store type"},
+		{`{"type": "toolcas.hook.Hook", "init_parameters": {"offload_strategies": {}, "store": {"type": "toolcas.store.Store", "init_parameters": {"root": "x"}}}}`,
+			`import _ "github.com/toolcas/toolcas/store"`},
 		{`{"type": "toolcas.hook.Hook", "init_parameters": {"offload_strategies": {}, "preview_chars": -1}}`, "preview"},
 		{`{"type": "toolcas.hook.Hook", "init_parameters": {"offload_strategies": {}, "previewchars": 1}}`, "unknown field"},
 		{`{"type": "toolcas.hook.Hook", "init_parameters": {"offload_strategies": {}, "store": {"type": "toolcas.hook.DirStore", "init_parameters": {}}}}`, "no root"},

@@ -8,6 +8,11 @@
 // offloaded result becomes a pointer saying what was stored, how big it is,
 // a preview, the part's logical key and its path. The hook keeps no mutable
 // state: one Hook serves any number of concurrent runs.
+//
+// Start at New, with a store from store.Open (or MemStore, DirStore) and a
+// policy.Strategies; call Offload with each step's tool results. NewReadTool
+// gives the agent its read-back tool; Load builds a Hook from a Haystack-style
+// JSON configuration.
 package hook
 
 import (

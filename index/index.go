@@ -1,7 +1,11 @@
 // Package index is the index of a toolcas store, in a SQLite file or a
 // PostgreSQL database: every blob, every logical key that points at one,
 // and every byte saved. It answers what the hook and casctl ask: resolve a
-// reference, list, stats, prune, and the sets gc and verify need. It knows SQL only; the blob files are package cas's.
+// reference, list, stats, prune, and the sets gc and verify need. It knows
+// SQL only; the blob files are package cas's.
+//
+// Most programs never import index: store.Open opens it beside the blobs,
+// and the store's methods answer the same questions.
 package index
 
 import (

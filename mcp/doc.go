@@ -11,4 +11,8 @@
 // Both are built on the official Go SDK (github.com/modelcontextprotocol/go-sdk)
 // and return its *mcp.Server, so a Go program can serve them over any of its
 // transports.
+//
+// Start at NewProxy (with an upstream Command or URL and a store from
+// store.Open) and Proxy.Run or Proxy.Handler, or at NewStoreServer; casctl
+// mcp proxy and casctl mcp serve run them from the command line.
 package mcp

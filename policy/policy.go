@@ -2,6 +2,9 @@
 // OverChars, and Strategies, which picks a policy per tool the way
 // Haystack's offload_strategies does (exact name, then the first group
 // naming the tool, then "*").
+//
+// Start at Strategies: a map from a tool name (or a group of them, or "*")
+// to a Policy, handed to hook.New.
 package policy
 
 import (

@@ -11,6 +11,9 @@
 // AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
 // profiles); the location may name the region and endpoint, never
 // credentials.
+//
+// Most programs never import s3blob: store.Open of an s3:// location (with
+// the index on PostgreSQL) uses it.
 package s3blob
 
 import (
