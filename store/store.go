@@ -15,6 +15,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -81,13 +83,13 @@ func Open(ctx context.Context, location string, opts ...Option) (*Store, error) 
 	if remote {
 		e, err := openShared(ctx, location, &c)
 		if err != nil {
-			return nil, err
+			return nil, withCreateHint(err, &c)
 		}
 		s.eng, s.ix, s.dir = e, e.ix, e.be.Cache().Dir()
 	} else {
 		e, err := openLocal(ctx, location, &c)
 		if err != nil {
-			return nil, err
+			return nil, withCreateHint(err, &c)
 		}
 		s.eng, s.ix, s.dir, s.recovered = e, e.ix, e.dir, e.recovered
 	}
@@ -95,6 +97,15 @@ func Open(ctx context.Context, location string, opts ...Option) (*Store, error) 
 		testHooks.opened(&c, s.eng)
 	}
 	return s, nil
+}
+
+// withCreateHint adds to Open's ErrNoStore how to make a store, when the
+// caller did not ask for one.
+func withCreateHint(err error, c *config) error {
+	if c.create || c.readOnly || !errors.Is(err, ErrNoStore) {
+		return err
+	}
+	return fmt.Errorf("%w (store.WithCreate() makes a new one)", err)
 }
 
 // IsRemoteLocation reports whether a store location names an object store
