@@ -130,8 +130,10 @@ func (s *Strategies) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		key := e.Tools[0]
-		if e.Group {
+		var key string
+		if !e.Group {
+			key = e.Tools[0]
+		} else {
 			// Python's json.dumps separators, so the key reads as Haystack writes it.
 			quoted := make([]string, len(e.Tools))
 			for j, t := range e.Tools {

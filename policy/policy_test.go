@@ -91,7 +91,7 @@ func TestNewStrategiesRefuses(t *testing.T) {
 		entries []Entry
 	}{
 		{"nil policy", []Entry{For("a", nil)}},
-		{"empty group", []Entry{ForGroup(nil, Always)}},
+		{"single entry naming no tool", []Entry{{Policy: Always}}},
 		{"tool twice", []Entry{For("a", Always), For("a", Never)}},
 		{"wildcard twice", []Entry{Default(Always), Default(Never)}},
 		{"several tools not a group", []Entry{{Tools: []string{"a", "b"}, Policy: Always}}},
@@ -160,6 +160,33 @@ func TestH20LoadsHaystackStrategies(t *testing.T) {
 	}
 }
 
+// TestEmptyGroupMatchesNothing: a configuration whose strategies hold an
+// empty group ("[]", which Haystack loads as a group naming no tool) loads,
+// the group applies to no tool, and it is saved as it came.
+func TestEmptyGroupMatchesNothing(t *testing.T) {
+	in := `{"[]": {"type": "toolcas.policy.Always"}, "*": {"type": "toolcas.policy.Never"}}`
+	var s Strategies
+	if err := json.Unmarshal([]byte(in), &s); err != nil {
+		t.Fatalf("Unmarshal(%s): %v", in, err)
+	}
+	for _, tool := range []string{"a", "", "[]"} {
+		if p, ok := s.For(tool); !ok || p != Never {
+			t.Errorf("For(%q) = %v, %v; want the wildcard's Never", tool, p, ok)
+		}
+	}
+	out, err := json.Marshal(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again Strategies
+	if err := json.Unmarshal(out, &again); err != nil || len(again.Entries()) != 2 || !again.Entries()[0].Group || len(again.Entries()[0].Tools) != 0 {
+		t.Errorf("saved as %s, loaded again as %+v, %v", out, again.Entries(), err)
+	}
+	if _, err := NewStrategies(Entry{Policy: Always}); err == nil {
+		t.Error("a single entry naming no tool was accepted")
+	}
+}
+
 func TestLoadRefuses(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"a": {"type": "haystack.hooks.tool_result_offloading.policies.CallableOffloadPolicy", "init_parameters": {"condition": "m.f"}}}`, "Python function"},
@@ -170,7 +197,6 @@ func TestLoadRefuses(t *testing.T) {
 		{`{"a": {"type": "toolcas.policy.Always", "init_parameters": {"x": 1}}}`, "unknown field"},
 		{`{"a": {"init_parameters": {}}}`, "no \"type\""},
 		{`{"[\"a\", 1]": {"type": "toolcas.policy.Always"}}`, "not a JSON array of names"},
-		{`{"[]": {"type": "toolcas.policy.Always"}}`, "names no tool"},
 		{`{"a": {"type": "toolcas.policy.Always"}, "a": {"type": "toolcas.policy.Never"}}`, "twice"},
 		{`["a"]`, "want an object"},
 		{`{"a": {"type": "toolcas.policy.Always"}} x`, "after top-level value"},

@@ -42,15 +42,17 @@ type Strategies struct {
 	wildcard Policy
 }
 
-// NewStrategies checks and indexes the entries. It refuses a nil policy, an
-// empty group, and a tool (or the wildcard) given twice as a single entry.
+// NewStrategies checks and indexes the entries. It refuses a nil policy, a
+// single entry naming no tool, and a tool (or the wildcard) given twice as a
+// single entry. An empty group is kept and matches no tool, as Haystack
+// loads one (the key "[]" in a configuration).
 func NewStrategies(entries ...Entry) (*Strategies, error) {
 	s := &Strategies{exact: make(map[string]Policy)}
 	for i, e := range entries {
 		if e.Policy == nil {
 			return nil, fmt.Errorf("policy: entry %d (%s) has no policy", i, e.label())
 		}
-		if len(e.Tools) == 0 {
+		if len(e.Tools) == 0 && !e.Group {
 			return nil, fmt.Errorf("policy: entry %d names no tool", i)
 		}
 		if !e.Group && len(e.Tools) != 1 {
