@@ -219,52 +219,35 @@ func (s *scanner) key() (string, error) {
 // object walks an object, calling fn with each key, the scanner placed at
 // the key's value, which fn must take (copyValue to io.Discard, say).
 func (s *scanner) object(fn func(key string) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if c, err := s.peek(); err != nil {
-		return s.eof(err)
-	} else if c == '}' {
-		s.take()
-		return nil
-	}
-	for {
+	return s.sequence('{', '}', func(int) error {
 		k, err := s.key()
 		if err != nil {
 			return err
 		}
-		if err := fn(k); err != nil {
-			return err
-		}
-		c, err := s.peek()
-		if err != nil {
-			return s.eof(err)
-		}
-		s.take()
-		switch c {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return s.syntax("%q where ',' or '}' belongs", c)
-		}
-	}
+		return fn(k)
+	})
 }
 
 // array walks an array, calling fn with the scanner placed at each item,
 // which fn must take.
 func (s *scanner) array(fn func(i int) error) error {
-	if err := s.expect('['); err != nil {
+	return s.sequence('[', ']', fn)
+}
+
+// sequence walks what lies between open and end, items separated by
+// commas, calling item for each, which must take it.
+func (s *scanner) sequence(open, end byte, item func(i int) error) error {
+	if err := s.expect(open); err != nil {
 		return err
 	}
 	if c, err := s.peek(); err != nil {
 		return s.eof(err)
-	} else if c == ']' {
+	} else if c == end {
 		s.take()
 		return nil
 	}
 	for i := 0; ; i++ {
-		if err := fn(i); err != nil {
+		if err := item(i); err != nil {
 			return err
 		}
 		c, err := s.peek()
@@ -274,10 +257,10 @@ func (s *scanner) array(fn func(i int) error) error {
 		s.take()
 		switch c {
 		case ',':
-		case ']':
+		case end:
 			return nil
 		default:
-			return s.syntax("%q where ',' or ']' belongs", c)
+			return s.syntax("%q where ',' or '%c' belongs", c, end)
 		}
 	}
 }
