@@ -24,6 +24,7 @@ import (
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/quiesce"
+	"github.com/toolcas/toolcas/s3blob"
 )
 
 // Files at the store root besides cas's.
@@ -37,6 +38,13 @@ const DefaultDir = "tool_results"
 
 // ErrNoStore is returned by Open when the directory holds no store.
 var ErrNoStore = cas.ErrNoStore
+
+// Errors Open returns for a location or an index URL that is malformed
+// (rather than unreachable): the caller's mistake, not the store's.
+var (
+	ErrInvalidIndexURL = index.ErrInvalidURL
+	ErrInvalidLocation = s3blob.ErrBadURL
+)
 
 // Store is a toolcas store: blobs on disk or in an object store, keys in
 // SQLite (IndexFile beside the blobs) or in PostgreSQL (WithIndexURL). It

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -111,4 +112,58 @@ func known(ctx context.Context, list func(*store.Store, context.Context, string,
 		return fmt.Sprintf(" (its %s include %s …)", what, strings.Join(names[:listMost], ", "))
 	}
 	return fmt.Sprintf(" (its %s: %s)", what, strings.Join(names, ", "))
+}
+
+// bashStandIns defines, in shells without the bash-completion package, the
+// two of its functions that cobra's bash script calls, so that completion
+// works on a bare bash too. A word is what lies between spaces, as with the
+// package's `-n =:`: a digest's colon does not split it.
+const bashStandIns = `
+# Stand-ins for the functions of the bash-completion package that this
+# script calls, defined only where that package is not loaded.
+if ! declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+_get_comp_words_by_ref() {
+    local line=${COMP_LINE:0:COMP_POINT}
+    local -a w
+    read -r -a w <<< "$line"
+    if [[ ${#w[@]} -eq 0 || $line =~ [[:space:]]$ ]]; then
+        w+=("")
+    fi
+    while [[ $# -gt 0 ]]; do
+        case $1 in
+        -n) shift ;;
+        cur) cur=${w[${#w[@]}-1]} ;;
+        prev) prev=""; if [[ ${#w[@]} -gt 1 ]]; then prev=${w[${#w[@]}-2]}; fi ;;
+        words) words=("${w[@]}") ;;
+        cword) cword=$(( ${#w[@]} - 1 )) ;;
+        esac
+        shift
+    done
+}
+fi
+if ! declare -F _filedir >/dev/null 2>&1; then
+_filedir() {
+    local IFS=$'\n'
+    if [[ ${1-} == -d ]]; then
+        COMPREPLY+=( $(compgen -d -- "$cur") )
+    else
+        COMPREPLY+=( $(compgen -f -- "$cur") )
+    fi
+}
+fi
+`
+
+// bashNeedsNoPackage makes `casctl completion bash` print cobra's script
+// after bashStandIns.
+func bashNeedsNoPackage(sh *cobra.Command) {
+	if sh.Name() != "bash" {
+		return
+	}
+	run := sh.RunE
+	sh.RunE = func(cmd *cobra.Command, args []string) error {
+		if _, err := io.WriteString(cmd.OutOrStdout(), "# bash completion for casctl: works with or without the bash-completion package\n"+bashStandIns); err != nil {
+			return err
+		}
+		return run(cmd, args)
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,7 +33,7 @@ real agents show. Every step's results go through the offload hook, with a
 policy per tool, into the store; the demo prints some of the pointers the
 agent would see, then what the store holds and saved.`,
 		Example: `  casctl demo
-  casctl --store /tmp/demo demo --runs 5 --steps 100`,
+  casctl --store bigger_demo demo --runs 5 --steps 100`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDemo(cmd.Context(), g, o)
@@ -180,7 +182,11 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	if g.store != "" {
 		c += " --store " + shellQuote(g.store)
 	}
-	fmt.Fprintln(g.stdout, "\nExplore further (go install ./cmd/casctl, or use go run ./cmd/casctl):")
+	if inCheckout() {
+		fmt.Fprintln(g.stdout, "\nExplore further (go install ./cmd/casctl puts casctl in $(go env GOPATH)/bin, or use go run ./cmd/casctl):")
+	} else {
+		fmt.Fprintln(g.stdout, "\nExplore further:")
+	}
 	fmt.Fprintf(g.stdout, "  %s ls --run %s --limit 10\n", c, runs[0])
 	if textKey != "" {
 		fmt.Fprintf(g.stdout, "  %s show %s\n", c, textKey)
@@ -193,6 +199,18 @@ func runDemo(ctx context.Context, g *globals, o demoOptions) error {
 	fmt.Fprintf(g.stdout, "  %s verify\n", c)
 	fmt.Fprintf(g.stdout, "  %s prune --run %s && %s gc --grace 0s\n", c, runs[0], c)
 	return nil
+}
+
+// inCheckout reports whether the working directory is the root of a
+// checkout of toolcas, where the demo's readers build casctl themselves.
+func inCheckout() bool {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(mod), "\n")
+	_, err = os.Stat(filepath.Join("cmd", "casctl"))
+	return strings.TrimSpace(first) == "module github.com/toolcas/toolcas" && err == nil
 }
 
 // oneLine shortens a pointer for the terminal: line breaks shown as ⏎, cut

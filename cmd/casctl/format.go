@@ -130,20 +130,19 @@ func age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
-// count says n things: "1 key", "3 keys".
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
+// count says n things: "1 key", "3 keys", "0 keys". Every count casctl
+// prints for people goes through it (or plural).
+func count[N ~int | ~int64](n N, thing string) string {
+	return fmt.Sprintf("%d %s", n, plural(n, thing))
 }
 
-// plural says n things: "1 blob", "3 blobs".
-func plural(n int, thing string) string {
+// plural is a thing's name as n of them are said: "key" for one, "keys"
+// for any other number. Every thing casctl counts takes an s.
+func plural[N ~int | ~int64](n N, thing string) string {
 	if n == 1 {
-		return "1 " + thing
+		return thing
 	}
-	return strconv.Itoa(n) + " " + thing + "s"
+	return thing + "s"
 }
 
 // names lists what xs say of themselves.

@@ -108,7 +108,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	}
 	printResult(g.stdout, res, o.grace)
 	if packed.Blobs > 0 {
-		fmt.Fprintf(g.stdout, "packed %d cold blobs (%s) into %s\n", packed.Blobs, size(packed.RawBytes), size(packed.PackBytes))
+		fmt.Fprintf(g.stdout, "packed %s (%s) into %s\n", count(packed.Blobs, "cold blob"), size(packed.RawBytes), size(packed.PackBytes))
 	}
 	return nil
 }
@@ -129,8 +129,8 @@ func printResult(w io.Writer, res store.GCResult, grace time.Duration) {
 		verb = "would remove"
 	}
 	fmt.Fprintf(w, "%s %s (%s) and %s; kept %s younger than %s\n",
-		verb, plural(res.RemovedBlobs, "blob"), size(res.FreedBytes), plural(res.RemovedTemp, "temp file"),
-		plural(res.KeptYoung, "unused blob"), fmtDuration(grace))
+		verb, count(res.RemovedBlobs, "blob"), size(res.FreedBytes), count(res.RemovedTemp, "temp file"),
+		count(res.KeptYoung, "unused blob"), fmtDuration(grace))
 	if p := res.Packs; p.Rewritten+p.Dropped > 0 {
 		fmt.Fprintf(w, "packs: %s %d and rewrote %d, freeing %s\n", verb, p.Dropped, p.Rewritten, size(p.FreedBytes))
 	}
@@ -140,7 +140,7 @@ func printResult(w io.Writer, res store.GCResult, grace time.Duration) {
 			verb = "stays"
 		}
 		fmt.Fprintf(w, "%s (%s) %s in packs until more than half of a pack is unused\n",
-			plural(res.UnusedPacked, "unused blob"), size(res.UnusedPackedBytes), verb)
+			count(res.UnusedPacked, "unused blob"), size(res.UnusedPackedBytes), verb)
 	}
 }
 

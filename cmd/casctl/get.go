@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,10 +42,10 @@ With --offset, --limit or --grep, get prints numbered lines of a text part,
 streaming: a --grep pattern is matched against the first 256 KiB of each
 line, and Ctrl-C stops it at once. Like grep, it exits 1 when no line
 matches.`,
-		Example: `  casctl get demo-1/3_read_file_call-1-3-0.txt
-  casctl get demo-1/3_read_file_call-1-3-0.txt@1
-  casctl get 3fa9c1d2 --grep 'func New' --limit 20
-  casctl get demo-1/2_screenshot_call-1-2-0.png --output shot.png`,
+		Example: `  casctl get demo-1/5_run_tests_call-1-5-0.txt
+  casctl get demo-1/5_run_tests_call-1-5-0.txt@1
+  casctl get 0b07dd1e --grep '^ok' --limit 20
+  casctl get demo-1/3_screenshot_call-1-3-0.png --output shot.png`,
 		Args:              exactArgs(1, "one REF"),
 		ValidArgsFunction: completeRefs(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,6 +71,11 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 			return usagef("get: --grep %q: %v", o.grep, err)
 		}
 	}
+	if o.output != "" {
+		if err := checkOutput(o.output); err != nil {
+			return fail("get", err)
+		}
+	}
 	s, err := g.openRead(ctx)
 	if err != nil {
 		return fail("get", err)
@@ -76,7 +83,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	defer s.Close()
 	p, err := resolve(ctx, s, ref)
 	if err != nil {
-		return fail("get", err)
+		return refError("get", err)
 	}
 	lines := o.offset > 0 || o.limit > 0 || re != nil
 	if lines && p.Kind != hook.KindText {
@@ -90,15 +97,16 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 			return fail("get", fmt.Errorf("%s is %s, binary content, and stdout is a terminal: redirect it (casctl get %s > FILE) or use --output FILE",
 				p.Key, describeKind(p), ref))
 		}
-		// Copy checks the whole blob before writing a byte.
-		_, err := s.Copy(ctx, g.stdout, p)
+		// Copy checks the whole blob before writing a byte; Ctrl-C stops
+		// it between two writes, however slow the reader.
+		_, err := s.Copy(ctx, ctxWriter{ctx, g.stdout}, p)
 		return fail("get", lostBlob(ctx, s, p, err))
 	}
 	// Check the whole blob first, then stream its lines: memory stays
 	// bounded whatever the size of the blob or of its lines.
 	if err := s.VerifyBlob(ctx, p.Blob); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("get: interrupted while checking %s: %w", p.Key, ctx.Err())
+			return interruptedError{fmt.Sprintf("get: interrupted while checking %s", p.Key)}
 		}
 		return fail("get", lostBlob(ctx, s, p, err))
 	}
@@ -144,7 +152,7 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	}
 	if err := lr.Err(); err != nil || ctx.Err() != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("get: interrupted after %d lines: %w", printed, ctx.Err())
+			return interruptedError{fmt.Sprintf("get: interrupted after %s", count(printed, "line"))}
 		}
 		return fail("get", err)
 	}
@@ -154,20 +162,52 @@ func runGet(ctx context.Context, g *globals, o getOptions, ref string) error {
 	return nil
 }
 
-// writeFile writes a part's checked bytes to path, through a temp file
-// renamed into place: a failed get leaves what was there.
-func writeFile(ctx context.Context, s *store.Store, p store.Part, path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".casctl-get-*")
-	if err != nil {
-		return err
+// checkOutput refuses, before anything is read, an --output that cannot be
+// a file: a directory, or a path in a directory that is not there.
+func checkOutput(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("--output %s: is a directory", path)
 	}
-	_, err = s.Copy(ctx, tmp, p)
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--output %s: no such directory: %s", path, dir)
+	case err != nil:
+		return fmt.Errorf("--output %s: %v", path, pathReason(err))
+	case !fi.IsDir():
+		return fmt.Errorf("--output %s: %s is not a directory", path, dir)
+	}
+	return nil
+}
+
+// writeFile writes a part's checked bytes to path, through a temp file
+// renamed into place: a failed get leaves what was there. A file that was
+// there keeps its mode; a new one gets what the umask leaves of 0666, as
+// a shell's redirection gives it. Errors name path, not the temp file.
+func writeFile(ctx context.Context, s *store.Store, p store.Part, path string) error {
+	mode := fs.FileMode(0)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := createTemp(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("--output %s: %v", path, pathReason(err))
+	}
+	_, err = s.Copy(ctx, ctxWriter{ctx, tmp}, p)
 	err = lostBlob(ctx, s, p, err)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if err == nil && mode != 0 {
+		if err = tmp.Chmod(mode); err != nil {
+			err = fmt.Errorf("--output %s: keep its mode %v: %v", path, mode, pathReason(err))
+		}
+	}
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("--output %s: %v", path, pathReason(cerr))
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		if rerr := os.Rename(tmp.Name(), path); rerr != nil {
+			err = fmt.Errorf("--output %s: %v", path, pathReason(rerr))
+		}
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
@@ -175,10 +215,51 @@ func writeFile(ctx context.Context, s *store.Store, p store.Part, path string) e
 	return err
 }
 
+// createTemp creates a new file in dir for writeFile, with mode 0666 less
+// the umask (os.CreateTemp's files are 0600).
+func createTemp(dir string) (*os.File, error) {
+	for {
+		name := filepath.Join(dir, ".casctl-get-"+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+}
+
+// pathReason is the reason a file operation failed, without the path it
+// names (a temp file's, which means nothing to the user).
+func pathReason(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// ctxWriter is a writer that stops writing once ctx is done: Ctrl-C stops
+// a copy to a slow reader between two writes.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
 var versionRE = regexp.MustCompile(`^(.+)@([0-9]+)$`)
 
 // resolve finds the part a reference names, taking KEY@N for version N of
-// a key, and explains a run name given where a reference belongs.
+// a key, and explains a run name given where a reference belongs, and a
+// key that is not there.
 func resolve(ctx context.Context, s *store.Store, ref string) (store.Part, error) {
 	p, err := s.Resolve(ctx, "", refArg(ref))
 	if err == nil {
@@ -186,14 +267,50 @@ func resolve(ctx context.Context, s *store.Store, ref string) (store.Part, error
 	}
 	if m := versionRE.FindStringSubmatch(ref); m != nil && errors.Is(err, store.ErrNotFound) {
 		n, _ := strconv.Atoi(m[2])
-		return s.ResolveVersion(ctx, "", m[1], n)
+		p, err = s.ResolveVersion(ctx, "", m[1], n)
+		if err == nil {
+			return p, nil
+		}
 	}
 	if errors.Is(err, store.ErrInvalidRef) && !strings.ContainsAny(ref, "/"+string(filepath.Separator)) {
 		if ok, _ := s.HasRun(ctx, ref); ok {
-			return store.Part{}, fmt.Errorf("%q is a run, not a part; list its parts with casctl ls --run %s", ref, ref)
+			return store.Part{}, usageError{fmt.Errorf("%q is a run, not a part; list its parts with casctl ls --run %s", ref, ref)}
 		}
 	}
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Part{}, notFoundHint(ctx, s, ref, err)
+	}
 	return store.Part{}, err
+}
+
+// notFoundHint adds to a key's not-found where to look: the run's parts
+// when the run is there, the runs there are when it is not.
+func notFoundHint(ctx context.Context, s *store.Store, ref string, err error) error {
+	run, _, ok := strings.Cut(ref, "/")
+	if !ok || run == "" || filepath.IsAbs(ref) || hook.CheckRun(run) != nil {
+		return err
+	}
+	has, herr := s.HasRun(ctx, run)
+	switch {
+	case herr != nil:
+		return err
+	case has:
+		return fmt.Errorf("%w; casctl ls --run %s lists the parts of run %s", err, run, run)
+	}
+	return fmt.Errorf("%w: the store holds no run %q; casctl ls lists what it holds", err, run)
+}
+
+// refError is fail for a reference that resolve did not find: one that is
+// not a reference at all is a usage error (exit 2), like a bad flag value.
+func refError(verb string, err error) error {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return usageError{fail(verb, ue.err)}
+	}
+	if errors.Is(err, store.ErrInvalidRef) {
+		return usageError{fail(verb, err)}
+	}
+	return fail(verb, err)
 }
 
 func describeKind(p store.Part) string {

@@ -15,7 +15,7 @@ func newInitCommand(g *globals) *cobra.Command {
 prints its absolute path; on a store it only prints the path. A directory
 that holds other files is refused.`,
 		Example: `  casctl init
-  casctl --store /var/lib/agent/tool_results init`,
+  casctl --store ~/agent/tool_results init`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInit(cmd.Context(), g)

@@ -10,7 +10,6 @@ import (
 	"image/png"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 				isTerminal = func(f any) bool { return fake[f] }
 			}
 			// As main does: Ctrl-C cancels the command's context.
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			ctx, stop := interruptContext()
 			code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			stop()
 			if f := os.Getenv("CASCTL_TEST_PEAK_RSS"); f != "" {

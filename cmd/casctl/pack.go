@@ -87,17 +87,13 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 	}
 	switch {
 	case res.DryRun:
-		fmt.Fprintf(g.stdout, "would pack %d blobs (%s) unused for %v\n", res.Blobs, size(res.RawBytes), o.olderThan)
+		fmt.Fprintf(g.stdout, "would pack %s (%s) unused for %v\n", count(res.Blobs, "blob"), size(res.RawBytes), o.olderThan)
 	case res.Blobs == 0:
 		fmt.Fprintf(g.stdout, "nothing to pack: no loose blob unused for %v\n", o.olderThan)
 	default:
 		ratio := float64(res.RawBytes) / float64(max(res.PackBytes, 1))
-		files := "pack files"
-		if len(res.Packs) == 1 {
-			files = "pack file"
-		}
-		fmt.Fprintf(g.stdout, "packed %d blobs (%s) into %d %s of %s (%.1fx smaller)\n",
-			res.Blobs, size(res.RawBytes), len(res.Packs), files, size(res.PackBytes), ratio)
+		fmt.Fprintf(g.stdout, "packed %s (%s) into %s of %s (%.1fx smaller)\n",
+			count(res.Blobs, "blob"), size(res.RawBytes), count(len(res.Packs), "pack file"), size(res.PackBytes), ratio)
 	}
 	return nil
 }

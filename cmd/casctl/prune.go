@@ -91,9 +91,9 @@ func runPrune(ctx context.Context, g *globals, o pruneOptions) error {
 	if o.dryRun {
 		verb = "would remove"
 	}
-	fmt.Fprintf(g.stdout, "%s %d parts", verb, res.RemovedParts)
+	fmt.Fprintf(g.stdout, "%s %s", verb, count(res.RemovedParts, "part"))
 	if len(res.Runs) > 0 {
-		fmt.Fprintf(g.stdout, " of runs %s", strings.Join(res.Runs, ", "))
+		fmt.Fprintf(g.stdout, " of %s %s", plural(len(res.Runs), "run"), strings.Join(res.Runs, ", "))
 	}
 	fmt.Fprintln(g.stdout)
 	if res.RemovedParts > 0 && !o.dryRun {

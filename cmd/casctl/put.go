@@ -34,8 +34,8 @@ The part is text when its bytes are UTF-8 and no MIME type, or a text/*
 one, is given. Without --mime, put sniffs the content: a PNG is an image, a
 PDF a file. put needs a store (casctl init, or --init) and some content:
 it refuses an empty input and a terminal as stdin.`,
-		Example: `  go test ./... 2>&1 | casctl put --tool run_tests --run run-7 --step 3
-  casctl put --tool screenshot shot.png
+		Example: `  go test ./... 2>&1 | casctl put --tool run_tests --run demo-1 --step 40
+  casctl put --tool screenshot --run demo-1 --step 40 shot.png
   casctl put --tool fetch --filename q3.pdf --json report.pdf`,
 		Args: maxArgs(1, "at most one FILE (or - for stdin)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,7 +77,12 @@ type putJSON struct {
 	Version int     `json:"version"`
 }
 
-func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
+func runPut(ctx context.Context, g *globals, o putOptions, in string) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = errPutInterrupted
+		}
+	}()
 	if o.step < 0 {
 		return usagef("put: --step %d is negative", o.step)
 	}
@@ -86,6 +91,20 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 	}
 	if err := hook.CheckRun(o.run); err != nil {
 		return usagef("put: --run: %v", err)
+	}
+	k := hook.Key{Run: o.run, Step: o.step, Tool: o.tool, CallID: o.call, Part: o.part, Ext: ".txt"}
+	if err := k.Check(); err != nil {
+		return usagef("put: %v", err)
+	}
+	k.Ext = "" // chosen from the content
+	if o.mime != "" {
+		if err := hook.NewContentProbe(o.mime, o.filename).CheckMIME(); err != nil {
+			return usagef("put: --mime %q: not a MIME type put accepts (want type/subtype, such as text/plain or image/png)", o.mime)
+		}
+	}
+	dopts, err := store.DurabilityOptions(o.durability)
+	if err != nil {
+		return usagef("put: --durability: %v", err)
 	}
 	var r io.Reader = g.stdin
 	what := "stdin"
@@ -101,19 +120,19 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 		defer f.Close()
 		r, what = f, in
 	}
-	br := bufio.NewReader(r)
+	// Ctrl-C stops a put waiting on a slow producer at once; the content
+	// read so far is dropped.
+	br := bufio.NewReader(interruptible(ctx, r))
 	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 		return fail("put", errors.New("nothing to store: "+what+" is empty"))
-	}
-	dopts, err := store.DurabilityOptions(o.durability)
-	if err != nil {
-		return usagef("put: --durability: %v", err)
+	} else if err != nil && ctx.Err() != nil {
+		return errPutInterrupted
 	}
 	var s *store.Store
 	if o.init {
 		s, _, err = g.create(ctx, dopts...)
 	} else if !store.IsRemoteLocation(g.storeDir()) && !store.Exists(g.storeDir()) {
-		err = errNoStore(g.storeDir(), "create one with casctl init (or put --init)")
+		err = g.noStore("create one with casctl init (or put --init)")
 	} else {
 		s, err = g.open(ctx, dopts...)
 	}
@@ -121,7 +140,6 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 		return fail("put", err)
 	}
 	defer s.Close()
-	k := hook.Key{Run: o.run, Step: o.step, Tool: o.tool, CallID: o.call, Part: o.part}
 	res, err := s.Put(ctx, store.StreamPart{Key: k, MIME: o.mime, Filename: o.filename}, br)
 	if err != nil {
 		return fail("put", err)
@@ -140,6 +158,24 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) error {
 	p := hook.Pointer([]hook.PartInfo{res.Info}, []hook.Stored{res.Stored}, hook.DefaultPreviewChars)
 	_, err = io.WriteString(g.stdout, oneLine(p, 0)+"\n")
 	return err
+}
+
+// errPutInterrupted is put's answer to Ctrl-C: the part's key has no row,
+// and its content no blob, unless Ctrl-C came as the blob was renamed into
+// place: that blob then has no row and goes at the next gc.
+var errPutInterrupted = interruptedError{"put: interrupted; nothing stored"}
+
+// interruptible returns a reader of r whose Read returns ctx's error as
+// soon as ctx is done, even while a Read of r waits for a producer that
+// writes nothing: that Read is left to end with the process.
+func interruptible(ctx context.Context, r io.Reader) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err)
+	}()
+	context.AfterFunc(ctx, func() { pr.CloseWithError(ctx.Err()) })
+	return pr
 }
 
 // dedupNote says why a write that stored nothing new names no same_as,

@@ -95,24 +95,30 @@ func runRepair(ctx context.Context, g *globals, o repairOptions) error {
 		}
 		return done
 	}
+	// Each blob gets a few short lines: its path, what was done, and its
+	// keys, one named and the rest counted (--verbose lists them all).
+	show := g.command("show")
 	lost := 0
 	for _, r := range res.Lost {
 		lost += len(r.Keys)
-		fmt.Fprintf(w, "%s\t%s: %s (%s)\n", would("dropped", "would drop"), r.Path, count(len(r.Keys), "key"), capped(r.Keys, o.verbose))
+		fmt.Fprintf(w, "%s\t%s\n\tits content is gone\n", would("dropped", "would drop"), r.Path)
+		printKeys(w, r.Keys, r.Blob.Digest, o.verbose, show)
 	}
 	for _, r := range res.Quarantined {
 		to := "quarantine/"
 		if r.To != "" {
 			to = r.To
 		}
-		fmt.Fprintf(w, "%s\t%s (%s) to %s; %s waiting for the same content: %s\n",
-			would("moved", "would move"), r.Path, r.Reason, to, count(len(r.Keys), "key"), capped(r.Keys, o.verbose))
+		fmt.Fprintf(w, "%s\t%s\n\t%s; to %s, its keys waiting for the same content\n",
+			would("moved", "would move"), r.Path, r.Reason, to)
+		printKeys(w, r.Keys, r.Blob.Digest, o.verbose, show)
 	}
 	salvaged := 0
 	for _, r := range res.Salvaged {
 		salvaged += len(r.Keys)
 		if o.verbose {
-			fmt.Fprintf(w, "%s\t%s: %s (%s)\n", would("salvaged", "would salvage"), r.Path, r.Reason, capped(r.Keys, true))
+			fmt.Fprintf(w, "%s\t%s\n\t%s\n", would("salvaged", "would salvage"), r.Path, r.Reason)
+			printKeys(w, r.Keys, r.Blob.Digest, true, show)
 		}
 	}
 	if len(res.Salvaged) > 0 {

@@ -24,6 +24,9 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitInterrupted is a shell's code for a command stopped by SIGINT
+	// (128+2): the code of every command stopped by Ctrl-C.
+	exitInterrupted = 130
 )
 
 // usageError marks a mistake in how casctl was called: exit code 2.
@@ -60,6 +63,16 @@ func (g *globals) storeDir() string {
 		return d
 	}
 	return store.DefaultDir
+}
+
+// storeSource says where storeDir found the store's location, for a
+// message about it: " (from $CASCTL_STORE)", or "" when --store or the
+// default named it, which the user sees in the command line.
+func (g *globals) storeSource() string {
+	if g.store == "" && os.Getenv("CASCTL_STORE") != "" {
+		return " (from $CASCTL_STORE)"
+	}
+	return ""
 }
 
 // indexURL returns the store's index URL: --index, else $CASCTL_INDEX, else
@@ -107,7 +120,7 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 		return s, nil
 	}
 	if !store.Exists(dir) {
-		return nil, errNoStore(dir, "create one with casctl init, or name one with --store or $CASCTL_STORE")
+		return nil, g.noStore("create one with casctl init, or name one with --store or $CASCTL_STORE")
 	}
 	if !g.readOnly {
 		if err := writeAccess(dir); err != nil {
@@ -143,8 +156,49 @@ func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
 	return g.openRead(ctx)
 }
 
-// readOnlyCommands are the commands that work on a store they cannot write.
-const readOnlyCommands = "ls, get, show, stats, verify and mcp serve"
+// storeAccess says, for every command, whether it only reads the store
+// (and so works on a read-only one) or writes to it: the one definition
+// behind casctl --help's lists and the refusal of a read-only store.
+var storeAccess = []struct {
+	command string
+	writes  bool
+}{
+	{"init", true},
+	{"put", true},
+	{"get", false},
+	{"show", false},
+	{"ls", false},
+	{"stats", false},
+	{"gc", true},
+	{"pack", true},
+	{"prune", true},
+	{"verify", false},
+	{"repair", true},
+	{"copy", true},
+	{"demo", true},
+	{"mcp serve", false},
+	{"mcp proxy", true},
+}
+
+// accessList lists, in prose, the commands that write the store or those
+// that only read it.
+func accessList(writes bool) string {
+	var names []string
+	for _, a := range storeAccess {
+		if a.writes == writes {
+			names = append(names, a.command)
+		}
+	}
+	return andList(names)
+}
+
+// andList joins names as prose does: "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
 
 // writeAccess says clearly when a command that writes cannot write to the
 // store's directory (a read-only mount, no permission).
@@ -155,7 +209,7 @@ func writeAccess(dir string) error {
 	if err := canWrite(dir); err != nil {
 		abs, _ := filepath.Abs(dir)
 		return fmt.Errorf("this command writes to the store, and %s is not writable here (%v); %s work on a read-only store",
-			abs, err, readOnlyCommands)
+			abs, err, accessList(false))
 	}
 	return nil
 }
@@ -212,7 +266,7 @@ func checkEmptyDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("%s: %w", abs, err)
 	case len(des) > 0:
-		return fmt.Errorf("%s holds %d files but no store; a store needs a new or empty directory (name another with --store)", abs, len(des))
+		return fmt.Errorf("%s holds %s but no store; a store needs a new or empty directory (name another with --store)", abs, count(len(des), "file"))
 	}
 	return nil
 }
@@ -220,6 +274,13 @@ func checkEmptyDir(dir string) error {
 func errNoStore(dir, hint string) error {
 	abs, _ := filepath.Abs(dir)
 	return fmt.Errorf("no store at %s; %s", abs, hint)
+}
+
+// noStore says there is no store where the command looks, and where that
+// place came from when the command line does not show it.
+func (g *globals) noStore(hint string) error {
+	abs, _ := filepath.Abs(g.storeDir())
+	return fmt.Errorf("no store at %s%s; %s", abs, g.storeSource(), hint)
 }
 
 // fail turns a library error into what casctl prints after "casctl: ":
@@ -233,34 +294,27 @@ func fail(verb string, err error) error {
 	if errors.As(err, &ue) {
 		return err
 	}
-	if strings.HasPrefix(err.Error(), verb+": ") {
-		return err
+	if !strings.HasPrefix(err.Error(), verb+": ") {
+		err = fmt.Errorf("%s: %w", verb, err)
 	}
-	return fmt.Errorf("%s: %w", verb, err)
+	if errors.Is(err, store.ErrInvalidIndexURL) || errors.Is(err, store.ErrInvalidLocation) {
+		// A malformed --index or --store: a bad flag value.
+		return usageError{err}
+	}
+	return err
 }
 
 func newRootCommand(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "casctl",
 		Short: "Look into, clean and try a toolcas store of offloaded tool results",
-		Long: `casctl works on a toolcas store: a content-addressed directory of the large
-results of LLM agents' tool calls, with an index of every key: SQLite
-(index.db in the store) or a PostgreSQL database.
-
-The store is --store DIR, else $CASCTL_STORE, else ./tool_results.
-A store shared by many machines keeps its blobs in an S3-compatible
-object store, --store s3://BUCKET/PREFIX[?endpoint=URL&region=R], and its
-index in PostgreSQL; recent blobs stay in a local cache (--cache DIR,
-default under the user's cache directory), whose files pointers name.
-Credentials come the standard AWS way (AWS_ACCESS_KEY_ID, ...).
-Its index is --index postgres://USER@HOST:PORT/DB, else $CASCTL_INDEX,
-else the one the store was created with: casctl init --index URL
-migrates the database and records the URL (never its password, which
-comes from the URL, PGPASSWORD or ~/.pgpass) in the store, so later
-commands need no --index, and one naming another index is refused.
-ls, get, show, stats, verify and mcp serve only read it, and work on a
-read-only store; init, put, prune, gc, repair and demo need write access.
-Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
+		Long: wrap("casctl works on a toolcas store: a content-addressed directory of the large "+
+			"results of LLM agents' tool calls, with an index of every key.\n\n"+
+			"The store is --store DIR, else $CASCTL_STORE, else ./tool_results; a store "+
+			"shared by many machines keeps its blobs on S3 and its index in PostgreSQL "+
+			"(casctl help stores). "+accessList(false)+" only read the store, and work on a "+
+			"read-only one; "+accessList(true)+" write to it.\n\n"+
+			"Try it: casctl demo, then casctl ls, show, get, stats, verify.", 80),
 		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -291,7 +345,9 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 		newCopyCommand(g),
 		newDemoCommand(g),
 		newMCPCommand(g),
+		newStoresTopic(),
 	)
+	root.SetHelpCommand(newHelpCommand(root))
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
@@ -304,6 +360,7 @@ Try it: casctl demo, then casctl ls, show, get, stats, verify.`,
 			}
 			for _, sh := range c.Commands() {
 				sh.Long = wrap(sh.Long, 80)
+				bashNeedsNoPackage(sh)
 			}
 		}
 	}
@@ -322,7 +379,21 @@ func version() string {
 	if !ok {
 		return "(unknown version)"
 	}
-	return versionOf(bi)
+	return versionOf(bi) + revisionNote(bi)
+}
+
+// revisionNote says why a build names no revision: go run, and a build
+// with -buildvcs=false (in $GOFLAGS, say), record none.
+func revisionNote(bi *debug.BuildInfo) string {
+	for _, kv := range bi.Settings {
+		if kv.Key == "vcs.revision" && kv.Value != "" {
+			return ""
+		}
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return "" // a release, or a pseudo-version naming its commit
+	}
+	return " (no revision recorded: go run and -buildvcs=false record none; go build does)"
 }
 
 // versionOf renders build information: version, revision, its time, local
@@ -388,6 +459,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
+	if ctx.Err() != nil {
+		// Ctrl-C: whatever failed failed because of it.
+		var ie interruptedError
+		if !errors.As(err, &ie) {
+			ie = interruptedError{"interrupted"}
+			if cmd != nil && cmd.HasParent() {
+				ie.msg = commandName(cmd) + ": interrupted"
+			}
+		}
+		fmt.Fprintf(stderr, "casctl: %s\n", ie.msg)
+		return exitInterrupted
+	}
 	var q quietError
 	if errors.As(err, &q) {
 		if q.msg != "" {
@@ -405,6 +488,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "casctl: %v\n", err)
 	return exitFailure
+}
+
+// interruptedError says what a command stopped by Ctrl-C did or left
+// undone ("put: interrupted; nothing stored"); run prints it and exits 130.
+type interruptedError struct{ msg string }
+
+func (e interruptedError) Error() string { return e.msg }
+
+// commandName is a command's path without "casctl ": "mcp serve".
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 }
 
 // quietError exits 1 with msg, or nothing, on stderr: for outcomes that are
@@ -502,4 +596,79 @@ func wrap(s string, width int) string {
 		}
 	}
 	return b.String()
+}
+
+// newStoresTopic is casctl help stores: where a store keeps its blobs and
+// its index, and how to name them.
+func newStoresTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stores",
+		Short: "Where a store lives: a directory, or S3 and PostgreSQL",
+		Long: `A store in a directory keeps its blobs in blobs/ and its index in SQLite
+(index.db beside them). The store is --store DIR, else $CASCTL_STORE, else
+./tool_results.
+
+A store shared by many machines keeps its blobs in an S3-compatible object
+store, --store s3://BUCKET/PREFIX[?endpoint=URL&region=R], and its index in
+PostgreSQL; recent blobs stay in a local cache (--cache DIR, default under
+the user's cache directory), whose files pointers name. Credentials come the
+standard AWS way (AWS_ACCESS_KEY_ID, ...).
+
+Its index is --index postgres://USER@HOST:PORT/DB, else $CASCTL_INDEX, else
+the one the store was created with: casctl init --index URL migrates the
+database and records the URL (never its password, which comes from the URL,
+PGPASSWORD or ~/.pgpass) in the store, so later commands need no --index,
+and one naming another index is refused.
+
+` + wrap(accessList(false)+" only read a store, and work on a read-only one; "+
+			accessList(true)+" need write access.", 76),
+	}
+}
+
+// newHelpCommand is casctl help [COMMAND]: cobra's, except that a command
+// or topic casctl does not have is a usage error, with a suggestion.
+func newHelpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "help prints the help of a command or topic: casctl help get, casctl help stores.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
+					if strings.HasPrefix(sub.Name(), toComplete) {
+						names = append(names, sub.Name())
+					}
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			if err == nil && len(rest) == 0 {
+				cmd.InitDefaultHelpFlag()
+				return cmd.Help()
+			}
+			name := strings.Join(args, " ")
+			parent := root
+			if cmd != nil && cmd != root {
+				parent = cmd
+			}
+			if len(rest) > 0 {
+				name = rest[0]
+			}
+			hint := "; casctl --help lists them"
+			if s := parent.SuggestionsFor(name); len(s) > 0 {
+				hint = fmt.Sprintf("; did you mean %s?", andList(s))
+				if parent != root {
+					hint = fmt.Sprintf("; did you mean %s %s?", commandName(parent), andList(s))
+				}
+			}
+			return usagef("help: no command or topic %q%s", strings.Join(args, " "), hint)
+		},
+	}
 }

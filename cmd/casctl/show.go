@@ -18,8 +18,8 @@ func newShowCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show REF",
 		Short: "Print everything about a part, and every key sharing its blob",
-		Example: `  casctl show demo-2/7_run_tests_call-2-7-0.txt
-  casctl show 3fa9c1d2 --json`,
+		Example: `  casctl show demo-1/5_run_tests_call-1-5-0.txt
+  casctl show aad4907b --json`,
 		Args:              exactArgs(1, "one REF"),
 		ValidArgsFunction: completeRefs(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,7 +53,7 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	defer s.Close()
 	p, err := resolve(ctx, s, ref)
 	if err != nil {
-		return fail("show", err)
+		return refError("show", err)
 	}
 	// The text lists the first few parts sharing the blob and counts the
 	// rest; the JSON lists them all.
@@ -87,9 +87,9 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	if p.Filename != "" {
 		row("filename", p.Filename)
 	}
-	sz := fmt.Sprintf("%s (%d bytes)", size(p.Bytes), p.Bytes)
+	sz := fmt.Sprintf("%s (%s)", size(p.Bytes), count(p.Bytes, "byte"))
 	if p.Kind == hook.KindText {
-		sz += fmt.Sprintf(", %d characters", p.Chars)
+		sz += ", " + count(p.Chars, "character")
 	}
 	row("size", sz)
 	row("digest", p.Blob.Digest.String())
@@ -111,7 +111,7 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 		}
 		w.Flush()
 	}
-	fmt.Fprintf(g.stdout, "\nshared with %d other parts", d.SharingTotal)
+	fmt.Fprintf(g.stdout, "\nshared with %s", count(d.SharingTotal, "other part"))
 	if len(d.Sharing) == 0 {
 		fmt.Fprintln(g.stdout)
 		return nil

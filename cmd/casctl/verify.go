@@ -81,17 +81,8 @@ func problems(ps []store.Problem) []problemJSON {
 
 var errVerifyFailed = errors.New("the store is damaged")
 
-// listMost is how many items a list for people shows; --json and --verbose
-// show them all.
+// listMost is how many names a message for people lists.
 const listMost = 10
-
-// capped joins at most listMost items, then says how many more there are.
-func capped(items []string, all bool) string {
-	if all || len(items) <= listMost {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s … and %d more", strings.Join(items[:listMost], ", "), len(items)-listMost)
-}
 
 func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 	s, err := g.openWritable(ctx)
@@ -134,22 +125,23 @@ func runVerify(ctx context.Context, g *globals, o verifyOptions) error {
 			if s.SharedIndex() {
 				lost = ""
 			}
-			fmt.Fprintf(g.stderr, "warning: %d orphans are younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost%s; copy the store before running gc, which deletes them once they are older\n",
-				res.RecentOrphans, store.DefaultGrace, lost)
+			fmt.Fprintf(g.stderr, "warning: %s younger than gc's grace period of %v: if the store was not being written just now, index rows may have been lost%s; copy the store before running gc, which deletes them once they are older\n",
+				count(res.RecentOrphans, "orphan")+map[bool]string{true: " is", false: " are"}[res.RecentOrphans == 1], store.DefaultGrace, lost)
 		}
-		printVerify(g.stdout, s, res, o.verbose)
+		printVerify(g.stdout, s, res, o.verbose, g.command("show"))
 	}
 	if !res.OK {
-		return fmt.Errorf("verify: %w: %d corrupt, %d missing, %d index problems, %d counters off", errVerifyFailed,
-			len(res.Corrupt), len(res.Missing), len(res.IndexProblems), len(res.CountDrift))
+		return fmt.Errorf("verify: %w: %d corrupt, %d missing, %s, %s off", errVerifyFailed,
+			len(res.Corrupt), len(res.Missing), count(len(res.IndexProblems), "index problem"), count(len(res.CountDrift), "counter"))
 	}
 	return nil
 }
 
-// printVerify prints what verify found for people: each damaged blob on a
-// line, its keys capped, and what to do next.
-func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bool) {
-	fmt.Fprintf(w, "checked %d blobs (%s)\n", res.Checked, size(res.CheckedBytes))
+// printVerify prints what verify found for people: each damaged blob, a
+// key of it and how many more, and what to do next; no line is longer
+// than the blob's path or key makes it.
+func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bool, showCmd string) {
+	fmt.Fprintf(w, "checked %s (%s)\n", count(res.Checked, "blob"), size(res.CheckedBytes))
 	type section struct {
 		name string
 		ps   []store.Problem
@@ -160,11 +152,14 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 	}
 	for _, sec := range sections {
 		for _, p := range sec.ps {
-			line := fmt.Sprintf("%s\t%s: %s", sec.name, p.Path, p.Reason)
-			if len(p.Keys) > 0 {
-				line += fmt.Sprintf(" (%s: %s)", count(len(p.Keys), "key"), capped(p.Keys, verbose))
+			if len(p.Keys) == 0 {
+				fmt.Fprintf(w, "%s\t%s: %s\n", sec.name, p.Path, p.Reason)
+				continue
 			}
-			fmt.Fprintln(w, line)
+			// A blob that keys use gets a few short lines: its path, what
+			// is wrong, and its keys, one named and the rest counted.
+			fmt.Fprintf(w, "%s\t%s\n\t%s\n", sec.name, p.Path, p.Reason)
+			printKeys(w, p.Keys, p.Blob.Digest, verbose, showCmd)
 		}
 	}
 	for _, p := range res.IndexProblems {
@@ -207,6 +202,36 @@ func printVerify(w io.Writer, s *store.Store, res store.VerifyResult, verbose bo
 		todo = append(todo, fmt.Sprintf("set %s of stats to a recount", count(n, "counter")))
 	}
 	fmt.Fprintf(w, "to %s, run:\n  %s\n", strings.Join(todo, " and "), repairCommand(s))
+}
+
+// printKeys prints the keys of a damaged blob for people, a line each:
+// every key with verbose, else the first and how many more there are, with
+// the command that lists them all.
+func printKeys(w io.Writer, keys []string, d interface {
+	IsZero() bool
+	Short() string
+}, verbose bool, showCmd string) {
+	if verbose || len(keys) == 1 {
+		for _, k := range keys {
+			fmt.Fprintf(w, "\tkey %s\n", k)
+		}
+		return
+	}
+	more := len(keys) - 1
+	if d.IsZero() {
+		fmt.Fprintf(w, "\tkey %s … and %d more %s (--verbose lists them)\n", keys[0], more, plural(more, "key"))
+		return
+	}
+	fmt.Fprintf(w, "\tkey %s … and %d more %s: %s %s\n", keys[0], more, plural(more, "key"), showCmd, d.Short())
+}
+
+// command is how the user runs a casctl command on the store at hand:
+// "casctl show", or "casctl --store DIR show" when they named it so.
+func (g *globals) command(name string) string {
+	if g.store != "" {
+		return "casctl --store " + shellQuote(g.store) + " " + name
+	}
+	return "casctl " + name
 }
 
 // repairCommand is the command that repairs the store at hand.
