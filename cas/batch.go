@@ -27,7 +27,11 @@ type Item struct {
 // system, whoever wrote it: while that is much (BarrierCheap, asked before
 // the batch writes its own bytes), and where there is no barrier, the
 // batch syncs each temp file, then each shard directory, many at once, so
-// that it waits for its own bytes only.
+// that it waits for its own bytes only. After the first barrier, each temp
+// file's write-back is checked through the descriptor it was written with,
+// since the barrier may not report an error that another opener of the
+// file system was told of (see checkAwaited): a batch whose bytes did not
+// all reach the disk fails.
 //
 // On error, no temp file is left behind; blobs already renamed stay (they
 // are whole and durable content that nothing references yet).
@@ -45,13 +49,29 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 	type pending struct {
 		tmp  string
 		blob Blob
+		// f is the temp file, kept open until it is synced or checked
+		// (see batchOpenMax); nil once closed.
+		f file
 	}
 	var (
 		results = make([]PutResult, len(items))
 		seen    = make(map[Blob]bool, len(items))
 		todo    []pending
 	)
+	closeAll := func() error {
+		var err error
+		for i := range todo {
+			if f := todo[i].f; f != nil {
+				todo[i].f = nil
+				if cerr := f.Close(); err == nil && cerr != nil {
+					err = s.writeError(todo[i].blob, cerr)
+				}
+			}
+		}
+		return err
+	}
 	cleanup := func() {
+		closeAll()
 		for _, p := range todo {
 			s.fs.Remove(p.tmp)
 		}
@@ -82,20 +102,46 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 			cleanup()
 			return nil, s.writeError(b, err)
 		}
-		if err := f.Close(); err != nil {
-			s.fs.Remove(tmp)
-			cleanup()
-			return nil, s.writeError(b, err)
+		if s.durability != SyncFull || len(todo) >= batchOpenMax {
+			if err := f.Close(); err != nil {
+				s.fs.Remove(tmp)
+				cleanup()
+				return nil, s.writeError(b, err)
+			}
+			f = nil
 		}
-		todo = append(todo, pending{tmp, b})
+		todo = append(todo, pending{tmp, b, f})
 	}
 	if len(todo) == 0 {
 		return results, nil
 	}
 	if s.durability == SyncFull {
-		if err := s.barrierOr(barrier, func() error {
-			return syncEach(len(todo), func(i int) error { return s.syncFile(todo[i].tmp) })
-		}); err != nil {
+		// Each file through the descriptor it was written with where it
+		// is still open (see writebackErr), else opened again.
+		each := func(fileOp func(file) error) func() error {
+			return func() error {
+				return syncEach(len(todo), func(i int) error {
+					if f := todo[i].f; f != nil {
+						return fileOp(f)
+					}
+					f, err := s.fs.OpenFile(todo[i].tmp, os.O_RDONLY, 0)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					return fileOp(f)
+				})
+			}
+		}
+		sync := func(f file) error {
+			s.syncs.Add(1)
+			return f.Sync()
+		}
+		err := s.barrierOr(barrier, each(sync), each(writebackErr))
+		if err == nil {
+			err = closeAll()
+		}
+		if err != nil {
 			cleanup()
 			return nil, s.writeError(Blob{}, err)
 		}
@@ -121,17 +167,20 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 				s.syncs.Add(1)
 				return s.fs.SyncDir(BlobsDir + "/" + shards[i])
 			})
-		}); err != nil {
+		}, nil); err != nil {
 			return nil, fmt.Errorf("sync shard directories: %w", err)
 		}
 	}
 	return results, nil
 }
 
-// barrierOr flushes the whole file system in one call when barrier is set;
-// when it is not, or the platform has no such call, it runs each, which
-// syncs each file or directory.
-func (s *Store) barrierOr(barrier bool, each func() error) error {
+// barrierOr flushes the whole file system in one call when barrier is set,
+// and then runs check (when set), which checks each file's write-back
+// through its own descriptor: the barrier may not report an error that
+// another opener of the file system was told of (see checkAwaited). When
+// barrier is not set, or the platform has no such call, it runs each,
+// which syncs each file or directory.
+func (s *Store) barrierOr(barrier bool, each, check func() error) error {
 	if !barrier {
 		return each()
 	}
@@ -140,8 +189,19 @@ func (s *Store) barrierOr(barrier bool, each func() error) error {
 		return each()
 	}
 	s.syncs.Add(1)
+	if err == nil && check != nil {
+		err = check()
+	}
 	return err
 }
+
+// batchOpenMax bounds the temp files a batch keeps open from their write
+// to their sync or check, so that a large batch does not run out of
+// descriptors. A file beyond it is opened again for its sync or check;
+// the check then reports an error no other opener of the file was told of
+// (only this writer knows a temp file's name) while the kernel keeps its
+// inode.
+const batchOpenMax = 1024
 
 // syncersMax bounds the syncs syncEach runs at once. A file system commits
 // its journal once for the syncs that wait together: on ext4, 1,000 small
@@ -164,17 +224,4 @@ func syncEach(n int, do func(i int) error) error {
 		})
 	}
 	return g.Wait()
-}
-
-func (s *Store) syncFile(name string) error {
-	f, err := s.fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	s.syncs.Add(1)
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -45,6 +45,12 @@ type file interface {
 	Stat() (fs.FileInfo, error)
 }
 
+// writebackChecker is a file that reports its own write-back errors (see
+// writebackErr): the files of a test's file system, which inject them.
+type writebackChecker interface {
+	writebackErr() error
+}
+
 var errSyncFSUnsupported = errors.New("syncfs not supported")
 
 // rootFS implements fileSystem on an os.Root, so that no name, whatever it

@@ -2,6 +2,7 @@ package cas
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -18,6 +19,9 @@ type Pending struct {
 	tmp string
 	f   file
 	id  *fileID
+	// aw is the blob's entry among those awaiting a barrier, once
+	// CommitUnsynced named it.
+	aw *awaited
 }
 
 // WriteHashed writes content hashed already to a temp file, or finds it
@@ -114,6 +118,12 @@ func (p *Pending) CommitThenSync() (sync func() error, err error) {
 		go func() { bytesSynced <- datasync(f) }()
 		dirErr := s.fs.SyncDir(shard)
 		err := <-bytesSynced
+		if err != nil {
+			// Named before its bytes were synced: the name may now hold
+			// damaged bytes that the page cache still serves whole.
+			fi, _ := f.Stat()
+			s.dropDamaged(b, fi)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -133,23 +143,37 @@ func (p *Pending) CommitThenSync() (sync func() error, err error) {
 // after it has ended, and NameSynced then says so. Until then a power cut
 // may leave the name without the bytes: a writer that commits a row for
 // such a blob before the barrier must be able to check the blob after an
-// unclean shutdown.
+// unclean shutdown. In a durable store with a barrier, the file stays open
+// until a barrier checks its write-back through it (see checkAwaited); a
+// writer whose barrier failed says so with Expire.
 func (p *Pending) CommitUnsynced() error {
 	if p.f == nil {
 		return nil
 	}
-	s, b := p.s, p.res.Blob
-	if fid, ok := identify(p.f); ok {
+	s, b, f := p.s, p.res.Blob, p.f
+	p.f = nil
+	if fid, ok := identify(f); ok {
 		p.id = &fid
 	}
-	err := s.renameSync(p.tmp, p.f, b, false)
-	p.f = nil
-	return err
+	if !s.CanBarrier() {
+		return s.renameSync(p.tmp, f, b, false)
+	}
+	if err := s.renameInto(p.tmp, b, false); err != nil {
+		f.Close()
+		return err
+	}
+	p.aw = s.awaiting.add(b, f)
+	return nil
 }
 
-// NameSynced records that a barrier begun after CommitUnsynced has ended, so
-// that a put finding the blob again costs no sync (see syncPresent).
+// NameSynced records that a barrier begun after CommitUnsynced has ended,
+// and reported no error, so that a put finding the blob again costs no
+// sync (see syncPresent).
 func (p *Pending) NameSynced() {
+	if p.aw != nil {
+		aw := p.aw
+		p.s.awaiting.drop(func(w *awaited) bool { return w != aw })
+	}
 	if !p.res.Existed {
 		p.s.rememberSynced(p.res.Blob, p.id)
 	}
@@ -183,10 +207,17 @@ func (s *Store) BarrierCheap() bool {
 // of any number of blobs, and the index's log beside them. It flushes the
 // other files of that file system too, so that it costs as much as they
 // hold unwritten; it is counted in Syncs.
+//
+// Barrier also checks, through its own descriptor, the write-back of each
+// blob named by CommitUnsynced before it began (see checkAwaited): one
+// that failed, which the barrier itself may not report, fails it, and
+// every later barrier too until its writer calls Expire.
 func (s *Store) Barrier() error {
 	s.syncs.Add(1)
-	if err := s.fs.SyncFS(); err != nil {
-		return fmt.Errorf("sync the file system of %s: %w", s.dir, err)
+	all, check := s.awaiting.begin()
+	err := s.fs.SyncFS()
+	if err != nil {
+		err = fmt.Errorf("sync the file system of %s: %w", s.dir, err)
 	}
-	return nil
+	return errors.Join(err, s.checkAwaited(all, check))
 }

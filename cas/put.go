@@ -548,6 +548,9 @@ func (s *Store) Expire(b Blob) error {
 	if err := CheckExt(b.Ext); err != nil {
 		return fmt.Errorf("expire: %w", err)
 	}
+	// A writer that named the blob without a sync has learnt how its
+	// barrier went.
+	s.awaiting.drop(func(w *awaited) bool { return w.blob != b })
 	old := time.Unix(1, 0)
 	if err := s.fs.Chtimes(b.RelPath(), old, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("expire %s: %w", b.FileName(), err)

@@ -6,6 +6,10 @@
 // its bytes are durable, every read checks the bytes against the name, and
 // nothing outside the root is ever read or written. The package knows files
 // only; the index of logical keys lives elsewhere.
+//
+// Most programs never import cas: store.Open joins it to the index, and
+// hook.New writes through the store. Its types (Digest, Blob) appear in
+// what store returns.
 package cas
 
 import (
@@ -132,6 +136,9 @@ type Store struct {
 	synced syncedBlobs
 	// gauge says whether a barrier is cheap now (BarrierCheap).
 	gauge barrierGauge
+	// awaiting holds the blobs named without a sync until a barrier has
+	// checked them (see awaitedSet).
+	awaiting awaitedSet
 }
 
 // Syncs returns how many barriers (fsync of a blob file or a shard
@@ -353,6 +360,7 @@ func (s *Store) Now() time.Time { return s.now() }
 // Close releases the store's handle on its root directory.
 func (s *Store) Close() error {
 	s.closePool()
+	s.awaiting.drop(func(*awaited) bool { return false })
 	s.rootFS.close()
 	return s.root.Close()
 }

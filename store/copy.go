@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/s3blob"
 )
 
 var (
@@ -76,6 +77,12 @@ type CopyResult struct {
 	// PartsVerified and BlobsVerified were found in the destination as in
 	// the source, the blobs read back whole.
 	PartsVerified, BlobsVerified int64
+	// BlobsRepaired were missing or damaged in the destination, under
+	// parts it held already, and were copied again from the source.
+	BlobsRepaired int64
+	// Passes counts the copying passes: more than one when parts were
+	// written to the source while Copy ran.
+	Passes int
 }
 
 // Copy copies every part of the source store into the destination: every
@@ -99,11 +106,18 @@ type CopyResult struct {
 // nothing, and Copy stopped at any point (the process killed, say) and run
 // again finishes the job. The last pass verifies: every part of the source
 // resolves in the destination, the same, and every blob reads back from
-// the destination checked; anything else is ErrCopyMismatch naming the key.
+// the destination checked. A blob missing or damaged in the destination
+// under a part it holds already (a blob lost there since an earlier copy)
+// is copied again from the source, checked, and counted in BlobsRepaired;
+// anything else is ErrCopyMismatch naming the key.
 //
-// The source is only read: it may be opened ReadOnly. Parts written to it
-// during the copy may be missed, and the last pass then says which: run
-// Copy again once the writes are done.
+// The source is only read: it may be opened ReadOnly, and written to by
+// others while Copy runs. A pass over the source's parts, in the order of
+// their blobs, misses a part written behind it; so the copying pass is
+// made again until one finds nothing to copy (at most CopyPassesMax), and
+// the verifying pass copies a part it finds missing from the destination,
+// one written after the last copying pass went by. A part written after
+// the verifying pass went by is copied by the next Copy.
 func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, error) {
 	var res CopyResult
 	if _, err := dst.writer("copy"); err != nil {
@@ -143,30 +157,52 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	}
 	res.Parts = done
 
-	// Copy.
-	c := copier{ctx: ctx, dst: dst, src: src, res: &res}
-	done = 0
-	err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
-		if err := c.page(ps); err != nil {
-			return err
+	// Copy, and again while a pass finds parts written to the source
+	// meanwhile. Only the first pass counts what it skips: the later ones
+	// skip what the first copied.
+	for {
+		c := copier{ctx: ctx, dst: dst, src: src, res: &res, first: res.Passes == 0}
+		copied := res.PartsCopied
+		done = 0
+		err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
+			if err := c.page(ps); err != nil {
+				return err
+			}
+			done += int64(len(ps))
+			progress(CopyCopying, done)
+			return nil
+		})
+		if err == nil {
+			c.endBlob()
 		}
-		done += int64(len(ps))
-		progress(CopyCopying, done)
-		return nil
-	})
-	if err == nil {
-		c.endBlob()
-	}
-	if err != nil {
-		return res, fmt.Errorf("copy: %w", err)
+		if err != nil {
+			return res, fmt.Errorf("copy: %w", err)
+		}
+		res.Passes++
+		res.Parts = max(res.Parts, done)
+		if res.PartsCopied == copied || res.Passes >= CopyPassesMax {
+			break
+		}
 	}
 
 	// Verify.
 	done = 0
 	var last cas.Blob
+	late := copier{ctx: ctx, dst: dst, src: src, res: &res}
 	err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
 		for _, p := range ps {
 			q, err := dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
+			if errors.Is(err, index.ErrNotFound) {
+				// Written to the source after the last copying pass went
+				// by its blob: copied now, then verified as any other.
+				if err := late.page([]index.Part{p}); err != nil {
+					return err
+				}
+				late.endBlob()
+				late.seen = false
+				q, err = dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
+				res.Parts++
+			}
 			if errors.Is(err, index.ErrNotFound) {
 				return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
 			}
@@ -182,7 +218,18 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 				continue
 			}
 			if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
-				return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
+				if ctx.Err() != nil {
+					return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
+				}
+				// Missing, or damaged however the read says so (the digest,
+				// or an object store's own checksum): copied again.
+				if rerr := late.repairBlob(p); rerr != nil {
+					return fmt.Errorf("%w: %s version %d: %w; copying it again: %w", ErrCopyMismatch, p.Key, p.Version, err, rerr)
+				}
+				if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
+					return fmt.Errorf("%w: %s version %d, copied again: %w", ErrCopyMismatch, p.Key, p.Version, err)
+				}
+				res.BlobsRepaired++
 			}
 			last = q.Blob
 			res.BlobsVerified++
@@ -197,13 +244,19 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	return res, nil
 }
 
+// CopyPassesMax bounds Copy's copying passes over a source that keeps
+// being written to.
+const CopyPassesMax = 8
+
 // copier is Copy's copying pass. The parts come a blob at a time: blob is
 // the blob of the last part seen, and ensured whether this pass has made
-// sure the destination holds it.
+// sure the destination holds it. first is set on the first pass, the one
+// that counts what is skipped.
 type copier struct {
 	ctx      context.Context
 	dst, src *Store
 	res      *CopyResult
+	first    bool
 	blob     cas.Blob
 	seen     bool
 	ensured  bool
@@ -226,7 +279,9 @@ func (c *copier) page(ps []index.Part) error {
 			c.blob, c.seen, c.ensured = p.Blob, true, false
 		}
 		if present[i] {
-			c.res.PartsSkipped++
+			if c.first {
+				c.res.PartsSkipped++
+			}
 			continue
 		}
 		todo = append(todo, p)
@@ -266,7 +321,9 @@ func (c *copier) page(ps []index.Part) error {
 		return err
 	}
 	c.res.BlobsCopied += blobs.BlobsCopied
-	c.res.BlobsSkipped += blobs.BlobsSkipped
+	if c.first {
+		c.res.BlobsSkipped += blobs.BlobsSkipped
+	}
 	c.res.BytesCopied += blobs.BytesCopied
 	c.res.PartsCopied += int64(n)
 	c.res.PartsSkipped += int64(len(todo) - n)
@@ -276,9 +333,49 @@ func (c *copier) page(ps []index.Part) error {
 // endBlob counts the last blob seen as skipped when none of its parts
 // needed it copied: the destination held them all.
 func (c *copier) endBlob() {
-	if c.seen && !c.ensured {
+	if c.seen && !c.ensured && c.first {
 		c.res.BlobsSkipped++
 	}
+}
+
+// rewriter is a blob backend whose Put trusts an object of the blob's name
+// and size as the blob (s3blob's), with a put that overwrites whatever the
+// name holds, for a blob a read found damaged.
+type rewriter interface {
+	Rewrite(ctx context.Context, r io.Reader, ext string) (cas.PutResult, error)
+}
+
+var _ rewriter = (*s3blob.Backend)(nil)
+
+// repairBlob copies p's blob from the source into the destination again,
+// checked, over whatever the destination holds at its name: the
+// destination's rows name it, and a read there found it missing or
+// damaged. A directory store's put replaces a file of other bytes; an
+// object store's trusts an object of the right size, so it is rewritten.
+func (c *copier) repairBlob(p index.Part) error {
+	put := func(ctx context.Context) ([]cas.PutResult, error) {
+		r, err := c.src.eng.backend().Open(ctx, p.Blob)
+		if err != nil {
+			return nil, fmt.Errorf("read blob %s from the source: %w", p.Blob, err)
+		}
+		defer r.Close()
+		be := c.dst.eng.backend()
+		var res cas.PutResult
+		if rw, ok := be.(rewriter); ok {
+			res, err = rw.Rewrite(ctx, r, p.Blob.Ext)
+		} else {
+			res, err = be.Put(ctx, r, p.Blob.Ext)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("copy blob %s: %w", p.Blob, err)
+		}
+		if res.Blob != p.Blob {
+			return nil, fmt.Errorf("blob %s was stored as %s", p.Blob, res.Blob)
+		}
+		// Not to be left to gc however this ends: rows name it.
+		return nil, nil
+	}
+	return c.dst.eng.guard(c.ctx, put, func(context.Context) error { return nil })
 }
 
 // copyBlob makes sure the destination holds p's blob, copying it from the

@@ -168,7 +168,9 @@ func TestCopy(t *testing.T) {
 				size += r.Size
 			}
 			blobs := int64(len(refs))
-			want := CopyResult{Parts: n, PartsCopied: n, BlobsCopied: blobs, BytesCopied: size, PartsVerified: n, BlobsVerified: blobs}
+			// A second copying pass finds nothing new.
+			want := CopyResult{Parts: n, PartsCopied: n, BlobsCopied: blobs, BytesCopied: size, PartsVerified: n, BlobsVerified: blobs,
+				Passes: 2}
 			if res != want {
 				t.Errorf("Copy = %+v, want %+v", res, want)
 			}
@@ -181,7 +183,7 @@ func TestCopy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want = CopyResult{Parts: n, PartsSkipped: n, BlobsSkipped: blobs, PartsVerified: n, BlobsVerified: blobs}
+			want = CopyResult{Parts: n, PartsSkipped: n, BlobsSkipped: blobs, PartsVerified: n, BlobsVerified: blobs, Passes: 1}
 			if again != want {
 				t.Errorf("Copy again = %+v, want %+v", again, want)
 			}
@@ -306,7 +308,7 @@ func TestCopyConflict(t *testing.T) {
 
 // A corrupt blob in the source stops the copy with an error naming its key,
 // and nothing of it is recorded; a blob corrupted in the destination after
-// a copy is found by the next one's verification, naming its key.
+// a copy is found by the next one's verification and copied again.
 func TestCopyCorruption(t *testing.T) {
 	ctx := context.Background()
 	src := newStore(t, false)
@@ -333,9 +335,23 @@ func TestCopyCorruption(t *testing.T) {
 	if err := os.WriteFile(dst2.Path(cas.Blob{Digest: good.Digest, Ext: ".txt"}), []byte("WHOLE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	res, err := Copy(ctx, dst2, src2, CopyOptions{})
+	if err != nil || res.BlobsRepaired != 1 {
+		t.Errorf("Copy onto a corrupt copy = %+v, %v; want the blob repaired", res, err)
+	}
+	checkCopied(t, dst2, src2)
+
+	// A blob both stores lost is beyond repair: the copy says so, naming
+	// the key.
+	if err := os.WriteFile(dst2.Path(cas.Blob{Digest: good.Digest, Ext: ".txt"}), []byte("WHOLE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(src2.Path(cas.Blob{Digest: good.Digest, Ext: ".txt"})); err != nil {
+		t.Fatal(err)
+	}
 	_, err = Copy(ctx, dst2, src2, CopyOptions{})
 	if !errors.Is(err, ErrCopyMismatch) || !errors.Is(err, cas.ErrCorrupt) || !strings.Contains(err.Error(), good.Key) {
-		t.Errorf("Copy onto a corrupt copy = %v, want ErrCopyMismatch naming %s", err, good.Key)
+		t.Errorf("Copy onto a corrupt copy of a lost blob = %v, want ErrCopyMismatch naming %s", err, good.Key)
 	}
 }
 
@@ -507,4 +523,158 @@ func TestCopyS3(t *testing.T) {
 	if _, err := Copy(ctx, other, remote, CopyOptions{}); !errors.Is(err, ErrCopySameStore) {
 		t.Errorf("Copy of a store on S3 onto itself = %v, want ErrCopySameStore", err)
 	}
+}
+
+// Copy run again onto a destination whose rows name blobs it lost (one
+// removed, one damaged, one packed) copies those blobs again from the
+// source, and the destination then verifies whole.
+func TestCopyRepairsLostBlobs(t *testing.T) {
+	for _, pg := range []bool{false, true} {
+		t.Run(fmt.Sprint("postgres=", pg), func(t *testing.T) {
+			ctx := context.Background()
+			c := &clock{time.Unix(1_700_000_000, 0)}
+			src := newStore(t, false, WithClock(c.now))
+			fillSource(t, src, c, 1)
+			dst := newStore(t, pg)
+			if _, err := Copy(ctx, dst, src, CopyOptions{Batch: 6}); err != nil {
+				t.Fatal(err)
+			}
+			ps, err := dst.List(ctx, ListOptions{AllVersions: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost := map[cas.Blob]bool{}
+			for _, p := range ps {
+				if len(lost) < 2 && !lost[p.Blob] {
+					lost[p.Blob] = true
+				}
+			}
+			i := 0
+			for b := range lost {
+				if i == 0 {
+					if err := os.Remove(dst.Path(b)); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.WriteFile(dst.Path(b), []byte("rotten"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				i++
+			}
+			if v, err := dst.Verify(ctx, VerifyOptions{}); err != nil || v.OK {
+				t.Fatalf("verify of the damaged destination = %+v, %v; want damage", v, err)
+			}
+			res, err := Copy(ctx, dst, src, CopyOptions{Batch: 6})
+			if err != nil {
+				t.Fatalf("Copy onto lost blobs = %v", err)
+			}
+			if res.BlobsRepaired != 2 || res.PartsCopied != 0 {
+				t.Errorf("Copy onto lost blobs = %+v, want 2 blobs repaired, no part copied", res)
+			}
+			checkCopied(t, dst, src)
+		})
+	}
+}
+
+// Parts written to the source while Copy runs are copied without a rerun.
+// A pass reads the source in the order of its blobs, oldest first, so a
+// new part whose blob the source held already (the same bytes again, in
+// another key) is written behind it: a writer racing the first copying
+// pass, writing such parts and new ones, has the first pass copy the new
+// ones and the next the others, and a third finds nothing; parts written
+// as the last copying pass ends, behind it, are copied by the verifying
+// pass.
+func TestCopyCatchesUpWithWriters(t *testing.T) {
+	for _, tc := range []struct {
+		when   string
+		passes int
+	}{{"first pass", 3}, {"last pass", 2}} {
+		t.Run(tc.when, func(t *testing.T) {
+			ctx := context.Background()
+			c := &clock{time.Unix(1_700_000_000, 0)}
+			src := newStore(t, false, WithClock(c.now))
+			// The oldest blobs, which the writer writes again.
+			for i := range 10 {
+				mustWrite(t, src, item("seed", i, fmt.Sprint("seen before ", i)))
+			}
+			fillSource(t, src, c, 1)
+			dst := newStore(t, false)
+			n := int64(countParts(t, src))
+			const writes = 30
+			start, wrote := make(chan struct{}), make(chan error, 1)
+			go func() {
+				<-start
+				for i := range writes {
+					text := fmt.Sprint("seen before ", i%10)
+					if tc.when == "first pass" && i%2 == 1 {
+						text = fmt.Sprint("written during the copy ", i)
+					}
+					if _, err := src.Write(ctx, []hook.Item{item("late", i, text)}); err != nil {
+						wrote <- err
+						return
+					}
+				}
+				wrote <- nil
+			}()
+			ends, started := 0, false
+			write := func() {
+				started = true
+				close(start)
+				if err := <-wrote; err != nil {
+					t.Error(err)
+				}
+			}
+			res, err := Copy(ctx, dst, src, CopyOptions{Batch: 4, Progress: func(p CopyProgress) {
+				if p.Stage != CopyCopying {
+					return
+				}
+				switch {
+				case tc.when == "first pass" && !started:
+					// The first batch copied: the writer runs while the
+					// copy waits for it.
+					write()
+				case p.Done == n && !started:
+					// The end of a pass that copied nothing new.
+					if ends++; tc.when == "last pass" && ends == 2 {
+						write()
+					}
+				}
+			}})
+			if err != nil {
+				t.Fatalf("Copy with a writer = %+v, %v", res, err)
+			}
+			if res.PartsCopied != n+writes || res.Parts != n+writes || res.PartsVerified != n+writes {
+				t.Errorf("Copy = %+v, want %d parts copied and verified", res, n+writes)
+			}
+			if res.Passes != tc.passes {
+				t.Errorf("%d copying passes, want %d", res.Passes, tc.passes)
+			}
+			checkCopied(t, dst, src)
+		})
+	}
+}
+
+// On a destination on S3, an object lost, and one damaged to bytes of the
+// same size (which a put trusts as the blob), are copied again: the
+// damaged one is rewritten over.
+func TestCopyRepairsS3(t *testing.T) {
+	ctx := context.Background()
+	src := newStore(t, false)
+	st := mustWrite(t, src, item("r", 1, "first object"), item("r", 2, "second object"), item("r", 3, "third object"))
+	e := startRemote(t)
+	remote := mustOpenRemote(t, e)
+	if _, err := Copy(ctx, remote, src, CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.objectFile(cas.Blob{Digest: st[0].Digest, Ext: ".txt"})); err != nil {
+		t.Fatal(err)
+	}
+	overwriteObject(t, e, cas.Blob{Digest: st[1].Digest, Ext: ".txt"}, "SECOND OBJECT")
+	if v, err := remote.Verify(ctx, VerifyOptions{}); err != nil || v.OK {
+		t.Fatalf("verify of the damaged destination = %+v, %v; want damage", v, err)
+	}
+	res, err := Copy(ctx, remote, src, CopyOptions{})
+	if err != nil || res.BlobsRepaired != 2 {
+		t.Fatalf("Copy onto lost objects = %+v, %v; want 2 repaired", res, err)
+	}
+	checkCopied(t, remote, src)
 }

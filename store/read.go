@@ -12,6 +12,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/s3blob"
 )
 
 var (
@@ -36,7 +37,9 @@ var (
 
 // Resolve returns the part a reference names, scoped to run when it is set:
 // a rendered key, a blob's path inside the store, blake3:<hex>, or a unique
-// hex prefix of a digest. A reference that is no reference, or names
+// hex prefix of a digest. A store in an object store also takes the path a
+// pointer written on another machine shows, in that machine's cache (see
+// s3blob.Cache.ForeignPath), by the blob it names. A reference that is no reference, or names
 // something outside the store, is hook.ErrRefused; one that matches nothing
 // is ErrNotFound.
 func (s *Store) Resolve(ctx context.Context, run, ref string) (Part, error) {
@@ -47,15 +50,46 @@ func (s *Store) Resolve(ctx context.Context, run, ref string) (Part, error) {
 func (s *Store) resolve(ctx context.Context, run, ref string) (index.Part, error) {
 	r, err := index.ParseRef(ref, s.dir)
 	if err != nil {
-		// The index's message names the reference and what is wrong with
-		// it; a package prefix would add nothing for whoever reads it.
-		return index.Part{}, refused{err}
+		var ok bool
+		if r, ok = s.foreignRef(ref); !ok {
+			// The index's message names the reference and what is wrong
+			// with it; a package prefix would add nothing for whoever
+			// reads it.
+			return index.Part{}, refused{err}
+		}
 	}
 	p, err := s.ix.Resolve(ctx, r, run)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return index.Part{}, err
 	}
 	return p, err
+}
+
+// foreignPaths is a blob backend whose blob files' paths differ from one
+// machine to the next: the caches of a store in an object store. It tells
+// the blob that a path names on another machine (s3blob.Cache.ForeignPath).
+type foreignPaths interface {
+	ForeignPath(path string) (cas.Blob, bool)
+}
+
+var _ foreignPaths = (*s3blob.Backend)(nil)
+
+// foreignRef is the reference, by its blob's path inside the store, that
+// ref names when it is the path of the blob's file on another machine
+// sharing the store: a pointer written there names that machine's cache.
+// The blob is then looked up in the index like any path, scoped to the
+// run; the file at ref is never opened.
+func (s *Store) foreignRef(ref string) (index.Ref, bool) {
+	fp, ok := s.eng.backend().(foreignPaths)
+	if !ok {
+		return index.Ref{}, false
+	}
+	b, ok := fp.ForeignPath(ref)
+	if !ok {
+		return index.Ref{}, false
+	}
+	r, err := index.ParseRef(b.RelPath(), s.dir)
+	return r, err == nil
 }
 
 // refused is an error of a reference the store refuses: its own message,
@@ -185,6 +219,50 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]Part, error) {
 func (s *Store) Stats(ctx context.Context, run string) (Stats, error) {
 	st, err := s.ix.Stats(ctx, run)
 	return statsOf(st), err
+}
+
+// StatsReport is Stats as scripts and agents read it, as JSON (casctl
+// stats --json, the MCP server's stats tool): its field names are a
+// contract.
+type StatsReport struct {
+	Runs         int64   `json:"runs"`
+	Parts        int64   `json:"parts"`
+	Blobs        int64   `json:"blobs"`
+	LogicalBytes int64   `json:"logical_bytes"`
+	StoredBytes  int64   `json:"stored_bytes"`
+	SavedBytes   int64   `json:"saved_bytes"`
+	DedupRatio   float64 `json:"dedup_ratio"`
+	IndexBytes   int64   `json:"index_bytes"`
+	// Loose and packed shares of stored_bytes; the packs' own sizes.
+	LooseBytes       int64        `json:"loose_bytes"`
+	PackedBlobs      int64        `json:"packed_blobs"`
+	PackedBytes      int64        `json:"packed_bytes"`
+	Packs            int64        `json:"packs"`
+	PackRawBytes     int64        `json:"pack_raw_bytes"`
+	PackFileBytes    int64        `json:"pack_file_bytes"`
+	CompressionRatio float64      `json:"compression_ratio"`
+	ByTool           []ToolReport `json:"by_tool"`
+}
+
+// ToolReport is one tool's share in a StatsReport.
+type ToolReport struct {
+	Tool         string `json:"tool"`
+	Parts        int64  `json:"parts"`
+	LogicalBytes int64  `json:"logical_bytes"`
+	StoredBytes  int64  `json:"stored_bytes"`
+}
+
+// Report returns the statistics as scripts and agents read them.
+func (st Stats) Report() StatsReport {
+	out := StatsReport{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,
+		StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
+		LooseBytes: st.StoredBytes - st.PackedBytes, PackedBlobs: st.PackedBlobs, PackedBytes: st.PackedBytes,
+		Packs: st.Packs, PackRawBytes: st.PackRawBytes, PackFileBytes: st.PackFileBytes, CompressionRatio: st.CompressionRatio,
+		ByTool: make([]ToolReport, 0, len(st.ByTool))}
+	for _, t := range st.ByTool {
+		out.ByTool = append(out.ByTool, ToolReport{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
+	}
+	return out
 }
 
 // Sharing lists the parts, of any run and version, stored in blob b.

@@ -32,9 +32,15 @@ SRC and DST are each a directory or a store on S3, s3://BUCKET/PREFIX
 
 DST must exist (casctl init) unless --init makes it. What DST holds already
 stays: a part it holds the same is skipped, so copy run again copies only
-what is missing, and a copy that was stopped resumes where it was. A DST
-that holds other content under a key and version of SRC is refused before
-anything is written, naming the key.
+what is missing, and a copy that was stopped resumes where it was. A blob
+that DST lost or holds damaged, under parts it has, is copied again from
+SRC. A DST that holds other content under a key and version of SRC is
+refused before anything is written, naming the key.
+
+SRC may be written to while copy runs: copy goes over SRC again until a
+pass finds nothing new to copy, and its verifying pass copies what was
+written after that; what is written after copy returns, the next copy
+copies.
 
 Each store keeps its index where it was created with (--from-index and
 --to-index name a PostgreSQL index, as --index does for other commands):
@@ -86,6 +92,8 @@ type copyJSON struct {
 	BytesCopied   int64  `json:"bytes_copied"`
 	PartsVerified int64  `json:"parts_verified"`
 	BlobsVerified int64  `json:"blobs_verified"`
+	// BlobsRepaired is left out when none was.
+	BlobsRepaired int64 `json:"blobs_repaired,omitempty"`
 }
 
 func runCopy(ctx context.Context, g *globals, o copyOptions) error {
@@ -103,18 +111,26 @@ func runCopy(ctx context.Context, g *globals, o copyOptions) error {
 	var (
 		bar   *progressbar.ProgressBar
 		stage store.CopyStage
+		done  int64
 	)
 	opts := store.CopyOptions{Progress: func(p store.CopyProgress) {
 		if p.Stage == store.CopyChecking {
 			return // quick, and the total is not known yet
 		}
-		if p.Stage != stage {
+		// A stage begins, or the copying stage again (parts were written
+		// to SRC meanwhile).
+		if p.Stage != stage || p.Done < done {
 			if bar != nil {
 				bar.Finish()
 			}
+			what := "copy: " + string(p.Stage) + " parts"
+			if p.Stage == stage {
+				what += " written meanwhile"
+			}
 			stage = p.Stage
-			bar = progress(g.stderr, o.json, p.Total, "copy: "+string(p.Stage)+" parts", false)
+			bar = progress(g.stderr, o.json, p.Total, what, false)
 		}
+		done = p.Done
 		if bar != nil {
 			bar.Set64(p.Done)
 		}
@@ -130,7 +146,7 @@ func runCopy(ctx context.Context, g *globals, o copyOptions) error {
 		return writeJSON(g.stdout, copyJSON{From: src.Location(), To: dst.Location(), Parts: res.Parts,
 			PartsCopied: res.PartsCopied, PartsSkipped: res.PartsSkipped, BlobsCopied: res.BlobsCopied,
 			BlobsSkipped: res.BlobsSkipped, BytesCopied: res.BytesCopied, PartsVerified: res.PartsVerified,
-			BlobsVerified: res.BlobsVerified})
+			BlobsVerified: res.BlobsVerified, BlobsRepaired: res.BlobsRepaired})
 	}
 	if res.PartsCopied == 0 && res.BlobsCopied == 0 {
 		fmt.Fprintf(g.stdout, "nothing to copy: %s already holds all %s of %s\n", dst.Location(), count(int(res.Parts), "part"), src.Location())
@@ -138,6 +154,10 @@ func runCopy(ctx context.Context, g *globals, o copyOptions) error {
 		fmt.Fprintf(g.stdout, "copied %s and %s (%s) from %s to %s; %s and %s were there already\n",
 			count(int(res.PartsCopied), "part"), count(int(res.BlobsCopied), "blob"), size(res.BytesCopied), src.Location(), dst.Location(),
 			count(int(res.PartsSkipped), "part"), count(int(res.BlobsSkipped), "blob"))
+	}
+	if res.BlobsRepaired > 0 {
+		fmt.Fprintf(g.stdout, "repaired: %s that %s had lost or held damaged, copied again from %s\n",
+			count(int(res.BlobsRepaired), "blob"), dst.Location(), src.Location())
 	}
 	fmt.Fprintf(g.stdout, "verified: %s, %s read back whole\n", count(int(res.PartsVerified), "part"), count(int(res.BlobsVerified), "blob"))
 	return nil
