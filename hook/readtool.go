@@ -36,8 +36,10 @@ const (
 	DefaultReadBytes = 32 << 10
 	// DefaultReadTimeout bounds how long one call may search.
 	DefaultReadTimeout = 10 * time.Second
-	// MaxReadBinary is the largest image or file the tool returns.
-	MaxReadBinary = 64 << 20
+	// MaxReadBinary is the largest image or file the tool returns. A larger
+	// one is not read at all: the tool says its size and how to get it, so
+	// that a call's memory stays within a page whatever the part's size.
+	MaxReadBinary = 4 << 20
 )
 
 // ReadArgs are the read-back tool's parameters.
@@ -103,6 +105,9 @@ func WithReadTimeout(d time.Duration) Option {
 
 // Name returns the tool's name.
 func (t *ReadTool) Name() string { return t.name }
+
+// MaxBytes returns the most bytes of text one call returns.
+func (t *ReadTool) MaxBytes() int { return t.maxBytes }
 
 // Schema returns the tool's definition for function calling: name,
 // description and JSON Schema of its parameters, ready to register with any
@@ -224,17 +229,23 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	if ss, ok := store.(StreamStore); ok {
 		c, text, err = ss.OpenRead(ctx, run, a.Ref)
 		if err == nil && c.Kind != KindText {
+			// Binary content is read from the stream it came in, once its
+			// size is known to be within the limit: never a second time,
+			// never more than its size.
+			if c.Size > MaxReadBinary {
+				text.Close()
+				return Result{}, tooLarge(a.Ref, c.Key, c.MIME, c.Size)
+			}
+			c.Data, err = readExactly(ctx, c.Key, text, c.Size)
 			text.Close()
 			text = nil
-			if c.Size > MaxReadBinary {
-				return Result{}, fmt.Errorf("read %s: %s is %d bytes, more than the %d the tool returns; read it with casctl get", a.Ref, or(c.MIME, "it"), c.Size, MaxReadBinary)
-			}
-			c, err = store.Read(ctx, run, a.Ref)
 		}
 	} else {
 		c, err = store.Read(ctx, run, a.Ref)
 		if err == nil && c.IsText() && c.Kind == KindText {
 			text = io.NopCloser(bytes.NewReader(c.Data))
+		} else if err == nil && len(c.Data) > MaxReadBinary {
+			return Result{}, tooLarge(a.Ref, c.Key, c.MIME, int64(len(c.Data)))
 		}
 	}
 	if err != nil {
@@ -261,6 +272,30 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	}
 	r.Parts = []Part{Text(page)}
 	return r, nil
+}
+
+// tooLarge is the error of binary content larger than the tool returns.
+func tooLarge(ref, key, mime string, size int64) error {
+	return fmt.Errorf("read %s: %s is %d bytes of %s, more than the %d bytes the tool returns; "+
+		"get it whole with: casctl get %s --output FILE", ref, key, size, or(mime, "binary content"), MaxReadBinary, key)
+}
+
+// readExactly reads all of r, the part key of size bytes, into one buffer
+// of that size, and on to the end, where a store's reader checks the bytes
+// against their digest.
+func readExactly(ctx context.Context, key string, r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	n, err := cas.CopyContext(ctx, io.Discard, r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if n > 0 {
+		return nil, fmt.Errorf("%s: the part holds more than its %d bytes", key, size)
+	}
+	return data, nil
 }
 
 // page renders the requested lines of a text read from r, numbered from 1,

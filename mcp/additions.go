@@ -165,7 +165,10 @@ func (l *link) readTool(m *message, c *call) {
 // readResource answers resources/read of a toolcas:// URI from the store.
 func (l *link) readResource(m *message, uri string) {
 	defer m.release()
-	res, err := l.p.rd.readResource(l.ctx, l.run, uri)
+	l.mu.Lock()
+	name := l.readName
+	l.mu.Unlock()
+	res, err := l.p.rd.readResourceFor(l.ctx, l.run, uri, name)
 	if err != nil {
 		var werr *jsonrpc.Error
 		if errors.As(err, &werr) {

@@ -88,7 +88,8 @@ type Option func(*options) error
 
 // options are what the options say.
 type options struct {
-	// server is set for NewStoreServer, which takes WithRun only.
+	// server is set for NewStoreServer, which takes WithRun and
+	// WithMaxResourceBytes only.
 	server  bool
 	hook    *hook.Hook
 	run     string
@@ -99,6 +100,8 @@ type options struct {
 	maxMessage int64
 	spoolDir   string
 	idle       time.Duration
+	// maxResource is WithMaxResourceBytes's limit, 0 for the default.
+	maxResource int64
 }
 
 // apply applies opts to o, refusing an option that has no use for the
@@ -262,6 +265,7 @@ func NewProxy(ctx context.Context, up Upstream, st hook.Store, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
+	rd.limitResources(o.maxResource)
 	p.rd = rd
 	return p, nil
 }

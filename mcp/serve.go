@@ -3,11 +3,14 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
@@ -39,6 +42,8 @@ type SearchArgs struct {
 	Key   string `json:"key,omitempty" jsonschema:"only parts whose key contains this text"`
 	Since string `json:"since,omitempty" jsonschema:"only parts stored in this last while: 90m, 2h, 7d"`
 	Limit int    `json:"limit,omitempty" jsonschema:"at most this many parts, newest first (default 50, at most 1000)"`
+	// Cursor goes on where a page ended.
+	Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor a page of results gave, to list the page after it (with the same filters)"`
 }
 
 // Found is one part search lists.
@@ -57,11 +62,14 @@ type Found struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// SearchResult is the search tool's structured result.
+// SearchResult is the search tool's structured result: a page of parts.
 type SearchResult struct {
 	Parts []Found `json:"parts"`
 	// More reports that more parts matched than the limit let through.
 	More bool `json:"more"`
+	// NextCursor, when More is set, is the cursor argument that lists the
+	// next page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // StatsArgs are the stats tool's parameters.
@@ -86,19 +94,23 @@ func NewStoreServer(st *store.Store, opts ...Option) (*StoreServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	rd.limitResources(o.maxResource)
 	s.rd = rd
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolcas", Title: "toolcas store " + st.Location(), Version: Version},
 		&sdk.ServerOptions{Instructions: "Tool results offloaded by toolcas: read them back with " + ReadToolName +
-			" or resources/read of toolcas://RUN/KEY, find them with search, count them with stats."})
+			" or resources/read of toolcas://RUN/KEY, find them with search, count them with stats.",
+			CompletionHandler: s.complete, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe})
 	s.server.AddTool(rd.toolDef(ReadToolName), func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return s.rd.call(ctx, s.readRun(), r.Params.Arguments), nil
 	})
 	ro := &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}
 	sdk.AddTool(s.server, &sdk.Tool{Name: "search", Title: "Search offloaded tool results",
-		Description: "List offloaded tool result parts, newest first, by run, tool, kind, key text or age. " +
-			"Each has the key and the toolcas:// URI to read it back with.", Annotations: ro}, s.search)
+		Description: "List offloaded tool result parts, newest first, by run, tool, kind, key text or age, a page at a time. " +
+			"Each has the key and the toolcas:// URI to read it back with. When more match than the limit, " +
+			"the result's next_cursor, given as cursor with the same filters, lists the next page.", Annotations: ro}, s.search)
 	sdk.AddTool(s.server, &sdk.Tool{Name: "stats", Title: "Store statistics",
-		Description: "How many runs, parts and blobs the store holds, how many bytes the tools produced, how many it stores, and what dedup saved; per tool and per run.",
+		Description: "How many runs, parts and blobs the store holds, how many bytes the tools produced, how many it stores, " +
+			"and what dedup saved, per tool: for the whole store or one run. The fields are casctl stats --json's.",
 		Annotations: ro}, s.stats)
 	s.server.AddResourceTemplate(resourceTemplate(), func(ctx context.Context, r *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 		return s.rd.readResource(ctx, s.readRun(), r.Params.URI)
@@ -131,7 +143,12 @@ func (s *StoreServer) search(ctx context.Context, _ *sdk.CallToolRequest, a Sear
 	default:
 		return nil, SearchResult{}, fmt.Errorf("kind %q: want text, image or file", a.Kind)
 	}
-	o := store.ListOptions{Run: a.Run, Tool: a.Tool, Kind: hook.Kind(a.Kind), Limit: a.Limit + 1}
+	after, err := store.ParsePageCursor(a.Cursor)
+	if err != nil {
+		return nil, SearchResult{}, fmt.Errorf("cursor %q: not one a search gave", a.Cursor)
+	}
+	o := store.PageOptions{ListOptions: store.ListOptions{Run: a.Run, Tool: a.Tool, Kind: hook.Kind(a.Kind), Limit: a.Limit},
+		KeyContains: a.Key, After: after}
 	if a.Since != "" {
 		d, err := parseAge(a.Since)
 		if err != nil {
@@ -139,22 +156,12 @@ func (s *StoreServer) search(ctx context.Context, _ *sdk.CallToolRequest, a Sear
 		}
 		o.Since = time.Now().Add(-d)
 	}
-	if a.Key != "" {
-		o.Limit = 0 // filtered here
-	}
-	ps, err := s.store.List(ctx, o)
+	ps, next, err := s.page(ctx, o)
 	if err != nil {
 		return nil, SearchResult{}, fmt.Errorf("search: %w", err)
 	}
-	out := SearchResult{Parts: []Found{}}
+	out := SearchResult{Parts: make([]Found, 0, len(ps)), More: !next.IsZero(), NextCursor: next.String()}
 	for _, p := range ps {
-		if a.Key != "" && !strings.Contains(p.Key, a.Key) {
-			continue
-		}
-		if len(out.Parts) == a.Limit {
-			out.More = true
-			break
-		}
 		out.Parts = append(out.Parts, Found{Key: p.Key, URI: ResourceURI(p.Key), Run: p.Run, Step: p.Step, Tool: p.Tool, Version: p.Version,
 			Kind: string(p.Kind), MIME: p.MIME, Size: p.Bytes, Digest: p.Blob.Digest.String(), Path: s.store.Path(p.Blob),
 			CreatedAt: p.CreatedAt.UTC().Truncate(time.Second)})
@@ -170,26 +177,129 @@ func (s *StoreServer) search(ctx context.Context, _ *sdk.CallToolRequest, a Sear
 		b.Reset()
 		b.WriteString("no part matches")
 	} else if out.More {
-		fmt.Fprintf(&b, "(more match: narrow the search or raise the limit)")
+		fmt.Fprintf(&b, "(more match: the next page with cursor %q, or narrow the search)", out.NextCursor)
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.TrimSuffix(b.String(), "\n")}}}, out, nil
 }
 
-func (s *StoreServer) stats(ctx context.Context, _ *sdk.CallToolRequest, a StatsArgs) (*sdk.CallToolResult, store.Stats, error) {
+// page returns a page of the parts o matches and the cursor of the next.
+// The first page of a search without key text lists the newest parts
+// without reading every part (as List does); any other page is one query
+// of a page, the key's text matched by the database: a search takes memory
+// of a page, whatever the store's size.
+func (s *StoreServer) page(ctx context.Context, o store.PageOptions) ([]store.Part, store.PageCursor, error) {
+	if o.KeyContains != "" || !o.After.IsZero() {
+		return s.store.ListPage(ctx, o)
+	}
+	lo := o.ListOptions
+	lo.Limit++
+	ps, err := s.store.List(ctx, lo)
+	if err != nil || len(ps) <= o.Limit {
+		return ps, store.PageCursor{}, err
+	}
+	ps = ps[:o.Limit]
+	return ps, store.CursorAfter(ps[len(ps)-1]), nil
+}
+
+func (s *StoreServer) stats(ctx context.Context, _ *sdk.CallToolRequest, a StatsArgs) (*sdk.CallToolResult, store.StatsReport, error) {
 	run := a.Run
 	if s.run != "" {
 		if run != "" && run != s.run {
-			return nil, store.Stats{}, fmt.Errorf("run %q: this server serves run %q only", run, s.run)
+			return nil, store.StatsReport{}, fmt.Errorf("run %q: this server serves run %q only", run, s.run)
 		}
 		run = s.run
 	}
 	st, err := s.store.Stats(ctx, run)
 	if err != nil {
-		return nil, store.Stats{}, fmt.Errorf("stats: %w", err)
+		return nil, store.StatsReport{}, fmt.Errorf("stats: %w", err)
 	}
-	text, _ := json.MarshalIndent(st, "", "  ")
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}, st, nil
+	rep := st.Report()
+	text, _ := json.MarshalIndent(rep, "", "  ")
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}, rep, nil
 }
+
+// MaxCompletions is the most values completion/complete offers, as the
+// protocol allows.
+const MaxCompletions = 100
+
+// complete offers values for the arguments of the toolcas:// template:
+// run, the first element of the keys (a run's name, as its keys render
+// it), and key, the rest, within the run the context names. Anything else
+// it offers nothing for.
+func (s *StoreServer) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	p := req.Params
+	var values []string
+	if p.Ref.Type == "ref/resource" && p.Ref.URI == ResourceURITemplate {
+		var err error
+		switch p.Argument.Name {
+		case "run":
+			values, err = s.store.KeyHeads(ctx, s.run, p.Argument.Value, MaxCompletions+1)
+		case "key":
+			values, err = s.completeKey(ctx, p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("complete %s: %w", p.Argument.Name, err)
+		}
+	}
+	res := &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
+	if len(values) > MaxCompletions {
+		values, res.Completion.HasMore = values[:MaxCompletions], true
+	}
+	res.Completion.Values = append(res.Completion.Values, values...)
+	return res, nil
+}
+
+// completeKey offers the rest of the keys that start with the argument's
+// value, within the run the context names (or the server's only run).
+func (s *StoreServer) completeKey(ctx context.Context, p *sdk.CompleteParams) ([]string, error) {
+	var head string
+	if p.Context != nil {
+		head = p.Context.Arguments["run"]
+	}
+	if head == "" && s.run != "" {
+		heads, err := s.store.KeyHeads(ctx, s.run, "", 2)
+		if err != nil || len(heads) != 1 {
+			return nil, err
+		}
+		head = heads[0]
+	}
+	if head == "" || strings.Contains(head, "/") {
+		return nil, nil
+	}
+	if s.run != "" {
+		// Only the server's run's keys: its heads are few.
+		heads, err := s.store.KeyHeads(ctx, s.run, head, 0)
+		if err != nil || !slices.Contains(heads, head) {
+			return nil, err
+		}
+	}
+	keys, err := s.store.Keys(ctx, head+"/"+p.Argument.Value, MaxCompletions+1)
+	for i, k := range keys {
+		keys[i] = strings.TrimPrefix(k, head+"/")
+	}
+	return keys, err
+}
+
+// subscribe accepts a subscription to a part the server can read. No
+// update is ever sent: a part's bytes never change, and this server does
+// not watch for a writer storing a new version of a key (which readers of
+// the key's URI then get).
+func (s *StoreServer) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
+	key, err := KeyOfURI(req.Params.URI)
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	if _, err := s.store.Resolve(ctx, s.run, key); err != nil {
+		if errors.Is(err, hook.ErrNotFound) || errors.Is(err, hook.ErrRefused) {
+			return sdk.ResourceNotFoundError(req.Params.URI)
+		}
+		return fmt.Errorf("subscribe %s: %w", key, err)
+	}
+	return nil
+}
+
+// unsubscribe ends a subscription, which asked for nothing to stop.
+func (s *StoreServer) unsubscribe(context.Context, *sdk.UnsubscribeRequest) error { return nil }
 
 // parseAge reads 90m, 2h or 7d.
 func parseAge(s string) (time.Duration, error) {

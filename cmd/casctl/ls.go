@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,30 +88,95 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 	}
 	defer s.Close()
 	if err := checkNames(ctx, s, o.run, o.tool); err != nil {
-		// Not an error for a listing: it is empty, and says why.
-		fmt.Fprintf(g.stderr, "casctl: ls: %v\n", err)
+		// As stats and prune do: a run or tool the store does not hold
+		// is a mistake to say, not an empty listing.
+		return fail("ls", err)
 	}
 	lo := store.ListOptions{Run: o.run, Tool: o.tool, Limit: o.limit, AllVersions: o.versions}
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}
-	ps, err := s.List(ctx, lo)
+	if o.json {
+		return listJSON(ctx, g.stdout, s, lo)
+	}
+	return listTable(ctx, g.stdout, s, lo)
+}
+
+// listBounded is the largest --limit listed in one query (the newest parts
+// found run by run, as List does); a larger one, or none, is streamed.
+const listBounded = 1000
+
+// listEach calls each with the parts lo lists, newest first, in memory
+// bounded whatever their number: at most listBounded at once, or one at a
+// time as the index hands them out.
+func listEach(ctx context.Context, s *store.Store, lo store.ListOptions, each func(store.Part) error) error {
+	if lo.Limit > 0 && lo.Limit <= listBounded {
+		ps, err := s.List(ctx, lo)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if err := each(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return s.ListEach(ctx, store.PageOptions{ListOptions: lo}, each)
+}
+
+// listJSON prints the parts as one JSON array, byte for byte what
+// writeJSON prints of them all, each part encoded as it comes.
+func listJSON(ctx context.Context, out io.Writer, s *store.Store, lo store.ListOptions) error {
+	w := bufio.NewWriter(out)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("  ", "  ")
+	enc.SetEscapeHTML(false)
+	sep := "[\n  "
+	err := listEach(ctx, s, lo, func(p store.Part) error {
+		buf.Reset()
+		if err := enc.Encode(partOf(s, p)); err != nil {
+			return err
+		}
+		w.WriteString(sep)
+		sep = ",\n  "
+		_, err := w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		return err
+	})
 	if err != nil {
+		w.Flush()
 		return fail("ls", err)
 	}
-	if o.json {
-		out := make([]partJSON, 0, len(ps))
-		for _, p := range ps {
-			out = append(out, partOf(s, p))
-		}
-		return writeJSON(g.stdout, out)
+	if sep == "[\n  " {
+		w.WriteString("[]\n")
+	} else {
+		w.WriteString("\n]\n")
 	}
-	w := table(g.stdout)
+	return w.Flush()
+}
+
+// tableBlock is how many rows ls aligns together: a listing of any length
+// is printed a block at a time.
+const tableBlock = 1000
+
+// listTable prints the parts as a table, aligned a block of rows at a time.
+func listTable(ctx context.Context, out io.Writer, s *store.Store, lo store.ListOptions) error {
+	w := table(out)
 	fmt.Fprintln(w, "KEY\tVER\tKIND\tSIZE\tDIGEST\tAGE")
 	now := time.Now()
-	for _, p := range ps {
+	rows := 0
+	err := listEach(ctx, s, lo, func(p store.Part) error {
 		// Eight hex digits: the shortest prefix get and show take.
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Key, p.Version, p.Kind, size(p.Bytes), p.Blob.Digest.Hex()[:8], age(now, p.CreatedAt))
+		if rows++; rows%tableBlock == 0 {
+			return w.Flush()
+		}
+		return nil
+	})
+	if err != nil {
+		w.Flush()
+		return fail("ls", err)
 	}
 	return w.Flush()
 }

@@ -29,6 +29,7 @@ type mcpProxyOptions struct {
 	maxMessage  int64
 	spoolDir    string
 	idle        time.Duration
+	maxResource int64
 }
 
 func newMCPProxyCommand(g *globals) *cobra.Command {
@@ -72,6 +73,15 @@ store is always --store).`,
 			return runMCPProxy(cmd.Context(), g, o, args)
 		},
 	}
+	// casctl mcp proxy npx -y SERVER (a client that dropped the --): the
+	// upstream's flags are not casctl's, and the error says where they go.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if before := c.Flags().Args(); len(before) > 0 {
+			return usagef("mcp proxy: %v, after %q: the upstream command and its flags go after --: casctl mcp proxy [flags] -- %s ...",
+				err, before[0], before[0])
+		}
+		return usagef("mcp proxy: %v", err)
+	})
 	f := cmd.Flags()
 	f.StringArrayVar(&o.offload, "offload", nil, "offload policy TOOL=over:N|always|never (repeatable; '*' for every other tool)")
 	f.StringVar(&o.config, "config", "", "hook configuration file giving the policies (instead of --offload)")
@@ -84,6 +94,7 @@ store is always --store).`,
 	f.StringVar(&o.spoolDir, "spool-dir", "", "keep messages too large for memory here while relaying them (default: the system's temporary directory)")
 	f.DurationVar(&o.idle, "idle-timeout", mcp.DefaultIdleTimeout, "with --listen, end a client session (and its upstream) idle this long")
 	f.BoolVar(&o.quiet, "quiet", false, "log only errors to stderr")
+	f.Int64Var(&o.maxResource, "max-resource-bytes", mcp.DefaultMaxResourceBytes, "resources/read of a toolcas:// part returns at most this many bytes: a longer text its first lines, and how to read on")
 	return cmd
 }
 
@@ -117,7 +128,10 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 	if o.idle <= 0 {
 		return usagef("mcp proxy: --idle-timeout %s: want a positive duration", o.idle)
 	}
-	opts = append(opts, mcp.WithMaxMessage(o.maxMessage), mcp.WithIdleTimeout(o.idle))
+	if o.maxResource < 4<<10 {
+		return usagef("mcp proxy: --max-resource-bytes %d: want at least 4096 bytes", o.maxResource)
+	}
+	opts = append(opts, mcp.WithMaxMessage(o.maxMessage), mcp.WithIdleTimeout(o.idle), mcp.WithMaxResourceBytes(o.maxResource))
 	if o.run != "" {
 		if err := hook.CheckRun(o.run); err != nil {
 			return usagef("mcp proxy: --run: %v", err)
@@ -146,11 +160,15 @@ func runMCPProxy(ctx context.Context, g *globals, o mcpProxyOptions, args []stri
 	defer stop()
 	// The proxy is what an agent's configuration starts: its first start
 	// makes the store, as demo does.
-	st, _, err := g.create(ctx)
+	st, created, err := g.create(ctx)
 	if err != nil {
 		return fail("mcp proxy", err)
 	}
 	defer st.Close()
+	if created {
+		// stderr: stdout is the MCP connection.
+		fmt.Fprintf(g.stderr, "casctl: created store at %s\n", st.Dir())
+	}
 	p, err := mcp.NewProxy(ctx, up, st, opts...)
 	if err != nil {
 		return fmt.Errorf("mcp proxy: %w", err)

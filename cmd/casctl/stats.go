@@ -32,33 +32,6 @@ func newStatsCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-type toolJSON struct {
-	Tool         string `json:"tool"`
-	Parts        int64  `json:"parts"`
-	LogicalBytes int64  `json:"logical_bytes"`
-	StoredBytes  int64  `json:"stored_bytes"`
-}
-
-type statsJSON struct {
-	Runs         int64   `json:"runs"`
-	Parts        int64   `json:"parts"`
-	Blobs        int64   `json:"blobs"`
-	LogicalBytes int64   `json:"logical_bytes"`
-	StoredBytes  int64   `json:"stored_bytes"`
-	SavedBytes   int64   `json:"saved_bytes"`
-	DedupRatio   float64 `json:"dedup_ratio"`
-	IndexBytes   int64   `json:"index_bytes"`
-	// Loose and packed shares of stored_bytes; the packs' own sizes.
-	LooseBytes       int64      `json:"loose_bytes"`
-	PackedBlobs      int64      `json:"packed_blobs"`
-	PackedBytes      int64      `json:"packed_bytes"`
-	Packs            int64      `json:"packs"`
-	PackRawBytes     int64      `json:"pack_raw_bytes"`
-	PackFileBytes    int64      `json:"pack_file_bytes"`
-	CompressionRatio float64    `json:"compression_ratio"`
-	ByTool           []toolJSON `json:"by_tool"`
-}
-
 func runStats(ctx context.Context, g *globals, o statsOptions) error {
 	s, err := g.openRead(ctx)
 	if err != nil {
@@ -73,15 +46,7 @@ func runStats(ctx context.Context, g *globals, o statsOptions) error {
 		return fail("stats", err)
 	}
 	if o.json {
-		out := statsJSON{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,
-			StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
-			LooseBytes: st.StoredBytes - st.PackedBytes, PackedBlobs: st.PackedBlobs, PackedBytes: st.PackedBytes,
-			Packs: st.Packs, PackRawBytes: st.PackRawBytes, PackFileBytes: st.PackFileBytes, CompressionRatio: st.CompressionRatio,
-			ByTool: []toolJSON{}}
-		for _, t := range st.ByTool {
-			out.ByTool = append(out.ByTool, toolJSON{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
-		}
-		return writeJSON(g.stdout, out)
+		return writeJSON(g.stdout, st.Report())
 	}
 	printStats(g.stdout, st)
 	return nil
@@ -97,8 +62,8 @@ func printStats(out io.Writer, st store.Stats) {
 	fmt.Fprintf(w, "stored\t%s\t(each blob once)\n", size(st.StoredBytes))
 	fmt.Fprintf(w, "saved\t%s\t(dedup ratio %.2f)\n", size(st.SavedBytes), st.DedupRatio)
 	if st.PackedBlobs > 0 || st.Packs > 0 {
-		fmt.Fprintf(w, "loose\t%s\t(%d blobs in files of their own)\n", size(st.StoredBytes-st.PackedBytes), st.Blobs-st.PackedBlobs)
-		fmt.Fprintf(w, "packed\t%s\t(%d blobs)\n", size(st.PackedBytes), st.PackedBlobs)
+		fmt.Fprintf(w, "loose\t%s\t(%s in files of their own)\n", size(st.StoredBytes-st.PackedBytes), count(st.Blobs-st.PackedBlobs, "blob"))
+		fmt.Fprintf(w, "packed\t%s\t(%s)\n", size(st.PackedBytes), count(st.PackedBlobs, "blob"))
 	}
 	if st.Packs > 0 {
 		files := "files"
@@ -110,7 +75,7 @@ func printStats(out io.Writer, st store.Stats) {
 	}
 	fmt.Fprintf(w, "index\t%s\n", size(st.IndexBytes))
 	if st.UnreferencedBlobs > 0 {
-		fmt.Fprintf(w, "garbage\t%s\t(%d blobs no part uses: casctl gc frees them)\n", size(st.UnreferencedBytes), st.UnreferencedBlobs)
+		fmt.Fprintf(w, "garbage\t%s\t(%s no part uses: casctl gc frees them)\n", size(st.UnreferencedBytes), count(st.UnreferencedBlobs, "blob"))
 	}
 	w.Flush()
 	if len(st.ByTool) == 0 {

@@ -339,7 +339,8 @@ test("stdio proxy in front of server-filesystem reading big files", async (t) =>
   fs.writeFileSync(path.join(root, "q3.pdf"), pdf);
   fs.writeFileSync(path.join(root, "small.txt"), "just a line");
 
-  const { client, transport } = await connectStdio(t, store, ["--", process.execPath, filesystem, root]);
+  // A limit above the text's 1.3 MB: resources/read returns it whole.
+  const { client, transport } = await connectStdio(t, store, ["--max-resource-bytes", "4194304", "--", process.execPath, filesystem, root]);
   const proxyPid = transport.pid;
 
   const txt = await client.callTool({ name: "read_text_file", arguments: { path: path.join(root, "big.go") } });
@@ -392,7 +393,7 @@ test("casctl mcp serve reads back, from another process, what the proxy stored",
   const found = await serve.callTool({ name: "search", arguments: { run: "e2e-run" } });
   assert.deepEqual(found.structuredContent.parts.map((p) => p.key), [recs[0].key]);
   const stats = await serve.callTool({ name: "stats", arguments: {} });
-  assert.equal(stats.structuredContent.Parts, 1);
+  assert.equal(stats.structuredContent.parts, 1);
   await checkAllParts(serve, READ, recs, [{ type: "text", text: `Echo: ${message}` }]);
   const pid = transport.pid;
   await serve.close();
