@@ -40,7 +40,10 @@ func TestBlobLeases(t *testing.T) {
 		if _, err := b.AcquireBlobLease(ctx, wait); !errors.Is(err, ErrSweepBusy) || !strings.Contains(err.Error(), "a write waited") {
 			t.Fatalf("lease while the sweep lock is held = %v, want ErrSweepBusy saying a write waited", err)
 		}
-		if waited := time.Since(start); waited < wait || waited > 4*time.Second {
+		// Not before its deadline; well after it only on a machine too
+		// busy to say anything by the clock, or if it waited for the lock
+		// regardless.
+		if waited := time.Since(start); waited < wait || waited > wait+time.Minute {
 			t.Errorf("the lease gave up after %v, want about %v", waited, wait)
 		}
 		// A lease asked for while the sweep lock is held gets it once the

@@ -20,6 +20,7 @@ import (
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
+	"github.com/toolcas/toolcas/internal/versitygw"
 )
 
 // Tests that need separate processes re-execute the test binary with
@@ -39,8 +40,11 @@ func TestMain(m *testing.M) {
 		flag.Parse()
 		os.Exit(runChild(role, os.Getenv("TOOLCAS_CHILD_ARGS")))
 	}
+	// One PostgreSQL cluster and one S3 server for the package's tests,
+	// each started at its first use.
 	code := m.Run()
 	pgtest.StopShared()
+	versitygw.StopShared()
 	os.Exit(code)
 }
 
@@ -71,17 +75,15 @@ func runChild(role, args string) int {
 	case "writer":
 		err = crashWriter(a[0], a[1], a[2], a[3] == "nolock")
 	case "gc":
-		until := time.Time{}
+		var until loopEnd
 		if len(a) > 2 {
-			ms, _ := strconv.Atoi(a[2])
-			until = time.Now().Add(time.Duration(ms) * time.Millisecond)
+			until = loopEndOf(a[2], a[3:]...)
 		}
 		err = gcLoop(a[0], a[1] == "nolock", until)
 	case "packer":
 		err = packLoop(a[0])
 	case "racer":
-		ms, _ := strconv.Atoi(a[2])
-		err = raceWriter(a[0], a[1], time.Now().Add(time.Duration(ms)*time.Millisecond), a[3] == "nolock")
+		err = raceWriter(a[0], a[1], loopEndOf(a[2], a[4:]...), a[3] == "nolock")
 	case "collider":
 		err = collider(a[0], a[1], a[2])
 	default:
@@ -248,19 +250,112 @@ func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, 
 	}
 }
 
+// A loopEnd says when a child that works in a loop stops, by what other
+// processes did rather than by how long it ran: once the file stop exists,
+// or once the file runs (to which a process doing the other side of a
+// race appends a byte for each run it completed) has grown by min runs
+// since the child's first round of work was done. The deadline only keeps
+// a child that nobody stops from running for ever: reaching it is a
+// failure when the child was to stop on its own.
+type loopEnd struct {
+	deadline   time.Time
+	stop, runs string
+	min        int64
+	// from is the size of runs after the first round, -1 before it.
+	from int64
+}
+
+// loopEndOf reads a loopEnd from a child's arguments: the deadline in
+// milliseconds from now, then, optionally, the stop file (empty for none),
+// the runs file and how many runs to wait for.
+func loopEndOf(ms string, rest ...string) loopEnd {
+	n, _ := strconv.Atoi(ms)
+	e := loopEnd{deadline: time.Now().Add(time.Duration(n) * time.Millisecond), from: -1}
+	if len(rest) > 0 {
+		e.stop = rest[0]
+	}
+	if len(rest) > 1 {
+		e.runs = rest[1]
+	}
+	if len(rest) > 2 {
+		e.min, _ = strconv.ParseInt(rest[2], 10, 64)
+	}
+	return e
+}
+
+// done reports whether the loop is to stop, after round rounds of work;
+// an error when the deadline came before what it waits for.
+func (e *loopEnd) done(rounds int) (bool, error) {
+	if e.deadline.IsZero() {
+		return false, nil
+	}
+	if e.stop != "" {
+		if _, err := os.Stat(e.stop); err == nil {
+			return true, nil
+		}
+	}
+	if e.runs != "" && rounds > 0 {
+		n := fileSize(e.runs)
+		if e.from < 0 {
+			e.from = n
+		}
+		if n-e.from >= e.min {
+			return true, nil
+		}
+	}
+	if time.Now().After(e.deadline) {
+		if e.stop == "" && e.runs == "" {
+			return true, nil
+		}
+		return true, fmt.Errorf("not told to stop within the deadline (%d rounds done)", rounds)
+	}
+	return false, nil
+}
+
+// fileSize returns the size of the file at path, 0 when there is none.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// countRun appends a byte to the runs file, if one is named: one more run
+// done, for the processes that wait for it (see loopEnd).
+func countRun(runs string) error {
+	if runs == "" {
+		return nil
+	}
+	f, err := os.OpenFile(runs, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte{'.'}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // gcLoop prunes the junk runs and collects garbage with no grace period,
-// again and again until killed or until the deadline, if one is set.
-func gcLoop(dir string, nolock bool, until time.Time) error {
+// again and again until killed or until its loopEnd says so; it counts each
+// run in its loopEnd's runs file, if one is named.
+func gcLoop(dir string, nolock bool, until loopEnd) error {
 	ctx := context.Background()
 	s, err := openChild(ctx, dir, nolock)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// gc counts its own runs in the runs file, rather than waiting for
+	// them: it stops on the stop file only.
+	counts := until.runs
+	until.runs = ""
 	for i := 0; ; i++ {
-		if !until.IsZero() && time.Now().After(until) {
+		if stop, err := until.done(i); stop {
 			fmt.Println("GC_RUNS", i)
-			return nil
+			return err
 		}
 		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {
 			return err
@@ -278,6 +373,9 @@ func gcLoop(dir string, nolock bool, until time.Time) error {
 		if err != nil {
 			return err
 		}
+		if err := countRun(counts); err != nil {
+			return err
+		}
 		if i%50 == 49 {
 			time.Sleep(time.Millisecond)
 		}
@@ -287,8 +385,8 @@ func gcLoop(dir string, nolock bool, until time.Time) error {
 // raceWriter stores content that other writers store too, reads each part
 // back at once by key and by path, and prunes its older runs so that gc
 // always has shared blobs to collect: a dedup hit races the sweep. It
-// prints how many parts it wrote.
-func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
+// writes until its loopEnd says so, and prints how many parts it wrote.
+func raceWriter(dir, seedArg string, until loopEnd, nolock bool) error {
 	ctx := context.Background()
 	s, err := openChild(ctx, dir, nolock)
 	if err != nil {
@@ -298,7 +396,13 @@ func raceWriter(dir, seedArg string, until time.Time, nolock bool) error {
 	seed, _ := strconv.ParseUint(seedArg, 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	parts := 0
-	for iter := 0; time.Now().Before(until); iter++ {
+	for iter := 0; ; iter++ {
+		if stop, err := until.done(iter); stop {
+			if err != nil {
+				return fmt.Errorf("after %d parts: %w", parts, err)
+			}
+			break
+		}
 		run := fmt.Sprintf("r%d-%d", seed, iter%4)
 		n := 1 + rng.IntN(3)
 		items := make([]hook.Item, n)

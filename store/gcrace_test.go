@@ -7,19 +7,68 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-var raceFor = flag.Duration("race.for", 0, "how long TestWritersAgainstGC runs (default 4s, 2s with -short)")
+var raceRuns = flag.Int("race.gcruns", 0, "how many gc runs each writer of TestWritersAgainstGC races (default 8, 2 with -short)")
+
+// raceGCRuns is how many gc runs each writer of a race against gc goes on
+// for.
+func raceGCRuns() int {
+	switch {
+	case *raceRuns > 0:
+		return *raceRuns
+	case testing.Short():
+		// Two: a whole gc run falls between a writer's first write and its
+		// last.
+		return 2
+	}
+	return 8
+}
+
+// raceDeadline only keeps the children of a race that hangs from running
+// for ever: they stop on what the others did, not on the time.
+const raceDeadline = 5 * time.Minute
+
+// raceChildren names the files through which the processes of a race
+// against gc say when to stop: gc counts its runs in runs, and stops once
+// stop exists; each writer stops once gc has run runsPer times since its
+// first write.
+type raceChildren struct{ stop, runs string }
+
+func newRaceChildren(t *testing.T) raceChildren {
+	dir := t.TempDir()
+	return raceChildren{stop: filepath.Join(dir, "stop"), runs: filepath.Join(dir, "gc-runs")}
+}
+
+// gcArgs are the gc child's arguments after the store and the lock.
+func (r raceChildren) gcArgs() []string {
+	return []string{fmt.Sprint(raceDeadline.Milliseconds()), r.stop, r.runs}
+}
+
+// writerArgs are a racer's arguments after the store and its seed.
+func (r raceChildren) writerArgs(lock string, runsPer int) []string {
+	return []string{fmt.Sprint(raceDeadline.Milliseconds()), lock, "", r.runs, fmt.Sprint(runsPer)}
+}
+
+// stopGC tells the gc child to stop.
+func (r raceChildren) stopGC(t *testing.T) {
+	if err := os.WriteFile(r.stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // writersAgainstGC runs 8 writer processes storing overlapping content,
 // each reading back at once what it wrote and pruning its older runs, while
-// a gc process sweeps in a loop with no grace period. It returns the parts
-// written, the gc runs, and the first failure seen.
-func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns int, failure string) {
+// a gc process sweeps in a loop with no grace period: each writer goes on
+// until gc has run runsPer times since its first write, and gc until the
+// writers are done. It returns the parts written, the gc runs, and the
+// first failure seen.
+func writersAgainstGC(t *testing.T, runsPer int, nolock bool) (parts, gcRuns int, failure string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(ctx, dir, backendOptions(t, WithCreate())...)
@@ -31,12 +80,12 @@ func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns
 	if nolock {
 		lock = "nolock"
 	}
-	ms := strconv.FormatInt(d.Milliseconds(), 10)
-	gc := startChild(t, "gc", dir, lock, ms)
+	r := newRaceChildren(t)
+	gc := startChild(t, "gc", append([]string{dir, lock}, r.gcArgs()...)...)
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
 	for w := range 8 {
-		cmd := startChild(t, "racer", dir, fmt.Sprint(w), ms, lock)
+		cmd := startChild(t, "racer", append([]string{dir, fmt.Sprint(w)}, r.writerArgs(lock, runsPer)...)...)
 		outs = append(outs, cmd.Stdout.(*bytes.Buffer))
 		cmds = append(cmds, cmd)
 	}
@@ -51,6 +100,7 @@ func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns
 			}
 		}
 	}
+	r.stopGC(t)
 	if err := gc.Wait(); err != nil && failure == "" {
 		failure = fmt.Sprintf("gc: %v: %s", err, gc.Stdout)
 	}
@@ -77,24 +127,20 @@ func writersAgainstGC(t *testing.T, d time.Duration, nolock bool) (parts, gcRuns
 }
 
 // TestWritersAgainstGC: 8 writers storing overlapping content, so that
-// dedup hits race the sweep, against gc in a loop with no grace period. No
-// writer sees an error, and no committed row points at a missing blob.
+// dedup hits race the sweep, against gc in a loop with no grace period,
+// each writer writing until gc has run a number of times since its first
+// write. No writer sees an error, and no committed row points at a missing
+// blob.
 func TestWritersAgainstGC(t *testing.T) {
-	d := *raceFor
-	if d == 0 {
-		d = 4 * time.Second
-		if testing.Short() {
-			d = 2 * time.Second
-		}
-	}
-	parts, gcRuns, failure := writersAgainstGC(t, d, false)
+	n := raceGCRuns()
+	parts, gcRuns, failure := writersAgainstGC(t, n, false)
 	if failure != "" {
 		t.Fatal(failure)
 	}
-	if parts == 0 || gcRuns == 0 {
-		t.Fatalf("%d parts written, %d gc runs: the race did not happen", parts, gcRuns)
+	if parts < 8 || gcRuns < n {
+		t.Fatalf("%d parts written, %d gc runs; want each of 8 writers to write through %d gc runs", parts, gcRuns, n)
 	}
-	t.Logf("8 writers wrote and read back %d parts against %d gc runs in %v", parts, gcRuns, d)
+	t.Logf("8 writers wrote and read back %d parts against %d gc runs", parts, gcRuns)
 }
 
 // TestWritersAgainstGCWithoutLock runs the same race with gc.lock turned
@@ -106,7 +152,7 @@ func TestWritersAgainstGCWithoutLock(t *testing.T) {
 		t.Skip("set TOOLCAS_SHOW_RACE=1 to see the race gc.lock prevents")
 	}
 	for attempt := 1; attempt <= 5; attempt++ {
-		parts, gcRuns, failure := writersAgainstGC(t, 3*time.Second, true)
+		parts, gcRuns, failure := writersAgainstGC(t, 20, true)
 		if failure != "" {
 			t.Logf("without the lock, attempt %d (%d parts, %d gc runs) failed as expected: %s", attempt, parts, gcRuns, failure)
 			return

@@ -299,7 +299,9 @@ func TestRemoteCrashLoop(t *testing.T) {
 		t.Errorf("verify after the crashes: corrupt %v, missing %v", res.Corrupt, res.Missing)
 	}
 	orphans := len(res.Orphans)
-	gc, err := s.GC(ctx, GCOptions{Grace: 0})
+	// Forced, as in crashLoop: the crashes' orphans may be most of the
+	// store.
+	gc, err := s.GC(ctx, GCOptions{Grace: 0, Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,27 +317,22 @@ func TestRemoteCrashLoop(t *testing.T) {
 
 // TestRemoteWritersAgainstGC races three writer processes (machines, each
 // with its own cache) against a gc process with no grace period on a
-// store on S3 and PostgreSQL. The writers store content the others store
-// too, prune their older runs so that gc always has shared blobs to
-// collect, and read each part back at once by key and by path; afterwards
-// a fresh machine reads every row's blob from the object store and verify
-// finds nothing missing: nothing committed is lost.
+// store on S3 and PostgreSQL, each writer writing until gc has run a
+// number of times since its first write. The writers store content the
+// others store too, prune their older runs so that gc always has shared
+// blobs to collect, and read each part back at once by key and by path;
+// afterwards a fresh machine reads every row's blob from the object store
+// and verify finds nothing missing: nothing committed is lost.
 func TestRemoteWritersAgainstGC(t *testing.T) {
-	d := *raceFor
-	if d == 0 {
-		d = 4 * time.Second
-		if testing.Short() {
-			d = 2 * time.Second
-		}
-	}
-	parts, gcRuns, rows, failure := remoteWritersAgainstGC(t, d, false)
+	n := raceGCRuns()
+	parts, gcRuns, rows, failure := remoteWritersAgainstGC(t, n, false)
 	if failure != "" {
 		t.Fatal(failure)
 	}
-	if parts == 0 || gcRuns == 0 {
-		t.Fatalf("%d parts written, %d gc runs: the race did not happen", parts, gcRuns)
+	if parts < 3 || gcRuns < n {
+		t.Fatalf("%d parts written, %d gc runs; want each of 3 writers to write through %d gc runs", parts, gcRuns, n)
 	}
-	t.Logf("3 machines wrote and read back %d parts against %d gc runs in %v; %d rows read back from S3 after", parts, gcRuns, d, rows)
+	t.Logf("3 machines wrote and read back %d parts against %d gc runs; %d rows read back from S3 after", parts, gcRuns, rows)
 }
 
 // TestRemoteWritersAgainstGCWithoutLeases runs the same race with the
@@ -347,7 +344,7 @@ func TestRemoteWritersAgainstGCWithoutLeases(t *testing.T) {
 		t.Skip("set TOOLCAS_SHOW_RACE=1 to see the race the leases prevent")
 	}
 	for attempt := 1; attempt <= 5; attempt++ {
-		parts, gcRuns, _, failure := remoteWritersAgainstGC(t, 4*time.Second, true)
+		parts, gcRuns, _, failure := remoteWritersAgainstGC(t, 20, true)
 		if failure != "" {
 			t.Logf("without leases, attempt %d (%d parts, %d gc runs) failed as expected: %s", attempt, parts, gcRuns, failure)
 			return
@@ -357,9 +354,11 @@ func TestRemoteWritersAgainstGCWithoutLeases(t *testing.T) {
 }
 
 // remoteWritersAgainstGC runs three racer processes and a gc process on a
-// new store on S3 for d, then reads every row back from the object store
-// on a fresh machine; it returns what the first failure said, if any.
-func remoteWritersAgainstGC(t *testing.T, d time.Duration, noLease bool) (parts, gcRuns, rows int, failure string) {
+// new store on S3, each writer until gc has run runsPer times since its
+// first write, gc until the writers are done, then reads every row back
+// from the object store on a fresh machine; it returns what the first
+// failure said, if any.
+func remoteWritersAgainstGC(t *testing.T, runsPer int, noLease bool) (parts, gcRuns, rows int, failure string) {
 	ctx := context.Background()
 	e := startRemote(t)
 	s := mustOpenRemote(t, e)
@@ -369,12 +368,12 @@ func remoteWritersAgainstGC(t *testing.T, d time.Duration, noLease bool) (parts,
 	if noLease {
 		lock = "nolock"
 	}
-	ms := fmt.Sprint(d.Milliseconds())
+	r := newRaceChildren(t)
 	var cmds []*childRun
 	for i := range 3 {
-		cmds = append(cmds, runChildOut(t, "racer", e.url, fmt.Sprint(i+1), ms, lock))
+		cmds = append(cmds, runChildOut(t, "racer", append([]string{e.url, fmt.Sprint(i + 1)}, r.writerArgs(lock, runsPer)...)...))
 	}
-	gcCmd := runChildOut(t, "gc", e.url, lock, ms)
+	gcCmd := runChildOut(t, "gc", append([]string{e.url, lock}, r.gcArgs()...)...)
 	var failures []string
 	for _, c := range cmds {
 		out, err := c.wait()
@@ -384,6 +383,7 @@ func remoteWritersAgainstGC(t *testing.T, d time.Duration, noLease bool) (parts,
 		}
 		parts += countAfter(out, "PARTS ")
 	}
+	r.stopGC(t)
 	out, err := gcCmd.wait()
 	if err != nil {
 		failures = append(failures, fmt.Sprintf("gc: %v\n%s", err, out))

@@ -76,8 +76,8 @@ var lockRoles = map[string]func(args []string) error{
 		fmt.Println("WRITE_OK")
 		return nil
 	},
-	// busywriter DIR SEED MS: write batches back to back for MS
-	// milliseconds, durably, so that a few of them keep gc.lock shared all
+	// busywriter DIR SEED STOP: write batches back to back, durably, until
+	// the file STOP exists, so that a few of them keep gc.lock shared all
 	// the time.
 	"busywriter": func(a []string) error {
 		ctx := context.Background()
@@ -87,11 +87,16 @@ var lockRoles = map[string]func(args []string) error{
 		}
 		defer s.Close()
 		seed, _ := strconv.Atoi(a[1])
-		ms, _ := strconv.Atoi(a[2])
-		until := time.Now().Add(time.Duration(ms) * time.Millisecond)
+		until := loopEndOf(fmt.Sprint(raceDeadline.Milliseconds()), a[2])
 		body := content(uint64(seed), 256<<10)
 		n := 0
-		for ; time.Now().Before(until); n++ {
+		for ; ; n++ {
+			if stop, err := until.done(n); stop {
+				if err != nil {
+					return err
+				}
+				break
+			}
 			// Distinct content made cheaply, so that the gap between two
 			// writes is short.
 			items := make([]hook.Item, 8)
@@ -311,7 +316,7 @@ func TestLockStoppedGC(t *testing.T) {
 // see the next test); gc still gets in, five times in a row, because
 // writers take no new share while gc waits.
 func TestLockBusyWritersLetGCIn(t *testing.T) {
-	waits, err := busyWritersAgainstGC(t, false, 10*time.Second)
+	waits, err := busyWritersAgainstGC(t, false, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,11 +351,11 @@ func busyWritersAgainstGC(t *testing.T, noIntent bool, timeout time.Duration) ([
 	if noIntent {
 		s = MustOpenDir(t, s.Dir(), withoutIntent())
 	}
-	d := 60 * time.Second
-	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	// The writers write until gc's tries are over.
+	stop := filepath.Join(t.TempDir(), "stop")
 	var writers []*exec.Cmd
 	for i := range writersN {
-		w := childCmd("busywriter", s.Dir(), strconv.Itoa(i+1), ms)
+		w := childCmd("busywriter", s.Dir(), strconv.Itoa(i+1), stop)
 		out, _ := w.StdoutPipe()
 		w.Stderr = os.Stderr
 		if err := w.Start(); err != nil {
@@ -360,13 +365,24 @@ func busyWritersAgainstGC(t *testing.T, noIntent bool, timeout time.Duration) ([
 		writers = append(writers, w)
 		waitLine(t, out, "STARTED", 30*time.Second)
 	}
+	exited := make(chan error, len(writers))
+	for _, w := range writers {
+		go func() { exited <- w.Wait() }()
+	}
 	defer func() {
-		for _, w := range writers {
-			w.Process.Kill()
-			w.Wait()
+		os.WriteFile(stop, nil, 0o644)
+		for range writers {
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("a busy writer: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("a busy writer still writes a minute after it was told to stop")
+				return
+			}
 		}
 	}()
-	start := time.Now()
 	var waits []time.Duration
 	for try := range 5 {
 		t0 := time.Now()
@@ -375,8 +391,11 @@ func busyWritersAgainstGC(t *testing.T, noIntent bool, timeout time.Duration) ([
 		}
 		waits = append(waits, time.Since(t0))
 	}
-	if elapsed := time.Since(start); elapsed >= d {
-		t.Fatalf("the writers stopped (after %v) before gc's tries ended: the attack did not happen", elapsed)
+	select {
+	case err := <-exited:
+		exited <- err // for the wait above
+		t.Fatalf("a busy writer stopped before gc's tries ended (%v): the attack did not happen", err)
+	default:
 	}
 	return waits, nil
 }

@@ -449,7 +449,8 @@ func walBytes(t *testing.T, dir string) int64 {
 }
 
 // TestPackTruncatesLog: while writers in other processes write, read back
-// and prune, this process packs again and again; every pack and every
+// and prune, this process packs again and again (each writer goes on until
+// three packs have run since its first write); every pack and every
 // writer succeeds, and once the writers are gone, a pack leaves the
 // index's write-ahead log empty, though the store (and another on the
 // same directory) still has the index open, where it held the pages of
@@ -459,9 +460,10 @@ func TestPackTruncatesLog(t *testing.T) {
 	dir := t.TempDir()
 	s := MustOpenDir(t, dir, WithCreate())
 	other := MustOpenDir(t, dir)
+	packsFile := filepath.Join(t.TempDir(), "packs")
 	var writers []*exec.Cmd
 	for w := range 3 {
-		writers = append(writers, startChild(t, "racer", dir, fmt.Sprint(w), "1500", "lock"))
+		writers = append(writers, startChild(t, "racer", dir, fmt.Sprint(w), fmt.Sprint(raceDeadline.Milliseconds()), "lock", "", packsFile, "3"))
 	}
 	done := make(chan error, len(writers))
 	for _, cmd := range writers {
@@ -484,6 +486,9 @@ func TestPackTruncatesLog(t *testing.T) {
 		}
 		packs++
 		packed += res.Blobs
+		if err := countRun(packsFile); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i, cmd := range writers {
 		out := cmd.Stdout.(*bytes.Buffer).String()
@@ -521,10 +526,15 @@ func TestRepairSalvagesPackCutShort(t *testing.T) {
 	c := &clock{time.Now()}
 	s := MustOpen(t, WithClock(c.now))
 	want := map[string][]byte{}
+	// In one batch: a write of its own for each is minutes of syncs on a
+	// busy machine, and the pack is the same.
+	var items []hook.Item
 	for i := range 300 {
 		text := fmt.Sprintf("result %d\n%s", i, strings.Repeat(fmt.Sprintf("line of result %d\n", i), 50+i%200))
-		st := mustWrite(t, s, item(fmt.Sprintf("run-%d", i%7), i, text))[0]
-		want[st.Key] = []byte(text)
+		items = append(items, item(fmt.Sprintf("run-%d", i%7), i, text))
+	}
+	for i, st := range mustWrite(t, s, items...) {
+		want[st.Key] = []byte(items[i].Part.Text)
 	}
 	c.t = c.t.Add(DefaultPackAge + time.Hour)
 	if _, err := s.Pack(ctx, PackOptions{OlderThan: DefaultPackAge}); err != nil {

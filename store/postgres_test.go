@@ -36,6 +36,11 @@ func backendOptions(tb testing.TB, opts ...Option) []Option {
 // streamed puts on a store whose index is in PostgreSQL, the blobs staying
 // in the directory.
 func TestOnPostgres(t *testing.T) {
+	if testing.Short() {
+		// The tests themselves run with -short on SQLite; the PostgreSQL
+		// index's own tests run under the race detector in index.
+		t.Skip("the same tests again on PostgreSQL: run without -short")
+	}
 	for _, tc := range []struct {
 		name string
 		f    func(*testing.T)

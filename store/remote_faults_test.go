@@ -23,7 +23,7 @@ import (
 // port; verify then finds everything whole.
 func TestRemoteObjectStoreStopsMidWrite(t *testing.T) {
 	ctx := context.Background()
-	e := startRemote(t)
+	e := startRemoteAlone(t)
 	var puts atomic.Int64
 	s := mustOpenRemote(t, e, withFaults(func(point string) error {
 		if point == "remote:put" && puts.Add(1) == 2 {

@@ -30,13 +30,25 @@ type remoteEnv struct {
 
 var remoteSeq atomic.Int64
 
-// startRemote starts a versitygw for tb and makes a database, and names a
-// store in a bucket of its own. The test is skipped when either server is
-// not installed, unless $TOOLCAS_REQUIRE_SERVERS is 1.
+// startRemote makes a database and names a store in a bucket of its own,
+// on the package's versitygw (started at its first use, stopped by
+// TestMain). The test is skipped when either server is not installed,
+// unless $TOOLCAS_REQUIRE_SERVERS is 1.
 func startRemote(tb testing.TB) remoteEnv {
 	tb.Helper()
+	return remoteOn(tb, versitygw.Shared(tb))
+}
+
+// startRemoteAlone is startRemote on a versitygw of the test's own, for a
+// test that stops or kills it.
+func startRemoteAlone(tb testing.TB) remoteEnv {
+	tb.Helper()
+	return remoteOn(tb, versitygw.Start(tb))
+}
+
+func remoteOn(tb testing.TB, srv *versitygw.Server) remoteEnv {
+	tb.Helper()
 	db := pgtest.Database(tb)
-	srv := versitygw.Start(tb)
 	bucket := fmt.Sprintf("store-%d-%d", os.Getpid()%100000, remoteSeq.Add(1))
 	return remoteEnv{srv: srv, db: db, url: "s3://" + bucket + "/team/st?endpoint=" + srv.Endpoint()}
 }

@@ -31,6 +31,9 @@ var barrierAlwaysCheap = withBarrierCheap(func() bool { return true })
 func TestConformance(t *testing.T) {
 	for _, d := range []cas.Durability{cas.SyncFull, cas.SyncNone} {
 		t.Run(d.String(), func(t *testing.T) {
+			if testing.Short() && d != cas.SyncFull {
+				t.Skip("the suite with no syncs behaves as with them: run without -short")
+			}
 			storetest.Run(t, func(t *testing.T) hook.Store { return MustOpen(t, WithDurability(d)) }, storetest.Options{})
 		})
 	}

@@ -236,6 +236,7 @@ func (s *Store) newVerifier(ctx context.Context, o VerifyOptions, res *VerifyRes
 	if err != nil {
 		return nil, err
 	}
+	ahead.fault = func(sh byte) error { return fault(s.eng, fmt.Sprintf("verify:rows/%02x", sh)) }
 	return &verifier{s: s, o: o, res: res, total: total, inPacks: inPacks, seen: map[cas.Blob]bool{},
 		mtimes: map[cas.Blob]time.Time{}, used: map[cas.Blob]index.ShardBlob{}, ahead: ahead, whole: newWholeRows(),
 		start: s.now()}, nil

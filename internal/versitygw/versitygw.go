@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,4 +276,48 @@ func (s *Server) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+var shared struct {
+	once sync.Once
+	dir  string
+	srv  *Server
+	err  error
+}
+
+// Shared returns the test binary's server, started at its first use in a
+// temp directory of its own, for the tests that each work in a bucket of
+// their own: one server for a package's tests rather than one each. Without
+// a binary it skips tb, unless Required, when it fails. A test that stops
+// or kills its server starts its own with Start. The test binary's TestMain
+// calls StopShared after its tests.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	if _, err := Binary(); err != nil {
+		if Required() {
+			tb.Fatalf("versitygw: %v; TOOLCAS_REQUIRE_SERVERS=1 needs it: %s", err, Install)
+		}
+		tb.Skipf("versitygw: %v; to run the S3 tests: %s", err, Install)
+	}
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "toolcas-versitygw-")
+		if shared.err == nil {
+			shared.srv, shared.err = StartIn(shared.dir)
+		}
+	})
+	if shared.err != nil {
+		tb.Fatalf("the shared versitygw: %v", shared.err)
+	}
+	return shared.srv
+}
+
+// StopShared stops the server Shared started, if it did, and removes its
+// files.
+func StopShared() {
+	if shared.srv != nil {
+		shared.srv.Stop()
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
 }
