@@ -133,115 +133,156 @@ func Copy(ctx context.Context, dst, src *Store, o CopyOptions) (CopyResult, erro
 	case batch == 0:
 		batch = DefaultCopyBatch
 	}
-	progress := func(stage CopyStage, done int64) {
-		if o.Progress != nil {
-			o.Progress(CopyProgress{Stage: stage, Done: done, Total: res.Parts, Result: res})
-		}
-	}
-
-	// Check: nothing is written while a conflict may still turn up.
-	var done int64
-	err := eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
-		if _, err := dst.ix.CheckImport(ctx, ps); err != nil {
-			return err
-		}
-		done += int64(len(ps))
-		progress(CopyChecking, done)
-		return nil
-	})
+	r := &copyRun{ctx: ctx, dst: dst, src: src, batch: batch, o: o, res: &res}
+	err := r.check()
 	if errors.Is(err, ErrCopyConflict) {
 		return res, fmt.Errorf("copy: refused, nothing copied: %w", err)
 	}
 	if err != nil {
 		return res, fmt.Errorf("copy: %w", err)
 	}
-	res.Parts = done
+	if err := r.copy(); err != nil {
+		return res, fmt.Errorf("copy: %w", err)
+	}
+	if err := r.verify(); err != nil {
+		return res, fmt.Errorf("copy: verify: %w", err)
+	}
+	return res, nil
+}
 
-	// Copy, and again while a pass finds parts written to the source
-	// meanwhile. Only the first pass counts what it skips: the later ones
-	// skip what the first copied.
+// copyRun is one Copy: its stores, its options and what it did so far.
+type copyRun struct {
+	ctx      context.Context
+	dst, src *Store
+	batch    int
+	o        CopyOptions
+	res      *CopyResult
+}
+
+func (r *copyRun) progress(stage CopyStage, done int64) {
+	if r.o.Progress != nil {
+		r.o.Progress(CopyProgress{Stage: stage, Done: done, Total: r.res.Parts, Result: *r.res})
+	}
+}
+
+// check is the first pass: nothing is written while a conflict may still
+// turn up.
+func (r *copyRun) check() error {
+	var done int64
+	err := eachPage(r.ctx, r.src.ix, r.batch, func(ps []index.Part) error {
+		if _, err := r.dst.ix.CheckImport(r.ctx, ps); err != nil {
+			return err
+		}
+		done += int64(len(ps))
+		r.progress(CopyChecking, done)
+		return nil
+	})
+	if err == nil {
+		r.res.Parts = done
+	}
+	return err
+}
+
+// copy is the second pass, made again while a pass finds parts written to
+// the source meanwhile. Only the first pass counts what it skips: the
+// later ones skip what the first copied.
+func (r *copyRun) copy() error {
 	for {
-		c := copier{ctx: ctx, dst: dst, src: src, res: &res, first: res.Passes == 0}
-		copied := res.PartsCopied
-		done = 0
-		err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
+		c := copier{ctx: r.ctx, dst: r.dst, src: r.src, res: r.res, first: r.res.Passes == 0}
+		copied := r.res.PartsCopied
+		var done int64
+		err := eachPage(r.ctx, r.src.ix, r.batch, func(ps []index.Part) error {
 			if err := c.page(ps); err != nil {
 				return err
 			}
 			done += int64(len(ps))
-			progress(CopyCopying, done)
+			r.progress(CopyCopying, done)
 			return nil
 		})
-		if err == nil {
-			c.endBlob()
-		}
 		if err != nil {
-			return res, fmt.Errorf("copy: %w", err)
+			return err
 		}
-		res.Passes++
-		res.Parts = max(res.Parts, done)
-		if res.PartsCopied == copied || res.Passes >= CopyPassesMax {
-			break
+		c.endBlob()
+		r.res.Passes++
+		r.res.Parts = max(r.res.Parts, done)
+		if r.res.PartsCopied == copied || r.res.Passes >= CopyPassesMax {
+			return nil
 		}
 	}
+}
 
-	// Verify.
-	done = 0
-	var last cas.Blob
-	late := copier{ctx: ctx, dst: dst, src: src, res: &res}
-	err = eachPage(ctx, src.ix, batch, func(ps []index.Part) error {
+// verify is the last pass: every part of the source resolves in the
+// destination, the same, and its blob reads back from there checked.
+func (r *copyRun) verify() error {
+	var done int64
+	v := copyVerifier{run: r, late: copier{ctx: r.ctx, dst: r.dst, src: r.src, res: r.res}}
+	return eachPage(r.ctx, r.src.ix, r.batch, func(ps []index.Part) error {
 		for _, p := range ps {
-			q, err := dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
-			if errors.Is(err, index.ErrNotFound) {
-				// Written to the source after the last copying pass went
-				// by its blob: copied now, then verified as any other.
-				if err := late.page([]index.Part{p}); err != nil {
-					return err
-				}
-				late.endBlob()
-				late.seen = false
-				q, err = dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
-				res.Parts++
-			}
-			if errors.Is(err, index.ErrNotFound) {
-				return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
-			}
-			if err != nil {
+			if err := v.part(p); err != nil {
 				return err
 			}
-			if !index.SamePart(p, q) {
-				return fmt.Errorf("%w: %s version %d is %s of %s in the source, %s of %s in the destination",
-					ErrCopyMismatch, p.Key, p.Version, p.Blob, p.CreatedAt.UTC(), q.Blob, q.CreatedAt.UTC())
-			}
-			res.PartsVerified++
-			if q.Blob == last {
-				continue
-			}
-			if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
-				}
-				// Missing, or damaged however the read says so (the digest,
-				// or an object store's own checksum): copied again.
-				if rerr := late.repairBlob(p); rerr != nil {
-					return fmt.Errorf("%w: %s version %d: %w; copying it again: %w", ErrCopyMismatch, p.Key, p.Version, err, rerr)
-				}
-				if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
-					return fmt.Errorf("%w: %s version %d, copied again: %w", ErrCopyMismatch, p.Key, p.Version, err)
-				}
-				res.BlobsRepaired++
-			}
-			last = q.Blob
-			res.BlobsVerified++
 		}
 		done += int64(len(ps))
-		progress(CopyVerifying, done)
+		r.progress(CopyVerifying, done)
 		return nil
 	})
-	if err != nil {
-		return res, fmt.Errorf("copy: verify: %w", err)
+}
+
+// copyVerifier checks the parts of the source in the destination, one
+// after another in the order of their blobs.
+type copyVerifier struct {
+	run *copyRun
+	// late copies what the copying passes missed, and blobs again.
+	late copier
+	// last is the blob read back last: the parts sharing it come together.
+	last cas.Blob
+}
+
+func (v *copyVerifier) part(p index.Part) error {
+	ctx, dst, res := v.run.ctx, v.run.dst, v.run.res
+	q, err := dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
+	if errors.Is(err, index.ErrNotFound) {
+		// Written to the source after the last copying pass went by its
+		// blob: copied now, then verified as any other.
+		if err := v.late.page([]index.Part{p}); err != nil {
+			return err
+		}
+		v.late.endBlob()
+		v.late.seen = false
+		q, err = dst.ix.PartAt(ctx, p.Run, p.Key, p.Version)
+		res.Parts++
 	}
-	return res, nil
+	if errors.Is(err, index.ErrNotFound) {
+		return fmt.Errorf("%w: %s version %d is not in the destination", ErrCopyMismatch, p.Key, p.Version)
+	}
+	if err != nil {
+		return err
+	}
+	if !index.SamePart(p, q) {
+		return fmt.Errorf("%w: %s version %d is %s of %s in the source, %s of %s in the destination",
+			ErrCopyMismatch, p.Key, p.Version, p.Blob, p.CreatedAt.UTC(), q.Blob, q.CreatedAt.UTC())
+	}
+	res.PartsVerified++
+	if q.Blob == v.last {
+		return nil
+	}
+	if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %s version %d: %w", ErrCopyMismatch, p.Key, p.Version, err)
+		}
+		// Missing, or damaged however the read says so (the digest, or an
+		// object store's own checksum): copied again.
+		if rerr := v.late.repairBlob(p); rerr != nil {
+			return fmt.Errorf("%w: %s version %d: %w; copying it again: %w", ErrCopyMismatch, p.Key, p.Version, err, rerr)
+		}
+		if err := readBack(ctx, dst.eng.backend(), q.Blob); err != nil {
+			return fmt.Errorf("%w: %s version %d, copied again: %w", ErrCopyMismatch, p.Key, p.Version, err)
+		}
+		res.BlobsRepaired++
+	}
+	v.last = q.Blob
+	res.BlobsVerified++
+	return nil
 }
 
 // CopyPassesMax bounds Copy's copying passes over a source that keeps
