@@ -320,8 +320,8 @@ func (s *Store) refuseMissing(ctx context.Context, p *GCPlan) error {
 	if _, ok := s.eng.(repairer); ok {
 		hint = "casctl repair drops their rows"
 	}
-	return fmt.Errorf("gc: %w: %d blobs, such as %s; nothing deleted; %s",
-		ErrMissingBlobs, len(p.Missing), s.eng.name(p.Missing[0].RelPath()), hint)
+	return fmt.Errorf("gc: %w: %s, such as %s; nothing deleted; %s",
+		ErrMissingBlobs, nOf(len(p.Missing), "blob"), s.eng.name(p.Missing[0].RelPath()), hint)
 }
 
 // beginSweep is the first step of every sweep, under the engine's lock: a
@@ -494,4 +494,12 @@ func listError(what string, err error) error {
 		return err
 	}
 	return &markError{what, err}
+}
+
+// nOf says n things in words: "1 blob", "3 blobs".
+func nOf(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

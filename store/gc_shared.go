@@ -191,8 +191,8 @@ func (e *sharedEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error
 		res.RemovedTemp = n
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("gc: %d objects could not be removed (their rows are gone; the next gc retries): %s",
-			len(errs), strings.Join(errs, "; "))
+		return fmt.Errorf("gc: %s could not be removed (their rows are gone; the next gc retries): %s",
+			nOf(len(errs), "object"), strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ func (e *sharedEngine) sweepBatch(ctx context.Context, sl sweepLock, chunk []cas
 		if i%10 == 0 {
 			// A cheap early stop: the fence covers the rest.
 			if err := sl.Held(dctx); err != nil {
-				return errs, fmt.Errorf("%w; %d objects of the batch left", err, len(gone)-i)
+				return errs, fmt.Errorf("%w; %s of the batch left", err, nOf(len(gone)-i, "object"))
 			}
 		}
 		if err := fault(e, "gc:remove"); err != nil {
@@ -249,7 +249,7 @@ func (e *sharedEngine) sweepBatch(ctx context.Context, sl sweepLock, chunk []cas
 		}
 		if err := e.be.Remove(dctx, b); err != nil && !errors.Is(err, cas.ErrNotFound) {
 			if dctx.Err() != nil {
-				return errs, fmt.Errorf("the sweep window of %v ended with %d objects of the batch left", window, len(gone)-i)
+				return errs, fmt.Errorf("the sweep window of %v ended with %s of the batch left", window, nOf(len(gone)-i, "object"))
 			}
 			errs = append(errs, err.Error())
 			continue

@@ -60,8 +60,8 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 		return fmt.Errorf("gc: %w", err)
 	}
 	if errs = append(errs, last...); len(errs) > 0 {
-		return fmt.Errorf("gc: %d files could not be removed (their rows are gone; the next gc retries): %s",
-			len(errs), strings.Join(errs, "; "))
+		return fmt.Errorf("gc: %s could not be removed (their rows are gone; the next gc retries): %s",
+			nOf(len(errs), "file"), strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -122,7 +122,11 @@ func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (Par
 	for i, p := range vs {
 		have[len(vs)-1-i] = strconv.Itoa(p.Version)
 	}
-	return Part{}, fmt.Errorf("%s@%d: %w: it has versions %s", key, n, ErrNoVersion, strings.Join(have, ", "))
+	versions := "versions"
+	if len(have) == 1 {
+		versions = "version"
+	}
+	return Part{}, fmt.Errorf("%s@%d: %w: it has %s %s", key, n, ErrNoVersion, versions, strings.Join(have, ", "))
 }
 
 // Read returns the part a reference names, its bytes checked against its
