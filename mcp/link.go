@@ -275,9 +275,11 @@ func (l *link) request(m *message, c *call) {
 // track registers a call as waiting, a tool call with its deadline.
 func (l *link) track(c *call) {
 	key := idKey(c.id)
+	// The timer is set under the lock that settle reads it under: it may
+	// fire, or the answer come, before AfterFunc returns.
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.pending[key] = c
-	l.mu.Unlock()
 	if d := l.p.timeout; d > 0 && c.method == "tools/call" {
 		c.timer = time.AfterFunc(d, func() { l.timedOut(key, c) })
 	}
@@ -288,9 +290,13 @@ func (l *link) settle(key string) *call {
 	l.mu.Lock()
 	c := l.pending[key]
 	delete(l.pending, key)
+	var t *time.Timer
+	if c != nil {
+		t = c.timer
+	}
 	l.mu.Unlock()
-	if c != nil && c.timer != nil {
-		c.timer.Stop()
+	if t != nil {
+		t.Stop()
 	}
 	return c
 }
