@@ -200,28 +200,7 @@ func TestResourceReadRSS(t *testing.T) {
 	putPart(t, st, "log", "text/plain", &lineSource{n: 100 << 20})
 	putPart(t, st, "shot", "image/png", binSource(100<<20))
 	st.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestResourceReadRSS$", "-test.v")
-	cmd.Env = append(os.Environ(), "TOOLCAS_TEST_RESOURCE_RSS="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	var start, peak int64 = -1, -1
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "START_KIB "); ok {
-			start, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "PEAK_KIB "); ok {
-			peak, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if strings.HasPrefix(line, "READ ") {
-			t.Log(line)
-		}
-	}
-	if start <= 0 || peak <= 0 {
-		t.Fatalf("child output:\n%s", out)
-	}
+	start, peak := childRSS(t, "TestResourceReadRSS", "TOOLCAS_TEST_RESOURCE_RSS="+dir, "READ ")
 	t.Logf("peak RSS %d KiB, %d KiB before the reads", peak, start)
 	if peak-start >= 64<<10 {
 		t.Errorf("reading 100 MiB parts as resources raised the peak RSS by %d KiB, want < 65536 KiB", peak-start)
@@ -248,4 +227,34 @@ func resourceReadChild(t *testing.T, dir string) {
 		fmt.Printf("READ %s: %d bytes of text, %d of blob\n", key, len(c.Text), len(c.Blob))
 	}
 	fmt.Println("PEAK_KIB", procstat.PeakRSSKiB())
+}
+
+// childRSS runs the test named test again in a child process with env set,
+// which prints START_KIB and PEAK_KIB lines, and returns them; it logs the
+// child's lines that start with logPrefix.
+func childRSS(t *testing.T, test, env, logPrefix string) (start, peak int64) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	start, peak = -1, -1
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "START_KIB "); ok {
+			start, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "PEAK_KIB "); ok {
+			peak, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if strings.HasPrefix(line, logPrefix) {
+			t.Log(line)
+		}
+	}
+	if start <= 0 || peak <= 0 {
+		t.Fatalf("child output:\n%s", out)
+	}
+	return start, peak
 }

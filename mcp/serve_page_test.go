@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -318,28 +317,7 @@ func TestSearchRSS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fillIndex(t, dir, searchParts)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSearchRSS$", "-test.v")
-	cmd.Env = append(os.Environ(), "TOOLCAS_TEST_SEARCH_RSS="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	var start, peak int64 = -1, -1
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "START_KIB "); ok {
-			start, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "PEAK_KIB "); ok {
-			peak, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if strings.HasPrefix(line, "SEARCH ") {
-			t.Log(line)
-		}
-	}
-	if start <= 0 || peak <= 0 {
-		t.Fatalf("child output:\n%s", out)
-	}
+	start, peak := childRSS(t, "TestSearchRSS", "TOOLCAS_TEST_SEARCH_RSS="+dir, "SEARCH ")
 	t.Logf("peak RSS %d KiB, %d KiB before the searches", peak, start)
 	if peak-start >= 24<<10 {
 		t.Errorf("searching %d parts raised the peak RSS by %d KiB, want < 24576 KiB", searchParts, peak-start)
