@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,6 +143,8 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	// 00009 counted the blobs' parts: its triggers count them as the rows
 	// go in. 00010 makes the blobs table again.
 	9: fixtureV7,
+	// 00011 adds the search index, empty: no blob is covered yet.
+	10: fixtureV7,
 }
 
 // moreV9 adds to fixtureV7's rows, at version 9, more to lose: two
@@ -234,10 +237,21 @@ func testMigrateKeepsEveryRow(t *testing.T) {
 	checkCounts(t, x, "after storing a blob again")
 }
 
+// laterColumns are columns that migrations after version 9 add to the
+// tables tableRows prints, NULL on every row written before them: what an
+// older version's rows are compared without.
+var laterColumns = map[string]bool{"search_segment": true}
+
+// tableQueries counts tableRows's queries.
+var tableQueries atomic.Int64
+
 // tableRows returns a table's rows, each its columns' values printed, by id.
 func tableRows(t *testing.T, db *sql.DB, table string) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT * FROM ` + table + ` ORDER BY id`)
+	// A statement text of its own each time: PostgreSQL's connection caches
+	// a statement's plan, which a migration that adds a column invalidates.
+	tableQueries.Add(1)
+	rows, err := db.Query(fmt.Sprintf(`SELECT * FROM %s ORDER BY id /* %d */`, table, tableQueries.Load()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +272,12 @@ func tableRows(t *testing.T, db *sql.DB, table string) []string {
 		}
 		var b strings.Builder
 		for i, v := range vals {
+			if laterColumns[cols[i]] {
+				if v != nil {
+					t.Errorf("%s.%s = %v, want NULL on a row written before the column was", table, cols[i], v)
+				}
+				continue
+			}
 			if s, ok := v.([]byte); ok {
 				v = fmt.Sprintf("%x", s)
 			}

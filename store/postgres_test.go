@@ -57,6 +57,7 @@ func TestOnPostgres(t *testing.T) {
 		{"PutStream", TestPutStream},
 		{"Show", TestShow},
 		{"Prune", testPrune},
+		{"GrepMatchesBruteForce", TestGrepMatchesBruteForce},
 	} {
 		t.Run("postgres/"+tc.name, tc.f)
 	}

@@ -1,0 +1,214 @@
+package search
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// A Set is a set of positions in a segment (the blobs indexed together),
+// one bit each.
+type Set []uint64
+
+// NewSet returns an empty set for a segment of n blobs.
+func NewSet(n int) Set { return make(Set, (n+63)/64) }
+
+// FullSet returns the set of every position of a segment of n blobs.
+func FullSet(n int) Set {
+	s := NewSet(n)
+	for i := range s {
+		s[i] = ^uint64(0)
+	}
+	if r := n % 64; r != 0 {
+		s[len(s)-1] = 1<<r - 1
+	}
+	return s
+}
+
+// Add adds position i.
+func (s Set) Add(i int) { s[i/64] |= 1 << (i % 64) }
+
+// Has reports whether position i is in the set.
+func (s Set) Has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+
+// Len counts the positions in the set.
+func (s Set) Len() int {
+	n := 0
+	for _, w := range s {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Each calls fn with each position of the set, in increasing order.
+func (s Set) Each(fn func(int)) {
+	for i, w := range s {
+		for w != 0 {
+			fn(i*64 + bits.TrailingZeros64(w))
+			w &= w - 1
+		}
+	}
+}
+
+func (s Set) and(t Set) {
+	for i := range s {
+		s[i] &= t[i]
+	}
+}
+
+func (s Set) or(t Set) {
+	for i := range s {
+		s[i] |= t[i]
+	}
+}
+
+// Posting list encodings. An empty list holds every position of its
+// segment; otherwise the first byte says how the rest holds them.
+const (
+	postingDeltas = 0 // unsigned varints: the first position, then each gap minus one
+	postingBitmap = 1 // one bit a position, little-endian
+)
+
+// ErrBadPosting is returned by DecodePosting for a list that does not
+// decode: the index is damaged.
+var ErrBadPosting = errors.New("search: damaged posting list")
+
+// EncodePosting encodes the positions (increasing, each below n) of a
+// segment of n blobs in the smaller of the two encodings, or as nothing
+// when they are all n.
+func EncodePosting(positions []int, n int) []byte {
+	if len(positions) == n {
+		return []byte{}
+	}
+	var d []byte
+	if len(positions)*8 < n { // a bitmap takes n/8 bytes; deltas at least one a position
+		d = append(make([]byte, 0, 1+len(positions)), postingDeltas)
+		prev := -1
+		for _, p := range positions {
+			d = binary.AppendUvarint(d, uint64(p-prev-1))
+			prev = p
+		}
+		if len(d) <= 1+(n+7)/8 {
+			return d
+		}
+	}
+	b := make([]byte, 1+(n+7)/8)
+	b[0] = postingBitmap
+	for _, p := range positions {
+		b[1+p/8] |= 1 << (p % 8)
+	}
+	return b
+}
+
+// DecodePosting decodes a posting list of a segment of n blobs into a Set.
+func DecodePosting(b []byte, n int) (Set, error) {
+	if len(b) == 0 {
+		return FullSet(n), nil
+	}
+	s := NewSet(n)
+	switch b[0] {
+	case postingDeltas:
+		p := -1
+		for rest := b[1:]; len(rest) > 0; {
+			gap, k := binary.Uvarint(rest)
+			if k <= 0 || gap >= uint64(n) {
+				return nil, fmt.Errorf("%w: bad gap", ErrBadPosting)
+			}
+			rest = rest[k:]
+			p += int(gap) + 1
+			if p >= n {
+				return nil, fmt.Errorf("%w: position %d past the segment's %d blobs", ErrBadPosting, p, n)
+			}
+			s.Add(p)
+		}
+	case postingBitmap:
+		if len(b)-1 != (n+7)/8 {
+			return nil, fmt.Errorf("%w: a bitmap of %d bytes for %d blobs", ErrBadPosting, len(b)-1, n)
+		}
+		for i, c := range b[1:] {
+			s[i/8] |= uint64(c) << (8 * (i % 8))
+		}
+		if r := n % 64; r != 0 && s[len(s)-1]>>r != 0 {
+			return nil, fmt.Errorf("%w: bits past the segment's %d blobs", ErrBadPosting, n)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown encoding %d", ErrBadPosting, b[0])
+	}
+	return s, nil
+}
+
+// EvalSet returns the positions of a segment of n blobs whose trigrams
+// satisfy q, given each needed trigram's posting set (nil when no blob of
+// the segment has it).
+func (q *Query) EvalSet(n int, posting func(Trigram) Set) Set {
+	switch q.Op {
+	case All:
+		return FullSet(n)
+	case None:
+		return NewSet(n)
+	case And:
+		s := FullSet(n)
+		for _, t := range q.Trigrams {
+			p := posting(t)
+			if p == nil {
+				return NewSet(n)
+			}
+			s.and(p)
+		}
+		for _, sub := range q.Sub {
+			s.and(sub.EvalSet(n, posting))
+		}
+		return s
+	}
+	s := NewSet(n)
+	for _, t := range q.Trigrams {
+		if p := posting(t); p != nil {
+			s.or(p)
+		}
+	}
+	for _, sub := range q.Sub {
+		s.or(sub.EvalSet(n, posting))
+	}
+	return s
+}
+
+// A Builder gathers the trigrams of a segment's blobs, one blob at a time
+// at positions 0, 1, 2, …, and gives back their posting lists.
+type Builder struct {
+	n     int
+	lists map[Trigram][]int
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder { return &Builder{lists: make(map[Trigram][]int)} }
+
+// Add adds the next blob's trigrams and returns its position.
+func (b *Builder) Add(trigrams []Trigram) int {
+	pos := b.n
+	for _, t := range trigrams {
+		b.lists[t] = append(b.lists[t], pos)
+	}
+	b.n++
+	return pos
+}
+
+// Len returns how many blobs were added.
+func (b *Builder) Len() int { return b.n }
+
+// Postings calls fn with each trigram and its encoded posting list, in
+// increasing order of trigram.
+func (b *Builder) Postings(fn func(Trigram, []byte) error) error {
+	keys := make([]Trigram, 0, len(b.lists))
+	for t := range b.lists {
+		keys = append(keys, t)
+	}
+	slices.Sort(keys)
+	for _, t := range keys {
+		if err := fn(t, EncodePosting(b.lists[t], b.n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

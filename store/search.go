@@ -1,0 +1,540 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/search"
+)
+
+// GrepOptions says what Grep looks for, and in which parts.
+type GrepOptions struct {
+	// Pattern is what a line must match.
+	Pattern search.Pattern
+	// Run, Tool and Since narrow the parts searched as they narrow List.
+	Run   string
+	Tool  string
+	Since time.Time
+	// AllVersions searches every version of a key, not only the newest.
+	AllVersions bool
+	// MaxCount stops after this many matching lines in one part; 0 is no
+	// limit.
+	MaxCount int
+	// Width cuts a matching line to about this many bytes around its
+	// match, marking the cut; 0 keeps lines whole.
+	Width int
+	// NoIndex reads every part searched, as if the store had no search
+	// index.
+	NoIndex bool
+}
+
+// A GrepHit is a matching line of a part.
+type GrepHit struct {
+	Part Part
+	// Line is the line's number in the part, counted from 1.
+	Line int64
+	// Text is the line without its line break, cut to Width.
+	Text string
+	// Cut says Text is a piece of the line.
+	Cut bool
+}
+
+// GrepResult says what a Grep read and found.
+type GrepResult struct {
+	// Parts and Blobs count the parts whose text was read and the blobs
+	// holding it (a blob shared by several parts is read once); Bytes
+	// counts the bytes read.
+	Parts int64
+	Blobs int64
+	Bytes int64
+	// Matched counts the parts with a matching line; Lines the matching
+	// lines reported.
+	Matched int64
+	Lines   int64
+	// Lag counts the blobs the search index did not cover yet, read in
+	// full; Indexed says the index narrowed the search.
+	Lag     int64
+	Indexed bool
+	// Binary counts parts skipped because their bytes are not text.
+	Binary int64
+	// Failed lists the parts whose bytes could not be read (missing or
+	// damaged: see Verify); the search went on without them.
+	Failed []GrepFailure
+}
+
+// A GrepFailure is a part Grep could not read.
+type GrepFailure struct {
+	Part Part
+	Err  error
+}
+
+// maxGrepFailures is how many failures a GrepResult lists.
+const maxGrepFailures = 100
+
+// wholeRead is the largest blob Grep reads at once, in a worker; a larger
+// one is matched as it streams, a search.ChunkSize at a time.
+const wholeRead = 4 << 20
+
+// grepJob is one blob to read and match, and the parts that use it.
+type grepJob struct {
+	parts []index.SearchPart
+	done  chan struct{}
+	hits  []grepLine
+	bytes int64
+	binary bool
+	err   error
+}
+
+type grepLine struct {
+	n    int64
+	text string
+	cut  bool
+}
+
+// Grep calls fn with every line matching o.Pattern in the text parts that
+// o selects, blob by blob in the order the blobs were first written, the
+// lines of one part together and in order. A blob is read once for all
+// the parts that use it, from wherever it is (its file, a pack, the object
+// store through the cache) and checked against its digest before its lines
+// are reported (a blob over 4 MiB as it streams). The search index, where
+// it covers a blob, rules blobs out without reading them; blobs it does
+// not cover yet are read in full (Lag). Parts whose blobs cannot be read
+// are listed in Failed and skipped. Grep stops at fn's first error or when
+// ctx is done, returning that error.
+func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error) (GrepResult, error) {
+	var res GrepResult
+	m, err := search.Compile(o.Pattern)
+	if err != nil {
+		return res, fmt.Errorf("grep: %w", err)
+	}
+	if o.MaxCount < 0 || o.Width < 0 {
+		return res, fmt.Errorf("grep: negative max count %d or width %d", o.MaxCount, o.Width)
+	}
+	cands, err := s.grepCandidates(ctx, m.Query(), o, &res)
+	if err != nil {
+		return res, fmt.Errorf("grep: %w", err)
+	}
+	jobs := make(chan *grepJob)
+	order := make(chan *grepJob, 4*runtime.GOMAXPROCS(0))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			for j := range jobs {
+				s.grepBlob(ctx, m, o, j)
+				close(j.done)
+			}
+		}()
+	}
+	feedErr := make(chan error, 1)
+	go func() {
+		defer close(order)
+		defer close(jobs)
+		var cur *grepJob
+		send := func() error {
+			if cur == nil {
+				return nil
+			}
+			j := cur
+			cur = nil
+			select {
+			case order <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if j.parts[0].Bytes > wholeRead {
+				close(j.done) // streamed by the emitter, in order
+				return nil
+			}
+			select {
+			case jobs <- j:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		err := s.ix.SearchParts(ctx, index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since,
+			AllVersions: o.AllVersions}, cands, func(p index.SearchPart) error {
+			if cur != nil && cur.parts[0].BlobID != p.BlobID {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			if cur == nil {
+				cur = &grepJob{done: make(chan struct{})}
+			}
+			cur.parts = append(cur.parts, p)
+			return nil
+		})
+		if err == nil {
+			err = send()
+		}
+		feedErr <- err
+	}()
+	for j := range order {
+		<-j.done
+		if err := s.emit(ctx, m, o, j, &res, fn); err != nil {
+			cancel()
+			for j := range order {
+				<-j.done
+			}
+			<-feedErr
+			return res, err
+		}
+	}
+	if err := <-feedErr; err != nil {
+		return res, fmt.Errorf("grep: %w", err)
+	}
+	return res, ctx.Err()
+}
+
+// emit reports what a job found, streaming a blob too large for a worker.
+func (s *Store) emit(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, res *GrepResult, fn func(GrepHit) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if j.parts[0].Bytes > wholeRead {
+		return s.streamBlob(ctx, m, o, j, res, fn)
+	}
+	res.Blobs++
+	res.Bytes += j.bytes
+	for _, sp := range j.parts {
+		switch {
+		case j.err != nil:
+			res.fail(sp, j.err)
+			continue
+		case j.binary:
+			res.Binary++
+			continue
+		}
+		res.Parts++
+		if len(j.hits) > 0 {
+			res.Matched++
+		}
+		for _, h := range j.hits {
+			res.Lines++
+			if err := fn(GrepHit{Part: partOf(sp.Part), Line: h.n, Text: h.text, Cut: h.cut}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (res *GrepResult) fail(sp index.SearchPart, err error) {
+	if len(res.Failed) < maxGrepFailures {
+		res.Failed = append(res.Failed, GrepFailure{Part: partOf(sp.Part), Err: err})
+	}
+}
+
+// grepBlob reads a blob of at most wholeRead bytes and matches its lines.
+func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob) {
+	if ctx.Err() != nil {
+		j.err = ctx.Err()
+		return
+	}
+	r, err := s.eng.backend().Open(ctx, j.parts[0].Blob)
+	if err != nil {
+		j.err = err
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(r, wholeRead+1))
+	r.Close()
+	j.bytes = int64(len(data))
+	if err != nil {
+		j.err = err
+		return
+	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		j.binary = true
+		return
+	}
+	var fold []byte
+	count := 0
+	m.Lines(data, 1, &fold, func(n int64, line []byte, col int) bool {
+		text, cut := search.Cut(line, col, o.Width)
+		j.hits = append(j.hits, grepLine{n: n, text: text, cut: cut})
+		count++
+		return o.MaxCount == 0 || count < o.MaxCount
+	})
+}
+
+// streamBlob matches a large blob as it streams, reporting lines as it
+// finds them, for each part that uses the blob: each part after the first
+// reads the blob again, so that nothing is held but a chunk.
+func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, res *GrepResult, fn func(GrepHit) error) error {
+	res.Blobs++
+	for _, sp := range j.parts {
+		r, err := s.eng.backend().Open(ctx, sp.Blob)
+		if err != nil {
+			res.fail(sp, err)
+			continue
+		}
+		var head [8 << 10]byte
+		k, _ := io.ReadFull(r, head[:])
+		if bytes.IndexByte(head[:k], 0) >= 0 {
+			r.Close()
+			res.Binary++
+			continue
+		}
+		counted := &ctxReader{r: io.MultiReader(bytes.NewReader(head[:k]), r), ctx: ctx}
+		count := 0
+		var fnErr error
+		part := partOf(sp.Part)
+		err = m.Scan(counted, func(n int64, line []byte, col int) bool {
+			text, cut := search.Cut(line, col, o.Width)
+			count++
+			res.Lines++
+			if fnErr = fn(GrepHit{Part: part, Line: n, Text: text, Cut: cut}); fnErr != nil {
+				return false
+			}
+			return o.MaxCount == 0 || count < o.MaxCount
+		})
+		r.Close()
+		res.Bytes += counted.n
+		if fnErr != nil {
+			return fnErr
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res.fail(sp, err)
+			continue
+		}
+		res.Parts++
+		if count > 0 {
+			res.Matched++
+		}
+	}
+	return nil
+}
+
+// ctxReader counts what it reads and stops when ctx is done.
+type ctxReader struct {
+	r   io.Reader
+	ctx context.Context
+	n   int64
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	return k, err
+}
+
+// grepCandidates returns the blobs that may hold a match, in increasing
+// order of id: those the index's postings do not rule out, and those it
+// does not cover yet.
+func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]index.SearchCandidate, error) {
+	segs, err := s.ix.SearchSegments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cands []index.SearchCandidate
+	narrow := !o.NoIndex && q.Op != search.All
+	res.Indexed = narrow && len(segs) > 0
+	if !narrow {
+		for _, sg := range segs {
+			for _, b := range sg.Blobs {
+				cands = append(cands, index.SearchCandidate{Blob: b, Segment: sg.ID})
+			}
+		}
+	} else {
+		byID := make(map[int64]index.SearchSegment, len(segs))
+		for _, sg := range segs {
+			byID[sg.ID] = sg
+		}
+		lists := make(map[int64]map[search.Trigram]search.Set)
+		err := s.ix.SearchPostings(ctx, q.Needed(), func(t uint32, seg int64, list []byte) error {
+			sg, ok := byID[seg]
+			if !ok {
+				return nil // recorded after the segments were read
+			}
+			set, err := search.DecodePosting(list, len(sg.Blobs))
+			if err != nil {
+				return fmt.Errorf("search segment %d: %w", seg, err)
+			}
+			if lists[seg] == nil {
+				lists[seg] = make(map[search.Trigram]search.Set)
+			}
+			lists[seg][t] = set
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, sg := range segs {
+			l := lists[sg.ID]
+			q.EvalSet(len(sg.Blobs), func(t search.Trigram) search.Set { return l[t] }).Each(func(i int) {
+				cands = append(cands, index.SearchCandidate{Blob: sg.Blobs[i], Segment: sg.ID})
+			})
+		}
+	}
+	for after := int64(0); ; {
+		lag, err := s.ix.UnsearchedBlobs(ctx, after, 4096)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range lag {
+			if b.Text {
+				res.Lag++
+				cands = append(cands, index.SearchCandidate{Blob: b.ID})
+			}
+		}
+		if len(lag) < 4096 {
+			break
+		}
+		after = lag[len(lag)-1].ID
+	}
+	slices.SortFunc(cands, func(a, b index.SearchCandidate) int { return int(a.Blob - b.Blob) })
+	return cands, nil
+}
+
+// SearchIndexResult says what IndexSearch did.
+type SearchIndexResult struct {
+	// Segments counts the segments written; Blobs and Bytes the blobs
+	// indexed and their text bytes; Empty the blobs with no text to index.
+	Segments int
+	Blobs    int64
+	Bytes    int64
+	Empty    int64
+	// Failed counts blobs that could not be read: they stay in the lag,
+	// and verify says why.
+	Failed int64
+	// LagBlobs and LagBytes are what no segment covers afterwards.
+	LagBlobs int64
+	LagBytes int64
+}
+
+// Search index segments: a segment is written once it holds this many
+// blobs or text bytes.
+const (
+	segmentBlobs = 4096
+	segmentBytes = 64 << 20
+)
+
+// IndexSearch brings the search index up to date: it reads every blob no
+// segment covers yet and records segments of their trigrams. Blobs that
+// cannot be read stay uncovered, and searches read them (and report
+// them) until they are mended or gone. It is safe beside writers, gc and
+// other IndexSearch calls: a blob covered twice counts for one segment.
+func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
+	var res SearchIndexResult
+	if _, err := s.writer("index search"); err != nil {
+		return res, err
+	}
+	ex := search.NewExtractor()
+	b := search.NewBuilder()
+	var ids, empty []int64
+	var text, through int64
+	flush := func() error {
+		if len(ids) == 0 && len(empty) == 0 {
+			return nil
+		}
+		_, err := s.ix.AddSearchSegment(ctx, index.SearchSegmentRecord{Blobs: ids, Bytes: text, Empty: empty, Through: through,
+			Postings: func(add func(uint32, []byte) error) error {
+				return b.Postings(func(t search.Trigram, l []byte) error { return add(t, l) })
+			}})
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			res.Segments++
+		}
+		res.Blobs += int64(len(ids))
+		res.Bytes += text
+		res.Empty += int64(len(empty))
+		ids, empty, text, b = ids[:0], empty[:0], 0, search.NewBuilder()
+		return nil
+	}
+	buf := make([]byte, search.ChunkSize)
+	for after := int64(0); ; {
+		lag, err := s.ix.UnsearchedBlobs(ctx, after, 1024)
+		if err != nil {
+			return res, fmt.Errorf("index search: %w", err)
+		}
+		for _, ub := range lag {
+			through = ub.ID
+			if !ub.Text {
+				empty = append(empty, ub.ID)
+				continue
+			}
+			n, isText, err := s.trigramsOf(ctx, ub, ex, buf)
+			switch {
+			case ctx.Err() != nil:
+				return res, ctx.Err()
+			case err != nil:
+				res.Failed++
+				continue
+			case !isText:
+				empty = append(empty, ub.ID)
+				continue
+			}
+			b.Add(ex.Trigrams())
+			ids = append(ids, ub.ID)
+			text += n
+			if len(ids) >= segmentBlobs || text >= segmentBytes {
+				if err := flush(); err != nil {
+					return res, fmt.Errorf("index search: %w", err)
+				}
+			}
+		}
+		if len(lag) < 1024 {
+			break
+		}
+		after = lag[len(lag)-1].ID
+	}
+	if res.Failed > 0 && len(ids) == 0 && len(empty) == 0 {
+		through = 0 // nothing to record
+	}
+	if err := flush(); err != nil {
+		return res, fmt.Errorf("index search: %w", err)
+	}
+	var err error
+	if res.LagBlobs, res.LagBytes, err = s.ix.SearchLag(ctx); err != nil {
+		return res, fmt.Errorf("index search: %w", err)
+	}
+	return res, nil
+}
+
+// trigramsOf reads a blob, checked against its digest, into ex (reset
+// first) and returns its size and whether it is text (no NUL byte).
+func (s *Store) trigramsOf(ctx context.Context, ub index.UnsearchedBlob, ex *search.Extractor, buf []byte) (int64, bool, error) {
+	ex.Reset()
+	r, err := s.eng.backend().Open(ctx, ub.Blob)
+	if err != nil {
+		return 0, false, err
+	}
+	defer r.Close()
+	var n int64
+	keep := 0
+	for {
+		k, err := io.ReadFull(r, buf[keep:])
+		if bytes.IndexByte(buf[keep:keep+k], 0) >= 0 {
+			return n, false, nil
+		}
+		ex.Add(buf[:keep+k])
+		n += int64(k)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+		keep = copy(buf, buf[len(buf)-2:])
+		if err := ctx.Err(); err != nil {
+			return n, false, err
+		}
+	}
+}
