@@ -66,8 +66,8 @@ type Previewed struct {
 }
 
 // WithPreview gives a policy a preview mode. It refuses a nil policy, one
-// that already has a mode, a Func (which cannot be saved, while a mode only
-// matters to configurations that are), and an unknown mode.
+// that already has a mode, and an unknown mode. Any policy can have one; as
+// without a mode, only a built-in or registered policy can be saved.
 func WithPreview(p Policy, mode PreviewMode) (Previewed, error) {
 	if _, err := ParsePreviewMode(string(mode)); err != nil {
 		return Previewed{}, fmt.Errorf("policy: %w", err)

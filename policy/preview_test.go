@@ -163,3 +163,15 @@ func TestPreviewParamKeepsOtherFields(t *testing.T) {
 		t.Errorf("loaded %v, want OverChars(2) as without the preview", got)
 	}
 }
+
+// TestPreviewOfFunc: a Func policy takes a mode too, and is still refused
+// when saved.
+func TestPreviewOfFunc(t *testing.T) {
+	p, err := policy.WithPreview(policy.Func(func(*policy.Subject) bool { return true }), policy.PreviewJSONShape)
+	if err != nil || policy.PreviewOf(p) != policy.PreviewJSONShape || !p.ShouldOffload(policy.NewSubject("t", "r", 1, nil, nil)) {
+		t.Errorf("WithPreview(Func) = %v, %v", p, err)
+	}
+	if _, err := policy.Marshal(p); err == nil {
+		t.Error("a Func with a preview mode was saved")
+	}
+}
