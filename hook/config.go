@@ -256,7 +256,7 @@ func checkStrategies(s *policy.Strategies) error {
 				return fmt.Errorf("offload_strategies: tool name of %d bytes (want 1 to %d): %q", len(name), MaxToolNameBytes, clip(name))
 			}
 		}
-		if n, ok := e.Policy.(policy.OverChars); ok && n < 0 {
+		if n, ok := policy.Base(e.Policy).(policy.OverChars); ok && n < 0 {
 			return fmt.Errorf("offload_strategies: %q: threshold %d is negative", clip(e.Tools[0]), int(n))
 		}
 	}

@@ -241,8 +241,10 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 		}
 		c := r.clone()
 		infos := make([]PartInfo, n)
+		mode := h.previewMode(r.Tool)
 		for k, p := range r.Parts {
 			infos[k] = InfoOf(p)
+			infos[k].Preview = mode
 		}
 		c.Parts = []Part{Text(Pointer(infos, got, h.previewChars))}
 		if c.Meta == nil {
@@ -252,6 +254,14 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 		out[j.result] = c
 	}
 	return out, nil
+}
+
+// previewMode returns how pointers preview a tool's text: the mode of its
+// policy (policy.PreviewHead for a tool without one, which only
+// OffloadPicked offloads).
+func (h *Hook) previewMode(tool string) policy.PreviewMode {
+	p, _ := h.strategies.For(tool)
+	return policy.PreviewOf(p)
 }
 
 // shouldOffload applies Haystack's rules in Haystack's order, then the

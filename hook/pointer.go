@@ -22,8 +22,15 @@ type PartInfo struct {
 	// Size counts the bytes of an image or file part.
 	Size int64
 	// Start is the beginning of a text part, at least as many code points
-	// as the preview shows (all of it, for a hook).
+	// as the preview shows (all of it, for a hook). When it is shorter than
+	// Size, it is only the beginning.
 	Start string
+	// End is the end of a text part, at least as many code points as a
+	// head_tail preview shows (all of it, for a hook), or "" when unknown.
+	End string
+	// Preview is how the pointer previews a text part: policy.PreviewHead
+	// when empty.
+	Preview policy.PreviewMode
 }
 
 // InfoOf returns what a pointer says about p.
@@ -38,12 +45,18 @@ func InfoOf(p Part) PartInfo {
 				head = head[:len(head)-1] // cut a code point the head split
 			}
 			i.Start = string(head)
+			tail := p.Source.Tail
+			for len(tail) > 0 && !utf8.Valid(tail) {
+				tail = tail[1:] // cut a code point the tail split
+			}
+			i.End = string(tail)
 		}
 		return i
 	}
 	if p.Kind == KindText {
 		i.Chars = policy.TextSize(p.Text)
 		i.Start = p.Text
+		i.End = p.Text
 		i.Size = int64(len(p.Text))
 	}
 	return i
@@ -116,7 +129,7 @@ func Describe(p PartInfo, s Stored, previewChars int) string {
 	where += ")"
 	switch p.Kind {
 	case KindText:
-		return fmt.Sprintf("text (%d characters) %s. Preview: %s", p.Chars, where, preview(p.Start, p.Chars, previewChars))
+		return fmt.Sprintf("text (%d characters) %s. %s", p.Chars, where, textPreview(p, previewChars))
 	case KindImage:
 		return fmt.Sprintf("%s (%d bytes) %s", or(p.MIME, "image"), p.Size, where)
 	}
@@ -125,6 +138,76 @@ func Describe(p PartInfo, s Stored, previewChars int) string {
 		named = fmt.Sprintf(" named '%s'", p.Filename)
 	}
 	return fmt.Sprintf("%s%s (%d bytes) %s", or(p.MIME, "file"), named, p.Size, where)
+}
+
+// textPreview returns a text part's preview, with its label, in the part's
+// preview mode. A mode that cannot apply falls back to the head, Haystack's
+// preview: json_shape to text that is not a JSON object or array (or
+// whose shape does not fit), head_tail to a text whose end is unknown or
+// to a preview too short to hold both ends.
+func textPreview(p PartInfo, max int) string {
+	switch p.Preview {
+	case policy.PreviewJSONShape:
+		more := int64(len(p.Start)) < p.Size
+		if shape, ok := JSONShape(p.Start, more, max); ok {
+			if more {
+				return fmt.Sprintf("JSON shape of the first %d bytes: %s", min(len(p.Start), MaxShapeScan), shape)
+			}
+			return "JSON shape: " + shape
+		}
+	case policy.PreviewHeadTail:
+		if s, ok := headTail(p, max); ok {
+			return "Preview: " + s
+		}
+	}
+	return "Preview: " + preview(p.Start, p.Chars, max)
+}
+
+// headTail returns the beginning and the end of a text, with a marker
+// saying how many code points were cut between them, in at most max code
+// points; a text no longer than max whole. It returns false when the text's
+// end is unknown, or max is too short for both ends and the marker.
+func headTail(p PartInfo, max int) (string, bool) {
+	if p.Chars <= max {
+		return preview(p.Start, p.Chars, max), true
+	}
+	if p.End == "" {
+		return "", false
+	}
+	// The marker's length with the most digits it can have.
+	room := max - len(cutMarker(p.Chars))
+	if room < 2 {
+		return "", false
+	}
+	head := prefixRunes(p.Start, room-room/2)
+	tail := suffixRunes(p.End, room/2)
+	cut := p.Chars - utf8.RuneCountInString(head) - utf8.RuneCountInString(tail)
+	return head + cutMarker(cut) + tail, true
+}
+
+// cutMarker is what head_tail puts between the two ends of a text.
+func cutMarker(n int) string {
+	return fmt.Sprintf(" [... %d characters cut ...] ", n)
+}
+
+// prefixRunes returns the first n code points of s, or all of it.
+func prefixRunes(s string, n int) string {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s[:i]
+}
+
+// suffixRunes returns the last n code points of s, or all of it.
+func suffixRunes(s string, n int) string {
+	i := len(s)
+	for ; n > 0 && i > 0; n-- {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
+	}
+	return s[i:]
 }
 
 // preview returns the first max code points of a text of the given length,

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/itchyny/gojq"
+
 	"github.com/toolcas/toolcas/cas"
 )
 
@@ -56,10 +58,16 @@ type ReadArgs struct {
 	// ByteOffset starts the first line returned at this byte of it, to read
 	// on in a line that a page cut short.
 	ByteOffset int64 `json:"byte_offset,omitempty"`
+	// Query, when set, is a jq query (gojq's dialect) run on the JSON the
+	// part holds (on each value in turn, for JSON lines); its results, one
+	// per line as compact JSON, are what Offset, Limit, Pattern and
+	// ByteOffset then page through and filter.
+	Query string `json:"query,omitempty"`
 }
 
 // ReadTool is the tool an agent calls to read an offloaded result back. It
-// pages through text by lines, filters lines by a pattern, returns images
+// pages through text by lines, filters lines by a pattern, runs jq queries
+// on JSON (paging through their results as lines), returns images
 // and files as bytes with their MIME type, and sees nothing outside its run.
 // Its own results are never offloaded again.
 type ReadTool struct {
@@ -126,7 +134,9 @@ func (t *ReadTool) Description() string {
 		"Text comes back as numbered lines, a page at a time: use offset and limit to page, " +
 		"and pattern to get only the lines matching a regular expression. " +
 		"A page holds at most " + strconv.Itoa(t.maxBytes) + " bytes: a longer line is cut, and the page says how to read on with byte_offset. " +
-		"Images and files come back as they are, with their MIME type."
+		"Images and files come back as they are, with their MIME type. " +
+		"For JSON, when the pointer shows its shape ('JSON shape: ...'), use query (jq syntax, as '.items[] | {id, name}' or '.items | length') " +
+		"to fetch only the values you need: each result comes back as one line of compact JSON, paged like text (pattern then filters those lines)."
 }
 
 // Parameters returns the JSON Schema of the tool's arguments, as Schema
@@ -155,6 +165,11 @@ func (t *ReadTool) Parameters() json.RawMessage {
 				"type": "integer", "minimum": 0,
 				"description": "Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.",
 			},
+			"query": map[string]any{
+				"type": "string",
+				"description": fmt.Sprintf("jq query run on the JSON the result holds (each value in turn, for JSON lines), as '.items[] | select(.price > 10) | .id'; "+
+					"its results come back one per line as compact JSON, paged with offset and limit and filtered by pattern. Parts up to %d MiB.", MaxQueryBytes>>20),
+			},
 		},
 		"required":             []string{"ref"},
 		"additionalProperties": false,
@@ -170,7 +185,7 @@ func (t *ReadTool) Call(ctx context.Context, run, callID string, args json.RawMe
 	d := json.NewDecoder(bytes.NewReader(args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&a); err != nil {
-		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ..., \"byte_offset\": ...}: %v", err))
+		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ..., \"byte_offset\": ..., \"query\": ...}: %v", err))
 	}
 	r, err := t.Read(ctx, run, a)
 	if err != nil {
@@ -185,7 +200,9 @@ func (t *ReadTool) failure(callID string, args json.RawMessage, err error) Resul
 }
 
 // Read reads a reference as the tool does. Errors say what was wrong: a bad
-// argument, a reference not found in the run, a reference outside the store.
+// argument, a reference not found in the run, a reference outside the store,
+// a query that does not parse (ErrQuerySyntax), a part a query cannot read
+// (ErrNotJSON, ErrPartTooLarge), a query that fails (ErrQueryFailed).
 // Text is read as a stream, line by line, from stores that can
 // (StreamStore): memory stays within a page whatever the part's size.
 func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, error) {
@@ -209,6 +226,13 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		var err error
 		if re, err = CompilePattern(a.Pattern); err != nil {
 			return Result{}, fmt.Errorf("read: pattern %q: %w", clip(a.Pattern), err)
+		}
+	}
+	var code *gojq.Code
+	if a.Query != "" {
+		var err error
+		if code, err = CompileQuery(a.Query); err != nil {
+			return Result{}, fmt.Errorf("read: %w", err)
 		}
 	}
 	store := t.store
@@ -254,6 +278,9 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	}
 	r := Result{Tool: t.name}
 	if text == nil {
+		if code != nil {
+			return Result{}, fmt.Errorf("read %s: %w: %s is %d bytes of binary content (%s); query applies to JSON text only", a.Ref, ErrNotJSON, c.Key, len(c.Data), or(c.MIME, "no MIME type"))
+		}
 		if re != nil || a.Offset > 0 || a.ByteOffset > 0 {
 			return Result{}, fmt.Errorf("read %s: %s is %d bytes of binary content; offset, byte_offset and pattern apply to text only", a.Ref, or(c.MIME, "it"), len(c.Data))
 		}
@@ -266,7 +293,21 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		return r, nil
 	}
 	defer text.Close()
-	page, err := t.page(ctx, c.Key, text, a, re)
+	label, lines := c.Key, io.Reader(text)
+	if code != nil {
+		size := c.Size
+		if c.Data != nil {
+			size = int64(len(c.Data))
+		}
+		data, err := readQueryInput(ctx, c.Key, text, size)
+		if err != nil {
+			return Result{}, fmt.Errorf("read %s: %w", a.Ref, err)
+		}
+		qctx, cancel := context.WithTimeout(ctx, t.timeout)
+		defer cancel()
+		label, lines = fmt.Sprintf("%s, query %q", c.Key, clip(a.Query)), newQueryOutput(qctx, code, data)
+	}
+	page, err := t.page(ctx, label, lines, a, re, code != nil)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s: %w", a.Ref, err)
 	}
@@ -303,7 +344,11 @@ func readExactly(ctx context.Context, key string, r io.Reader, size int64) ([]by
 // (to count its lines, and so that the store checks its digest) but keeps
 // only the page: at most the byte budget, a line longer than that cut with a
 // marker saying how to read on.
-func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs, re *regexp.Regexp) (string, error) {
+//
+// With query set, r is a query's output, which stops with the context's
+// error when the query runs out of time; the text it ran on has been read
+// and checked already.
+func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs, re *regexp.Regexp, query bool) (string, error) {
 	sctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	headCap := t.maxBytes
@@ -411,19 +456,26 @@ func (t *ReadTool) page(ctx context.Context, key string, r io.Reader, a ReadArgs
 		}
 		// The search ran out of time: the bytes shown must still be
 		// checked, so read the rest without searching.
-		if printed == 0 {
+		search := "search"
+		switch {
+		case query && printed == 0:
+			return "", fmt.Errorf("the query took longer than %v (stopped after %d lines of output): ask for less (.items[:100], first(...), limit(n; ...)) or use a simpler query", t.timeout, total)
+		case printed == 0:
 			return "", fmt.Errorf("searching took longer than %v (stopped at line %d): use a simpler pattern, or page with offset", t.timeout, total)
-		}
-		if _, err := cas.CopyContext(ctx, io.Discard, r); err != nil {
-			return "", err
+		case query:
+			search = "query"
+		default:
+			if _, err := cas.CopyContext(ctx, io.Discard, r); err != nil {
+				return "", err
+			}
 		}
 		var b strings.Builder
 		what := "lines"
 		if re != nil {
 			what = "matches"
 		}
-		fmt.Fprintf(&b, "[%s: %s %d-%d; the search stopped at its %v time limit after %d lines (%d matching); more may follow with offset=%d]\n",
-			key, what, a.Offset+1, a.Offset+printed, t.timeout, total, matched, a.Offset+printed)
+		fmt.Fprintf(&b, "[%s: %s %d-%d; the %s stopped at its %v time limit after %d lines (%d matching); more may follow with offset=%d]\n",
+			key, what, a.Offset+1, a.Offset+printed, search, t.timeout, total, matched, a.Offset+printed)
 		b.WriteString(body.String())
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	}

@@ -137,7 +137,7 @@ func TestH22ReadToolCallAndSchema(t *testing.T) {
 	if err := json.Unmarshal(rt.Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
-	if schema.Name != hook.ReadToolName || schema.Parameters.Type != "object" || len(schema.Parameters.Properties) != 5 ||
+	if schema.Name != hook.ReadToolName || schema.Parameters.Type != "object" || len(schema.Parameters.Properties) != 6 || schema.Parameters.Properties["query"] == nil ||
 		len(schema.Parameters.Required) != 1 || schema.Parameters.Required[0] != "ref" {
 		t.Errorf("schema = %s", rt.Schema())
 	}

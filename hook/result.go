@@ -51,6 +51,11 @@ type Source struct {
 	// previews and type sniffing see; HeadLen is how many a source should
 	// keep.
 	Head []byte
+	// Tail, when set, is the content's last bytes (all of it when short),
+	// which a head_tail preview shows; HeadLen is how many a source should
+	// keep. A text whose Source has no Tail, and is longer than its Head,
+	// is previewed by its head alone.
+	Tail []byte
 }
 
 // HeadLen is how many first bytes of its content a Source keeps in Head:

@@ -261,7 +261,7 @@ func (l *link) part(src io.ReaderAt, it *contentItem, kind hook.Kind, spooled bo
 		}
 		return p, err
 	}
-	p.Source = &hook.Source{Open: srcOf.open, Size: srcOf.size, Chars: srcOf.chars, Head: srcOf.head}
+	p.Source = &hook.Source{Open: srcOf.open, Size: srcOf.size, Chars: srcOf.chars, Head: srcOf.head, Tail: srcOf.tail}
 	return p, nil
 }
 
@@ -274,6 +274,7 @@ type spanSource struct {
 	size  int64
 	chars int64
 	head  []byte
+	tail  []byte // the last hook.HeadLen bytes of a text, for head_tail previews
 }
 
 func (s *spanSource) open() (io.ReadCloser, error) {
@@ -297,7 +298,8 @@ func (s *spanSource) open() (io.ReadCloser, error) {
 	}{base64.NewDecoder(base64.StdEncoding, pr), pr}, nil
 }
 
-// measure reads the content once for its size, code points and head.
+// measure reads the content once for its size, code points, head and (of
+// a text) tail.
 func (s *spanSource) measure() error {
 	rc, err := s.open()
 	if err != nil {
@@ -313,6 +315,10 @@ func (s *spanSource) measure() error {
 		}
 		s.size += int64(n)
 		if !s.b64 {
+			s.tail = append(s.tail, chunk...)
+			if len(s.tail) > 2*hook.HeadLen {
+				s.tail = append(s.tail[:0], s.tail[len(s.tail)-hook.HeadLen:]...)
+			}
 			for _, c := range chunk {
 				if c&0xC0 != 0x80 { // decoded text is UTF-8: count the starts
 					s.chars++
@@ -328,6 +334,9 @@ func (s *spanSource) measure() error {
 	}
 	if s.b64 {
 		s.chars = int64(policy.BinarySize(int(s.size)))
+	}
+	if len(s.tail) > hook.HeadLen {
+		s.tail = s.tail[len(s.tail)-hook.HeadLen:]
 	}
 	return nil
 }

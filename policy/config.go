@@ -54,9 +54,34 @@ type overCharsParams struct {
 // Marshal saves a policy as {"type", "init_parameters"}: a built-in one, or
 // a Configurable one whose type is registered. Func policies and other types
 // cannot be saved.
+//
+// A Previewed policy is saved as the policy it wraps, its mode added to the
+// init parameters as PreviewParam: {"type": "toolcas.policy.OverChars",
+// "init_parameters": {"threshold": 4000, "preview": "json_shape"}}.
 func Marshal(p Policy) ([]byte, error) {
+	t, err := marshalTyped(p)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(t)
+}
+
+// marshalTyped returns the {"type", "init_parameters"} a policy is saved as.
+func marshalTyped(p Policy) (Typed, error) {
 	var t Typed
 	switch v := p.(type) {
+	case Previewed:
+		if v.policy == nil {
+			return Typed{}, errors.New("policy: a Previewed with no policy: build it with WithPreview")
+		}
+		inner, err := marshalTyped(v.policy)
+		if err != nil {
+			return Typed{}, err
+		}
+		if inner.InitParameters, err = withPreviewParam(inner.InitParameters, v.mode); err != nil {
+			return Typed{}, fmt.Errorf("policy: %s: %w", inner.Type, err)
+		}
+		return inner, nil
 	case Fixed:
 		t.Type = TypeNever
 		if v {
@@ -70,18 +95,23 @@ func Marshal(p Policy) ([]byte, error) {
 	case Configurable:
 		ct, err := marshalCustom(v)
 		if err != nil {
-			return nil, err
+			return Typed{}, err
+		}
+		if _, mode, err := takePreviewParam(ct.InitParameters); err != nil || mode != "" {
+			return Typed{}, fmt.Errorf("policy: %s: the init parameter %q is reserved for the preview mode (policy.WithPreview)", ct.Type, PreviewParam)
 		}
 		t = ct
 	default:
-		return nil, fmt.Errorf("policy: a %T cannot be saved as configuration: implement policy.Configurable and register its type", p)
+		return Typed{}, fmt.Errorf("policy: a %T cannot be saved as configuration: implement policy.Configurable and register its type", p)
 	}
-	return json.Marshal(t)
+	return t, nil
 }
 
 // Unmarshal loads a policy saved by Marshal, or by Haystack: a built-in
 // type, or one registered with Register. Any other type is an error that
-// wraps ErrUnknownType and names it.
+// wraps ErrUnknownType and names it. A PreviewParam among the init
+// parameters gives the policy that preview mode (an unknown mode is an
+// error wrapping ErrUnknownPreview); the policy's own loader never sees it.
 func Unmarshal(data []byte) (Policy, error) {
 	var t Typed
 	if err := strictjson.Decode(data, &t); err != nil {
@@ -94,6 +124,20 @@ func Unmarshal(data []byte) (Policy, error) {
 	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
 		params = json.RawMessage(`{}`)
 	}
+	params, mode, err := takePreviewParam(params)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
+	}
+	p, err := unmarshalBase(t, params)
+	if err != nil || mode == "" {
+		return p, err
+	}
+	return WithPreview(p, mode)
+}
+
+// unmarshalBase loads the policy of type t.Type from its init parameters,
+// the preview mode taken out of them.
+func unmarshalBase(t Typed, params json.RawMessage) (Policy, error) {
 	switch CanonicalType(t.Type) {
 	case TypeAlways, TypeNever:
 		var none struct{}

@@ -138,7 +138,7 @@ func TestRegisterPanics(t *testing.T) {
 			tc.f()
 		}()
 	}
-	if r := policy.Registered(); fmt.Sprint(r) != "[example.BudgetPolicy my_agent.policies.BudgetPolicy]" {
+	if r := policy.Registered(); fmt.Sprint(r) != "[example.BudgetPolicy example.ReservedParams my_agent.policies.BudgetPolicy]" {
 		t.Errorf("Registered() = %v", r)
 	}
 }

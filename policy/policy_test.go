@@ -217,6 +217,8 @@ func FuzzLoadStrategies(f *testing.F) {
 	f.Add(`{"*": {"type": "toolcas.policy.OverChars", "init_parameters": {"threshold": -5}}}`)
 	f.Add(`{"[\"a\",\"b\"]": {"type": "toolcas.policy.Never", "init_parameters": null}}`)
 	f.Add(`{}`)
+	f.Add(`{"a": {"type": "toolcas.policy.OverChars", "init_parameters": {"threshold": 9, "preview": "json_shape"}}}`)
+	f.Add(`{"*": {"type": "toolcas.policy.Always", "init_parameters": {"preview": "head_tail"}}}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		var s Strategies
 		if err := json.Unmarshal([]byte(in), &s); err != nil {
@@ -235,7 +237,7 @@ func FuzzLoadStrategies(f *testing.F) {
 			for _, tool := range append(e.Tools, "unlisted-tool") {
 				p1, ok1 := s.For(tool)
 				p2, ok2 := back.For(tool)
-				if p1 != p2 || ok1 != ok2 {
+				if p1 != p2 || ok1 != ok2 || PreviewOf(p1) != PreviewOf(p2) {
 					t.Fatalf("tool %q: %v/%v before, %v/%v after a round trip of %s", tool, p1, ok1, p2, ok2, b)
 				}
 			}

@@ -42,7 +42,8 @@ type Strategies struct {
 	wildcard Policy
 }
 
-// NewStrategies checks and indexes the entries. It refuses a nil policy, a
+// NewStrategies checks and indexes the entries. It refuses a nil policy (a
+// Previewed not built by WithPreview included), a
 // single entry naming no tool, and a tool (or the wildcard) given twice as a
 // single entry. An empty group is kept and matches no tool, as Haystack
 // loads one (the key "[]" in a configuration).
@@ -51,6 +52,9 @@ func NewStrategies(entries ...Entry) (*Strategies, error) {
 	for i, e := range entries {
 		if e.Policy == nil {
 			return nil, fmt.Errorf("policy: entry %d (%s) has no policy", i, e.label())
+		}
+		if v, ok := e.Policy.(Previewed); ok && v.policy == nil {
+			return nil, fmt.Errorf("policy: entry %d (%s) has a preview mode but no policy: build it with WithPreview", i, e.label())
 		}
 		if len(e.Tools) == 0 && !e.Group {
 			return nil, fmt.Errorf("policy: entry %d names no tool", i)
