@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/search"
 )
 
 var (
@@ -25,6 +26,10 @@ var (
 	// its garbage collector, say) past the caller's deadline or the store's
 	// own, rather than wait for ever.
 	ErrLocked = errors.New("store locked")
+
+	// ErrBadPattern is wrapped by Searcher.Search and the read-back tool
+	// for a search pattern that cannot be used. It is search.ErrPattern.
+	ErrBadPattern = search.ErrPattern
 )
 
 // Item is one part to store under its key.

@@ -265,10 +265,44 @@ func (x *Index) SearchPostings(ctx context.Context, trigrams []uint32, fn func(t
 }
 
 // SearchCandidate is a blob that may hold a match: Segment is the segment
-// whose postings say so, or 0 for a blob no segment covers yet.
+// whose postings say so, 0 for a blob no segment covers yet, or AnySegment
+// for a blob to read whatever covers it.
 type SearchCandidate struct {
 	Blob    int64
 	Segment int64
+}
+
+// AnySegment is the Segment of a SearchCandidate to read whatever covers
+// it.
+const AnySegment = -1
+
+// RunTextBlobs returns the blobs of a run's text parts, in increasing
+// order of id, and their bytes.
+func (x *Index) RunTextBlobs(ctx context.Context, run string) ([]int64, int64, error) {
+	if !storableText(run) {
+		return nil, 0, nil
+	}
+	ids, err := x.runIDs(ctx, run)
+	if err != nil || len(ids) == 0 {
+		return nil, 0, err
+	}
+	type row struct {
+		ID   int64 `db:"id"`
+		Size int64 `db:"size"`
+	}
+	rows, err := selectRows[row](ctx, x, `SELECT b.id, b.size FROM blobs b WHERE b.id IN
+		(SELECT p.blob_id FROM parts p WHERE p.run_id IN `+placeholders(len(ids))+` AND p.kind = 'text') ORDER BY b.id`,
+		idArgs(ids)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("run text blobs: %w", err)
+	}
+	out := make([]int64, len(rows))
+	var n int64
+	for i, r := range rows {
+		out[i] = r.ID
+		n += r.Size
+	}
+	return out, n, nil
 }
 
 // SearchPartsOptions filters the parts SearchParts returns.
@@ -348,7 +382,7 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, cands []S
 					&sp.Packed); err != nil {
 					return err
 				}
-				if !slices.Contains(want[sp.BlobID], seg) {
+				if w := want[sp.BlobID]; !slices.Contains(w, seg) && !slices.Contains(w, AnySegment) {
 					return nil // covered since by another segment, or no longer
 				}
 				p, err := r.part()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/search"
 )
@@ -337,6 +338,40 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 // order of id: those the index's postings do not rule out, and those it
 // does not cover yet.
 func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]index.SearchCandidate, error) {
+	var inRun map[int64]bool
+	if o.Run != "" {
+		// A run's parts are found from its rows; below a few megabytes,
+		// reading them all costs less than the postings would.
+		blobs, size, err := s.ix.RunTextBlobs(ctx, o.Run)
+		if err != nil {
+			return nil, err
+		}
+		if size <= runScanBytes || o.NoIndex || q.Op == search.All {
+			cands := make([]index.SearchCandidate, len(blobs))
+			for i, b := range blobs {
+				cands[i] = index.SearchCandidate{Blob: b, Segment: index.AnySegment}
+			}
+			return cands, nil
+		}
+		inRun = make(map[int64]bool, len(blobs))
+		for _, b := range blobs {
+			inRun[b] = true
+		}
+	}
+	cands, err := s.indexCandidates(ctx, q, o, res)
+	if err != nil || inRun == nil {
+		return cands, err
+	}
+	return slices.DeleteFunc(cands, func(c index.SearchCandidate) bool { return !inRun[c.Blob] }), nil
+}
+
+// runScanBytes is the most text of a run that a search of the run reads
+// without asking the index.
+var runScanBytes int64 = 16 << 20
+
+// indexCandidates returns the blobs the index does not rule out, and the
+// blobs it does not cover yet, in increasing order of id.
+func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]index.SearchCandidate, error) {
 	segs, err := s.ix.SearchSegments(ctx)
 	if err != nil {
 		return nil, err
@@ -537,4 +572,19 @@ func (s *Store) trigramsOf(ctx context.Context, ub index.UnsearchedBlob, ex *sea
 			return n, false, err
 		}
 	}
+}
+
+var _ hook.Searcher = (*Store)(nil)
+
+// Search is Grep over one run's parts, for the read-back tool (see
+// hook.Searcher).
+func (s *Store) Search(ctx context.Context, run string, q hook.SearchQuery, fn func(hook.SearchHit) error) error {
+	if run == "" {
+		return fmt.Errorf("search: %w: a search is scoped to a run", hook.ErrRefused)
+	}
+	_, err := s.Grep(ctx, GrepOptions{Pattern: search.Pattern{Expr: q.Pattern, Fixed: q.Fixed, IgnoreCase: q.IgnoreCase},
+		Run: run, Tool: q.Tool, Width: q.Width}, func(h GrepHit) error {
+		return fn(hook.SearchHit{Key: h.Part.Key, Line: h.Line, Text: h.Text})
+	})
+	return err
 }

@@ -159,6 +159,12 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 		t.Fatalf("IndexSearch = %+v, want blobs indexed, no lag", ir)
 	}
 	checkGrep(t, s, &c, "indexed")
+	func() {
+		// A run too large to read whole asks the index too.
+		defer func(n int64) { runScanBytes = n }(runScanBytes)
+		runScanBytes = 0
+		checkGrep(t, s, &c, "indexed, runs through the index")
+	}()
 	_, res := grepLines(t, s, GrepOptions{Pattern: search.Pattern{Expr: "rare-3-needle"}})
 	if !res.Indexed || res.Lag != 0 || res.Blobs >= ir.Blobs/2 {
 		t.Errorf("a selective search read %d of %d blobs (indexed %v, lag %d): the index did not narrow it",
