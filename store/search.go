@@ -85,12 +85,12 @@ const wholeRead = 4 << 20
 
 // grepJob is one blob to read and match, and the parts that use it.
 type grepJob struct {
-	parts []index.SearchPart
-	done  chan struct{}
-	hits  []grepLine
-	bytes int64
+	parts  []index.SearchPart
+	done   chan struct{}
+	hits   []grepLine
+	bytes  int64
 	binary bool
-	err   error
+	err    error
 }
 
 type grepLine struct {
