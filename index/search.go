@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -152,33 +151,44 @@ type SearchSegment struct {
 
 // SearchSegments returns every segment of the search index, oldest first.
 func (x *Index) SearchSegments(ctx context.Context) ([]SearchSegment, error) {
-	type row struct {
-		ID        int64  `db:"id"`
-		IDs       []byte `db:"blob_ids"`
-		Blobs     int64  `db:"blobs"`
-		Bytes     int64  `db:"bytes"`
-		CreatedAt int64  `db:"created_at"`
-	}
-	rows, err := selectRows[row](ctx, x, `SELECT id, blob_ids, blobs, bytes, created_at FROM search_segments ORDER BY id`)
+	var segs []SearchSegment
+	err := x.read(ctx, func() error {
+		var err error
+		segs, err = searchSegments(ctx, x.db)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("search segments: %w", err)
 	}
-	return convertRows(rows, func(r row) (SearchSegment, error) {
-		s := SearchSegment{ID: r.ID, Bytes: r.Bytes, CreatedAt: time.Unix(0, r.CreatedAt), Blobs: make([]int64, 0, r.Blobs)}
-		prev := int64(0)
-		for rest := r.IDs; len(rest) > 0; {
-			gap, k := binary.Uvarint(rest)
-			if k <= 0 || gap == 0 {
-				return s, fmt.Errorf("search segment %d: damaged blob ids", r.ID)
+	return segs, nil
+}
+
+func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
+	var out []SearchSegment
+	err := queryRows(ctx, db, `SELECT id, blob_ids, blobs, bytes, created_at FROM search_segments ORDER BY id`, nil,
+		func(rows *sql.Rows) error {
+			var id, n, bytes, created int64
+			var ids []byte
+			if err := rows.Scan(&id, &ids, &n, &bytes, &created); err != nil {
+				return err
 			}
-			rest, prev = rest[k:], prev+int64(gap)
-			s.Blobs = append(s.Blobs, prev)
-		}
-		if int64(len(s.Blobs)) != r.Blobs {
-			return s, fmt.Errorf("search segment %d: %d blob ids, the row says %d", r.ID, len(s.Blobs), r.Blobs)
-		}
-		return s, nil
-	})
+			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n)}
+			prev := int64(0)
+			for rest := ids; len(rest) > 0; {
+				gap, k := binary.Uvarint(rest)
+				if k <= 0 || gap == 0 {
+					return fmt.Errorf("search segment %d: damaged blob ids", id)
+				}
+				rest, prev = rest[k:], prev+int64(gap)
+				sg.Blobs = append(sg.Blobs, prev)
+			}
+			if int64(len(sg.Blobs)) != n {
+				return fmt.Errorf("search segment %d: %d blob ids, the row says %d", id, len(sg.Blobs), n)
+			}
+			out = append(out, sg)
+			return nil
+		})
+	return out, err
 }
 
 // SearchSegmentLive counts, for each segment, the blobs whose rows still
@@ -227,54 +237,80 @@ func (x *Index) DropSearchSegments(ctx context.Context, segs []int64) error {
 	return nil
 }
 
-// SearchPostings calls fn with the posting list of each of trigrams in
-// each segment that has one, in increasing order of segment.
-func (x *Index) SearchPostings(ctx context.Context, trigrams []uint32, fn func(trigram uint32, segment int64, list []byte) error) error {
-	if len(trigrams) == 0 {
-		return nil
-	}
-	args := make([]any, len(trigrams))
-	for i, t := range trigrams {
-		args[i] = int64(t)
-	}
-	q := `SELECT trigram, segment, list FROM search_postings WHERE trigram IN ` + placeholders(len(trigrams)) +
-		` ORDER BY segment`
-	delivered := false
+// SearchView is what a search needs of the index, read in one snapshot:
+// the segments, the posting lists of the trigrams it asks for, and the
+// blobs no segment covers. Every blob a part used at that moment is in
+// exactly one of them.
+type SearchView struct {
+	Segments []SearchSegment
+	// Postings holds, for each segment id, the posting list of each
+	// trigram asked for that the segment has.
+	Postings map[int64]map[uint32][]byte
+	// Lag lists the blobs a text part uses that no segment covers, in
+	// increasing order of id, and Bytes their size.
+	Lag      []int64
+	LagBytes int64
+}
+
+// SearchView reads the search index's segments, the posting lists of
+// trigrams (none when trigrams is nil), and its lag, in one snapshot.
+func (x *Index) SearchView(ctx context.Context, trigrams []uint32) (SearchView, error) {
+	var v SearchView
 	err := x.read(ctx, func() error {
-		err := queryRows(ctx, x.db, q, args, func(rows *sql.Rows) error {
-			var t, seg int64
-			var list []byte
-			if err := rows.Scan(&t, &seg, &list); err != nil {
+		v = SearchView{Postings: map[int64]map[uint32][]byte{}}
+		opts := &sql.TxOptions{ReadOnly: true}
+		if x.pg {
+			// One snapshot for every statement, as SQLite's transactions have.
+			opts.Isolation = sql.LevelRepeatableRead
+		}
+		tx, err := x.db.BeginTx(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if v.Segments, err = searchSegments(ctx, tx); err != nil {
+			return err
+		}
+		if len(trigrams) > 0 {
+			args := make([]any, len(trigrams))
+			for i, t := range trigrams {
+				args[i] = int64(t)
+			}
+			err := queryRows(ctx, tx, `SELECT trigram, segment, list FROM search_postings WHERE trigram IN `+
+				placeholders(len(trigrams)), args, func(rows *sql.Rows) error {
+				var t, seg int64
+				var list []byte
+				if err := rows.Scan(&t, &seg, &list); err != nil {
+					return err
+				}
+				if v.Postings[seg] == nil {
+					v.Postings[seg] = map[uint32][]byte{}
+				}
+				v.Postings[seg][uint32(t)] = list
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			delivered = true
-			return fn(uint32(t), seg, list)
-		})
-		if err != nil && delivered {
-			return noRetry{err}
 		}
-		return err
+		return queryRows(ctx, tx, `SELECT b.id, b.size FROM blobs b
+			WHERE b.id > (SELECT low FROM search_state) AND b.search_segment IS NULL
+			AND EXISTS (SELECT 1 FROM parts p WHERE p.blob_id = b.id AND p.kind = 'text') ORDER BY b.id`, nil,
+			func(rows *sql.Rows) error {
+				var id, size int64
+				if err := rows.Scan(&id, &size); err != nil {
+					return err
+				}
+				v.Lag = append(v.Lag, id)
+				v.LagBytes += size
+				return nil
+			})
 	})
-	if nr, ok := errors.AsType[noRetry](err); ok {
-		err = nr.err
-	}
 	if err != nil {
-		return fmt.Errorf("search postings: %w", err)
+		return SearchView{}, fmt.Errorf("search view: %w", err)
 	}
-	return nil
+	return v, nil
 }
-
-// SearchCandidate is a blob that may hold a match: Segment is the segment
-// whose postings say so, 0 for a blob no segment covers yet, or AnySegment
-// for a blob to read whatever covers it.
-type SearchCandidate struct {
-	Blob    int64
-	Segment int64
-}
-
-// AnySegment is the Segment of a SearchCandidate to read whatever covers
-// it.
-const AnySegment = -1
 
 // RunTextBlobs returns the blobs of a run's text parts, in increasing
 // order of id, and their bytes.
@@ -323,10 +359,12 @@ type SearchPart struct {
 }
 
 // SearchParts calls fn with the text parts matching o whose blob is one of
-// cands and still covered as the candidate says (by its segment, or by
-// none), blob by blob in the order of cands, the parts of one blob
-// together, in the order they were written.
-func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, cands []SearchCandidate, fn func(SearchPart) error) error {
+// blobs, blob by blob in the order of blobs (a blob named twice comes
+// once), the parts of one blob together, in the order they were written.
+// The rows are read as they are now: a blob whose id a segment lists may
+// since have been removed, and its id given to another, whose parts are
+// then the ones returned: reading them costs time, never a wrong hit.
+func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []int64, fn func(SearchPart) error) error {
 	if !storableText(o.Run) {
 		return nil
 	}
@@ -351,23 +389,20 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, cands []S
 	if !o.AllVersions {
 		where = append(where, "NOT EXISTS (SELECT 1 FROM parts n WHERE n.key = p.key AND n.run_id = p.run_id AND n.version > p.version)")
 	}
-	// A blob may be a candidate twice: by an old segment that listed its
-	// id before gc removed the blob and a new one took the id, and by the
-	// lag. Each blob is read once, under whichever it is covered by now.
-	want := make(map[int64][]int64, len(cands))
-	var blobs []int64
-	for _, c := range cands {
-		if _, ok := want[c.Blob]; !ok {
-			blobs = append(blobs, c.Blob)
+	seen := make(map[int64]bool, len(blobs))
+	blobs = slices.DeleteFunc(slices.Clone(blobs), func(b int64) bool {
+		if seen[b] {
+			return true
 		}
-		want[c.Blob] = append(want[c.Blob], c.Segment)
-	}
+		seen[b] = true
+		return false
+	})
 	const batch = 400
 	for len(blobs) > 0 {
 		n := min(batch, len(blobs))
 		ids := blobs[:n]
 		blobs = blobs[n:]
-		q := `SELECT ` + partColumns + `, b.id AS blob_id, coalesce(b.search_segment, 0), b.pack_id IS NOT NULL
+		q := `SELECT ` + partColumns + `, b.id AS blob_id, b.pack_id IS NOT NULL
 			FROM blobs b JOIN parts p ON p.blob_id = b.id
 			WHERE b.id IN ` + placeholders(n) + ` AND ` + strings.Join(where, " AND ") + ` ORDER BY p.id`
 		byBlob := make(map[int64][]SearchPart)
@@ -376,14 +411,10 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, cands []S
 			return queryRows(ctx, x.db, q, append(idArgs(ids), args...), func(rows *sql.Rows) error {
 				var r partRow
 				var sp SearchPart
-				var seg int64
 				if err := rows.Scan(&r.ID, &r.Key, &r.Run, &r.Step, &r.Tool, &r.CallID, &r.Part, &r.Version, &r.Kind,
-					&r.MIME, &r.Filename, &r.Chars, &r.Bytes, &r.Digest, &r.Ext, &r.CreatedAt, &sp.BlobID, &seg,
+					&r.MIME, &r.Filename, &r.Chars, &r.Bytes, &r.Digest, &r.Ext, &r.CreatedAt, &sp.BlobID,
 					&sp.Packed); err != nil {
 					return err
-				}
-				if w := want[sp.BlobID]; !slices.Contains(w, seg) && !slices.Contains(w, AnySegment) {
-					return nil // covered since by another segment, or no longer
 				}
 				p, err := r.part()
 				if err != nil {

@@ -158,6 +158,9 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 			case jobs <- j:
 				return nil
 			case <-ctx.Done():
+				// No worker takes it: the emitter waits on it all the same.
+				j.err = ctx.Err()
+				close(j.done)
 				return ctx.Err()
 			}
 		}
@@ -336,8 +339,8 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 
 // grepCandidates returns the blobs that may hold a match, in increasing
 // order of id: those the index's postings do not rule out, and those it
-// does not cover yet.
-func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]index.SearchCandidate, error) {
+// does not cover yet, as one snapshot of the index has them.
+func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]int64, error) {
 	var inRun map[int64]bool
 	if o.Run != "" {
 		// A run's parts are found from its rows; below a few megabytes,
@@ -347,11 +350,7 @@ func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptio
 			return nil, err
 		}
 		if size <= runScanBytes || o.NoIndex || q.Op == search.All {
-			cands := make([]index.SearchCandidate, len(blobs))
-			for i, b := range blobs {
-				cands[i] = index.SearchCandidate{Blob: b, Segment: index.AnySegment}
-			}
-			return cands, nil
+			return blobs, nil
 		}
 		inRun = make(map[int64]bool, len(blobs))
 		for _, b := range blobs {
@@ -362,7 +361,7 @@ func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptio
 	if err != nil || inRun == nil {
 		return cands, err
 	}
-	return slices.DeleteFunc(cands, func(c index.SearchCandidate) bool { return !inRun[c.Blob] }), nil
+	return slices.DeleteFunc(cands, func(b int64) bool { return !inRun[b] }), nil
 }
 
 // runScanBytes is the most text of a run that a search of the run reads
@@ -371,69 +370,38 @@ var runScanBytes int64 = 16 << 20
 
 // indexCandidates returns the blobs the index does not rule out, and the
 // blobs it does not cover yet, in increasing order of id.
-func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]index.SearchCandidate, error) {
-	segs, err := s.ix.SearchSegments(ctx)
+func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]int64, error) {
+	narrow := !o.NoIndex && q.Op != search.All
+	var needed []search.Trigram
+	if narrow {
+		needed = q.Needed()
+	}
+	v, err := s.ix.SearchView(ctx, needed)
 	if err != nil {
 		return nil, err
 	}
-	var cands []index.SearchCandidate
-	narrow := !o.NoIndex && q.Op != search.All
-	res.Indexed = narrow && len(segs) > 0
-	if !narrow {
-		for _, sg := range segs {
-			for _, b := range sg.Blobs {
-				cands = append(cands, index.SearchCandidate{Blob: b, Segment: sg.ID})
-			}
+	res.Indexed = narrow && len(v.Segments) > 0
+	res.Lag = int64(len(v.Lag))
+	cands := slices.Clone(v.Lag)
+	for _, sg := range v.Segments {
+		if !narrow {
+			cands = append(cands, sg.Blobs...)
+			continue
 		}
-	} else {
-		byID := make(map[int64]index.SearchSegment, len(segs))
-		for _, sg := range segs {
-			byID[sg.ID] = sg
-		}
-		lists := make(map[int64]map[search.Trigram]search.Set)
-		err := s.ix.SearchPostings(ctx, q.Needed(), func(t uint32, seg int64, list []byte) error {
-			sg, ok := byID[seg]
-			if !ok {
-				return nil // recorded after the segments were read
-			}
-			set, err := search.DecodePosting(list, len(sg.Blobs))
+		lists := map[search.Trigram]search.Set{}
+		for t, l := range v.Postings[sg.ID] {
+			set, err := search.DecodePosting(l, len(sg.Blobs))
 			if err != nil {
-				return fmt.Errorf("search segment %d: %w", seg, err)
+				return nil, fmt.Errorf("search segment %d: %w", sg.ID, err)
 			}
-			if lists[seg] == nil {
-				lists[seg] = make(map[search.Trigram]search.Set)
-			}
-			lists[seg][t] = set
-			return nil
+			lists[t] = set
+		}
+		q.EvalSet(len(sg.Blobs), func(t search.Trigram) search.Set { return lists[t] }).Each(func(i int) {
+			cands = append(cands, sg.Blobs[i])
 		})
-		if err != nil {
-			return nil, err
-		}
-		for _, sg := range segs {
-			l := lists[sg.ID]
-			q.EvalSet(len(sg.Blobs), func(t search.Trigram) search.Set { return l[t] }).Each(func(i int) {
-				cands = append(cands, index.SearchCandidate{Blob: sg.Blobs[i], Segment: sg.ID})
-			})
-		}
 	}
-	for after := int64(0); ; {
-		lag, err := s.ix.UnsearchedBlobs(ctx, after, 4096)
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range lag {
-			if b.Text {
-				res.Lag++
-				cands = append(cands, index.SearchCandidate{Blob: b.ID})
-			}
-		}
-		if len(lag) < 4096 {
-			break
-		}
-		after = lag[len(lag)-1].ID
-	}
-	slices.SortFunc(cands, func(a, b index.SearchCandidate) int { return int(a.Blob - b.Blob) })
-	return cands, nil
+	slices.Sort(cands)
+	return slices.Compact(cands), nil
 }
 
 // SearchIndexResult says what IndexSearch did.

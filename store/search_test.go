@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/search"
@@ -259,4 +262,125 @@ func TestPackAndGCKeepTheSearchIndex(t *testing.T) {
 		}
 	}
 	checkGrep(t, s, &c, "after gc")
+}
+
+// Searches beside writers, pack, gc and index catch-ups: none fails, and
+// each finds every part committed before it began.
+func TestGrepBesideWritersPackAndGC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	s := MustOpen(t)
+	var mu sync.Mutex
+	var committed []string // tokens of parts that stay
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	loop := func(name string, f func(i int) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := f(i); err != nil && ctx.Err() == nil {
+					errs <- fmt.Errorf("%s: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	loop("writer", func(i int) error {
+		tok := fmt.Sprintf("tok%06dz", i)
+		_, err := s.Write(ctx, []hook.Item{item("keep", i, strings.Repeat("filler line\n", i%50)+"found "+tok+"\n")})
+		if err == nil {
+			mu.Lock()
+			committed = append(committed, tok)
+			mu.Unlock()
+		}
+		return err
+	})
+	loop("churn", func(i int) error {
+		if _, err := s.Write(ctx, []hook.Item{item("tmp", i, fmt.Sprintf("gone tok%06dz\n", 900000+i))}); err != nil {
+			return err
+		}
+		if i%10 == 9 {
+			_, err := s.Prune(ctx, PruneOptions{Run: "tmp"})
+			return err
+		}
+		return nil
+	})
+	loop("maintenance", func(i int) error {
+		var err error
+		switch i % 3 {
+		case 0:
+			_, err = s.Pack(ctx, PackOptions{})
+		case 1:
+			_, err = s.GC(ctx, GCOptions{Force: true})
+		default:
+			_, err = s.IndexSearch(ctx)
+		}
+		if errors.Is(err, ErrLocked) {
+			return nil
+		}
+		return err
+	})
+	searches := 0
+	for ctx.Err() == nil {
+		mu.Lock()
+		want := slices.Clone(committed)
+		mu.Unlock()
+		found := map[string]bool{}
+		res, err := s.Grep(ctx, GrepOptions{Pattern: search.Pattern{Expr: `tok[0-9]+z`}}, func(h GrepHit) error {
+			found[strings.TrimPrefix(h.Text, "found ")] = true
+			if h.Part.Run == "tmp" && !strings.HasPrefix(h.Text, "gone ") {
+				return fmt.Errorf("hit %q in %s", h.Text, h.Part.Key)
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil || len(res.Failed) > 0 {
+			t.Fatalf("search %d: %v, failed %v", searches, err, res.Failed)
+		}
+		for _, tok := range want {
+			if !found[tok] {
+				t.Fatalf("search %d: %s, committed before it began, not found (%+v)", searches, tok, res)
+			}
+		}
+		searches++
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	mu.Lock()
+	t.Logf("%d searches beside %d writes", searches, len(committed))
+	mu.Unlock()
+	if searches < 3 {
+		t.Errorf("only %d searches ran", searches)
+	}
+}
+
+// A search whose context ends, at any moment, returns promptly.
+func TestGrepStopsWhenCanceled(t *testing.T) {
+	s := MustOpen(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 200, 1)
+	for _, after := range []time.Duration{0, 100 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond} {
+		for range 5 {
+			ctx, cancel := context.WithTimeout(context.Background(), after)
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Grep(ctx, GrepOptions{Pattern: search.Pattern{Expr: "e"}}, func(GrepHit) error { return nil })
+				done <- err
+			}()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("Grep still running 20 s after its context ended at %v", after)
+			}
+			cancel()
+		}
+	}
 }

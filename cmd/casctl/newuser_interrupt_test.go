@@ -72,6 +72,41 @@ func TestInterruptGetSlowPipe(t *testing.T) {
 	}
 }
 
+// TestInterruptGrepSlowPipe: grep of a 54 MiB part whose every line
+// matches, into a pipe read slowly, stops at Ctrl-C, exit 130.
+func TestInterruptGrepSlowPipe(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send on Windows")
+	}
+	dir := putParts(t, strings.NewReader(strings.Repeat("match me\n", 6<<20)))
+	cmd := casctl(t, "--store", dir, "grep", "--no-index", "match")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if _, err := io.ReadFull(out, make([]byte, 4096)); err != nil {
+		t.Fatalf("grep wrote nothing: %v: %s", err, stderr.String())
+	}
+	go func() {
+		for {
+			time.Sleep(5 * time.Millisecond)
+			if _, err := out.Read(make([]byte, 4096)); err != nil {
+				return
+			}
+		}
+	}()
+	code, msg := interrupt(t, cmd, &stderr)
+	if code != exitInterrupted || !strings.HasPrefix(msg, "casctl: grep: interrupted after ") {
+		t.Errorf("grep into a slow pipe, then SIGINT: exit %d, %q; want 130, interrupted", code, msg)
+	}
+}
+
 // TestInterruptPutSlowStdin: put of a stdin whose producer has sent 19 MiB
 // and goes on stalling stops at Ctrl-C, exit 130, with nothing stored: no
 // key, no blob, no temp file.
@@ -145,6 +180,7 @@ func TestInterruptEveryCommand(t *testing.T) {
 		{"get", "big/0_t_c.txt", "--output", filepath.Join(other, "out.txt")},
 		{"show", "big/0_t_c.txt"},
 		{"ls"},
+		{"grep", "line"},
 		{"stats"},
 		{"gc"},
 		{"gc", "--dry-run"},
