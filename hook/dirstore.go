@@ -364,5 +364,5 @@ func (d *DirStore) searchFile(ctx context.Context, root *os.Root, dir, name stri
 	if err != nil {
 		return fmt.Errorf("dirstore: search %s: %w", filepath.Join(d.root, rel), err)
 	}
-	return scanBytes(match, key, data, width, fold, fn)
+	return scanBytes(ctx, match, key, data, width, fold, fn)
 }

@@ -240,7 +240,7 @@ func (m *MemStore) Search(ctx context.Context, run string, q SearchQuery, fn fun
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := scanBytes(match, p.key, p.data, q.Width, &fold, fn); err != nil {
+		if err := scanBytes(ctx, match, p.key, p.data, q.Width, &fold, fn); err != nil {
 			return err
 		}
 	}

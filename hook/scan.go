@@ -30,8 +30,12 @@ func compileSearch(run string, q SearchQuery) (*search.Matcher, error) {
 const binaryHead = 8 << 10
 
 // scanBytes calls fn with each line of data, the part key, that m matches,
-// cut to width, in order. It stops at fn's first error and returns it.
-func scanBytes(m *search.Matcher, key string, data []byte, width int, fold *[]byte, fn func(SearchHit) error) error {
+// cut to width, in order. It stops at fn's first error and returns it, or
+// when ctx ends, checked between chunks of a large part.
+func scanBytes(ctx context.Context, m *search.Matcher, key string, data []byte, width int, fold *[]byte, fn func(SearchHit) error) error {
+	if len(data) > search.ChunkSize {
+		return scanReader(ctx, m, key, bytes.NewReader(data), width, fn)
+	}
 	if bytes.IndexByte(data[:min(len(data), binaryHead)], 0) >= 0 {
 		return nil
 	}
