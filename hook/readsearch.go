@@ -144,6 +144,9 @@ func (t *ReadTool) search(ctx context.Context, run string, a ReadArgs) (Result, 
 		timedOut = true
 	case errors.Is(err, ErrBadPattern):
 		return Result{}, fmt.Errorf("read: search: pattern %q: %w", clip(a.Pattern), err)
+	case errors.Is(err, ErrRefused), errors.Is(err, ErrCannotSearch):
+		// The store's refusal says why.
+		return Result{}, fmt.Errorf("read: search: %w", err)
 	default:
 		return Result{}, fmt.Errorf("read: search run %s: %w", clip(run), err)
 	}
