@@ -1,17 +1,22 @@
 package hook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/search"
 )
 
 // DirStore writes each part to a plain file named by its key under a root
@@ -243,4 +248,121 @@ func throughLink(root, rel string) bool {
 		}
 	}
 	return false
+}
+
+var _ Searcher = (*DirStore)(nil)
+
+// wholeSearch is the largest file DirStore.Search reads at once; a larger
+// one is matched as it streams.
+const wholeSearch = 1 << 20
+
+// Search calls fn with each line of run's text parts (the .txt files under
+// <root>/<run>/) that q matches, files in the order of their steps (see
+// Searcher). Having no index, it reads every text file of the run, and
+// tells a file's tool by its name alone: q.Tool "a" finds the files of a
+// tool "a_b" too, whose names begin alike. A file is read through the
+// root, as Read does: a symbolic link is never followed.
+func (d *DirStore) Search(ctx context.Context, run string, q SearchQuery, fn func(SearchHit) error) error {
+	match, err := compileSearch(run, q)
+	if err != nil {
+		return fmt.Errorf("dirstore: search: %w", err)
+	}
+	root, err := os.OpenRoot(d.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing was written yet
+	}
+	if err != nil {
+		return fmt.Errorf("dirstore: search: %w", err)
+	}
+	defer root.Close()
+	dir := EscapeRun(run)
+	names, err := d.textFiles(root, dir, q.Tool)
+	if err != nil {
+		return err
+	}
+	var fold []byte
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := d.searchFile(ctx, root, dir, name, match, q.Width, &fold, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// textFiles returns the names of the text parts in the run directory dir,
+// of tool when it is set, ordered by step, then name.
+func (d *DirStore) textFiles(root *os.Root, dir, tool string) ([]string, error) {
+	f, err := root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // no part of the run
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dirstore: search: %w", err)
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("dirstore: search %s: %w", filepath.Join(d.root, dir), err)
+	}
+	type file struct {
+		step int
+		name string
+	}
+	var files []file
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || filepath.Ext(name) != ".txt" || strings.HasPrefix(name, ".tmp-") {
+			continue
+		}
+		digits := len(name) - len(strings.TrimLeft(name, "0123456789"))
+		step, err := strconv.Atoi(name[:digits])
+		if err != nil || digits == len(name) || name[digits] != '_' {
+			continue // not a part's name
+		}
+		if tool != "" && !strings.HasPrefix(name[digits+1:], renderTool(tool)+"_") {
+			continue
+		}
+		files = append(files, file{step, name})
+	}
+	slices.SortFunc(files, func(a, b file) int {
+		return cmp.Or(cmp.Compare(a.step, b.step), strings.Compare(a.name, b.name))
+	})
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.name
+	}
+	return names, nil
+}
+
+// searchFile matches the lines of one file: a small one read whole, a
+// large one as it streams.
+func (d *DirStore) searchFile(ctx context.Context, root *os.Root, dir, name string, match *search.Matcher, width int, fold *[]byte, fn func(SearchHit) error) error {
+	rel := filepath.Join(dir, name)
+	f, err := root.Open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed since the directory was listed
+	}
+	if err != nil {
+		return fmt.Errorf("dirstore: search %s: %w", filepath.Join(d.root, rel), err)
+	}
+	defer f.Close()
+	key := dir + "/" + name
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("dirstore: search %s: %w", filepath.Join(d.root, rel), err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	if fi.Size() > wholeSearch {
+		return scanReader(ctx, match, key, f, width, fn)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, wholeSearch+1))
+	if err != nil {
+		return fmt.Errorf("dirstore: search %s: %w", filepath.Join(d.root, rel), err)
+	}
+	return scanBytes(ctx, match, key, data, width, fold, fn)
 }

@@ -202,3 +202,47 @@ func containsDigest(ds []cas.Digest, d cas.Digest) bool {
 	}
 	return false
 }
+
+var _ Searcher = (*MemStore)(nil)
+
+// Search calls fn with each line of run's text parts that q matches, the
+// newest version of each key, keys in the order they were first written
+// (see Searcher). It reads every text part of the run; fn runs without the
+// store's lock held.
+func (m *MemStore) Search(ctx context.Context, run string, q SearchQuery, fn func(SearchHit) error) error {
+	match, err := compileSearch(run, q)
+	if err != nil {
+		return fmt.Errorf("memstore: search: %w", err)
+	}
+	type found struct {
+		key  string
+		data []byte
+	}
+	var parts []found
+	m.mu.RLock()
+	seen := map[string]bool{}
+	for _, p := range m.parts {
+		if p.run != run || seen[p.key] {
+			continue
+		}
+		seen[p.key] = true
+		idx := m.byKey[p.key]
+		cur := m.parts[idx[len(idx)-1]]
+		if cur.part.Kind != KindText || (q.Tool != "" && cur.owner.Tool != q.Tool) {
+			continue
+		}
+		// Stored bytes are never changed: they are safe to read unlocked.
+		parts = append(parts, found{cur.key, m.blobs[cur.blob]})
+	}
+	m.mu.RUnlock()
+	var fold []byte
+	for _, p := range parts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := scanBytes(ctx, match, p.key, p.data, q.Width, &fold, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -46,15 +46,24 @@ const (
 
 // ReadArgs are the read-back tool's parameters.
 type ReadArgs struct {
-	// Ref is a key, path or digest from a pointer.
+	// Ref is a key, path or digest from a pointer. Empty, with Pattern, it
+	// searches every text part of the run.
 	Ref string `json:"ref"`
-	// Offset is how many lines (or, with Pattern, matching lines) to skip.
+	// Offset is how many lines (with Pattern, matching lines; in a search,
+	// hits) to skip.
 	Offset int `json:"offset,omitempty"`
-	// Limit is how many lines to return, DefaultReadLimit when 0.
+	// Limit is how many lines (in a search, hits) to return,
+	// DefaultReadLimit (DefaultSearchLimit) when 0.
 	Limit int `json:"limit,omitempty"`
 	// Pattern, when set, is a regular expression (RE2 syntax): only matching
 	// lines are returned, with their line numbers.
 	Pattern string `json:"pattern,omitempty"`
+	// IgnoreCase matches Pattern's letters in any case.
+	IgnoreCase bool `json:"ignore_case,omitempty"`
+	// Fixed takes Pattern as plain text, not a regular expression.
+	Fixed bool `json:"fixed,omitempty"`
+	// Tool, in a search, searches only the parts of that tool's results.
+	Tool string `json:"tool,omitempty"`
 	// ByteOffset starts the first line returned at this byte of it, to read
 	// on in a line that a page cut short.
 	ByteOffset int64 `json:"byte_offset,omitempty"`
@@ -68,8 +77,9 @@ type ReadArgs struct {
 // ReadTool is the tool an agent calls to read an offloaded result back. It
 // pages through text by lines, filters lines by a pattern, runs jq queries
 // on JSON (paging through their results as lines), returns images
-// and files as bytes with their MIME type, and sees nothing outside its run.
-// Its own results are never offloaded again.
+// and files as bytes with their MIME type, searches every text part of its
+// run when given a pattern and no reference (through a Searcher), and sees
+// nothing outside its run. Its own results are never offloaded again.
 type ReadTool struct {
 	store    Store
 	name     string
@@ -127,39 +137,58 @@ func (t *ReadTool) Schema() json.RawMessage {
 	return b
 }
 
-// Description tells the model what the tool does, as Schema does.
+// Description tells the model what the tool does, as Schema does: how to
+// read a result its pointer names, and when to search instead.
 func (t *ReadTool) Description() string {
-	return "Read back a tool result that was offloaded from the conversation. " +
-		"Give the key or path from the pointer ('Tool result offloaded to ...'). " +
+	return "Read back a tool result that was offloaded from the conversation, or search all of this run's offloaded results. " +
+		"To read one: give the key or path from its pointer ('Tool result offloaded to ...') as ref. " +
 		"Text comes back as numbered lines, a page at a time: use offset and limit to page, " +
 		"and pattern to get only the lines matching a regular expression. " +
 		"A page holds at most " + strconv.Itoa(t.maxBytes) + " bytes: a longer line is cut, and the page says how to read on with byte_offset. " +
 		"Images and files come back as they are, with their MIME type. " +
 		"For JSON, when the pointer shows its shape ('JSON shape: ...'), use query (jq syntax, as '.items[] | {id, name}' or '.items | length') " +
-		"to fetch only the values you need: each result comes back as one line of compact JSON, paged like text (pattern then filters those lines)."
+		"to fetch only the values you need: each result comes back as one line of compact JSON, paged like text (pattern then filters those lines). " +
+		"To search: when you need something an earlier result held (an error, a name, an id) but not which result, " +
+		"leave ref out and give pattern: every offloaded text of this run is searched (the newest version of each), " +
+		"and matching lines come back as KEY:LINE:text, " + strconv.Itoa(DefaultSearchLimit) + " hits a page (offset and limit count hits), " +
+		"each cut to about " + strconv.Itoa(SearchWidth) + " bytes around its match; tool narrows the search to one tool's results. " +
+		"Then read the part a hit names with ref. ignore_case and fixed (pattern as plain text) apply to reads and searches."
 }
 
 // Parameters returns the JSON Schema of the tool's arguments, as Schema
-// does, for a framework that takes a tool's parts apart.
+// does, for a framework that takes a tool's parts apart. No argument is
+// required: without ref, the tool searches.
 func (t *ReadTool) Parameters() json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"ref": map[string]any{
 				"type":        "string",
-				"description": "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>.",
+				"description": "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>. Leave it out, and give pattern, to search every offloaded text of this run.",
 			},
 			"offset": map[string]any{
 				"type": "integer", "minimum": 0,
-				"description": "Lines to skip (matching lines, with pattern). Default 0.",
+				"description": "Lines to skip (matching lines, with pattern; hits, when searching). Default 0.",
 			},
 			"limit": map[string]any{
 				"type": "integer", "minimum": 1, "maximum": MaxReadLimit,
-				"description": fmt.Sprintf("Lines to return. Default %d.", DefaultReadLimit),
+				"description": fmt.Sprintf("Lines to return (hits, when searching). Default %d (%d hits).", DefaultReadLimit, DefaultSearchLimit),
 			},
 			"pattern": map[string]any{
 				"type":        "string",
-				"description": "Regular expression (RE2); only matching lines are returned, with their numbers.",
+				"description": "Regular expression (RE2); only matching lines are returned, with their numbers. Without ref, the search: every offloaded text of this run, as KEY:LINE:text.",
+			},
+			"ignore_case": map[string]any{
+				"type":        "boolean",
+				"description": "Match pattern's letters in any case. Default false.",
+			},
+			"fixed": map[string]any{
+				"type":        "boolean",
+				"description": "Take pattern as plain text, not a regular expression. Default false.",
+			},
+			"tool": map[string]any{
+				"type":        "string",
+				"description": "When searching (no ref): only the results of this tool.",
 			},
 			"byte_offset": map[string]any{
 				"type": "integer", "minimum": 0,
@@ -168,10 +197,9 @@ func (t *ReadTool) Parameters() json.RawMessage {
 			"query": map[string]any{
 				"type": "string",
 				"description": fmt.Sprintf("jq query run on the JSON the result holds (each value in turn, for JSON lines), as '.items[] | select(.price > 10) | .id'; "+
-					"its results come back one per line as compact JSON, paged with offset and limit and filtered by pattern. Parts up to %d MiB.", MaxQueryBytes>>20),
+					"its results come back one per line as compact JSON, paged with offset and limit and filtered by pattern. Parts up to %d MiB. Needs ref.", MaxQueryBytes>>20),
 			},
 		},
-		"required":             []string{"ref"},
 		"additionalProperties": false,
 	})
 	return b
@@ -185,7 +213,7 @@ func (t *ReadTool) Call(ctx context.Context, run, callID string, args json.RawMe
 	d := json.NewDecoder(bytes.NewReader(args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&a); err != nil {
-		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ..., \"byte_offset\": ..., \"query\": ...}: %v", err))
+		return t.failure(callID, args, fmt.Errorf("arguments are not {\"ref\": ..., \"offset\": ..., \"limit\": ..., \"pattern\": ..., \"ignore_case\": ..., \"fixed\": ..., \"tool\": ..., \"byte_offset\": ..., \"query\": ...}: %v", err))
 	}
 	r, err := t.Read(ctx, run, a)
 	if err != nil {
@@ -201,14 +229,18 @@ func (t *ReadTool) failure(callID string, args json.RawMessage, err error) Resul
 
 // Read reads a reference as the tool does. Errors say what was wrong: a bad
 // argument, a reference not found in the run, a reference outside the store,
-// a query that does not parse (ErrQuerySyntax), a part a query cannot read
-// (ErrNotJSON, ErrPartTooLarge), a query that fails (ErrQueryFailed).
+// a pattern that cannot be used (ErrBadPattern), a query that does not
+// parse (ErrQuerySyntax), a part a query cannot read (ErrNotJSON,
+// ErrPartTooLarge), a query that fails (ErrQueryFailed).
 // Text is read as a stream, line by line, from stores that can
 // (StreamStore): memory stays within a page whatever the part's size.
+//
+// With no reference and a pattern, Read searches every text part of run
+// (DefaultRun when empty), the newest version of each, through the store's
+// Searcher (ErrCannotSearch when it has none): a page of hits, each a
+// KEY:LINE:text line cut to about SearchWidth bytes, within the byte budget
+// and the tool's timeout. A search never shows another run's parts.
 func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, error) {
-	if a.Ref == "" {
-		return Result{}, errors.New("read: no ref: give the key or path from the pointer")
-	}
 	if a.Offset < 0 {
 		return Result{}, fmt.Errorf("read: offset %d is negative", a.Offset)
 	}
@@ -218,14 +250,23 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	if a.Limit < 0 || a.Limit > MaxReadLimit {
 		return Result{}, fmt.Errorf("read: limit %d out of range 1..%d", a.Limit, MaxReadLimit)
 	}
+	if a.Pattern == "" && (a.Fixed || a.IgnoreCase) {
+		return Result{}, errors.New("read: fixed and ignore_case apply to a pattern, and none was given")
+	}
+	if a.Ref == "" {
+		return t.search(ctx, run, a)
+	}
+	if a.Tool != "" {
+		return Result{}, fmt.Errorf("read: tool %q narrows a search, which has no ref; ref names one part already", clip(a.Tool))
+	}
 	if a.Limit == 0 {
 		a.Limit = DefaultReadLimit
 	}
 	var re *regexp.Regexp
 	if a.Pattern != "" {
 		var err error
-		if re, err = CompilePattern(a.Pattern); err != nil {
-			return Result{}, fmt.Errorf("read: pattern %q: %w", clip(a.Pattern), err)
+		if re, err = CompilePattern(patternExpr(a)); err != nil {
+			return Result{}, fmt.Errorf("read: pattern %q: %w: %w", clip(a.Pattern), ErrBadPattern, err)
 		}
 	}
 	var code *gojq.Code
@@ -235,10 +276,7 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 			return Result{}, fmt.Errorf("read: %w", err)
 		}
 	}
-	store := t.store
-	if store == nil {
-		store = StoreFrom(ctx)
-	}
+	store := t.storeFor(ctx)
 	if store == nil {
 		return Result{}, errors.New("read: no store")
 	}
@@ -313,6 +351,15 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 	}
 	r.Parts = []Part{Text(page)}
 	return r, nil
+}
+
+// storeFor returns the store a call reads: the tool's, else the one the
+// context carries.
+func (t *ReadTool) storeFor(ctx context.Context) Store {
+	if t.store != nil {
+		return t.store
+	}
+	return StoreFrom(ctx)
 }
 
 // tooLarge is the error of binary content larger than the tool returns.

@@ -137,8 +137,21 @@ func TestH22ReadToolCallAndSchema(t *testing.T) {
 	if err := json.Unmarshal(rt.Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
-	if schema.Name != hook.ReadToolName || schema.Parameters.Type != "object" || len(schema.Parameters.Properties) != 6 || schema.Parameters.Properties["query"] == nil ||
-		len(schema.Parameters.Required) != 1 || schema.Parameters.Required[0] != "ref" {
+	// No argument is required: without ref, the tool searches.
+	if schema.Name != hook.ReadToolName || schema.Parameters.Type != "object" || len(schema.Parameters.Properties) != 9 || schema.Parameters.Properties["query"] == nil ||
+		len(schema.Parameters.Required) != 0 {
 		t.Errorf("schema = %s", rt.Schema())
+	}
+	for name, typ := range map[string]string{"ignore_case": "boolean", "fixed": "boolean", "tool": "string"} {
+		var p struct{ Type string }
+		if err := json.Unmarshal(schema.Parameters.Properties[name], &p); err != nil || p.Type != typ {
+			t.Errorf("schema's %s = %s, want a %s", name, schema.Parameters.Properties[name], typ)
+		}
+	}
+	// The description says when to search rather than read.
+	for _, want := range []string{"leave ref out and give pattern", "KEY:LINE:text", "but not which result"} {
+		if !strings.Contains(rt.Description(), want) {
+			t.Errorf("description does not say %q: %s", want, rt.Description())
+		}
 	}
 }

@@ -362,6 +362,13 @@ func (a anyRun) OpenRead(ctx context.Context, _ string, ref string) (*hook.Conte
 	return &cc, io.NopCloser(bytes.NewReader(c.Data)), nil
 }
 
+// Search refuses: a search shows one run's parts, and this server has no
+// run of its own to search.
+func (a anyRun) Search(context.Context, string, hook.SearchQuery, func(hook.SearchHit) error) error {
+	return fmt.Errorf("%w: this server reads every run of the store, and a search looks in one run only: "+
+		"serve one run (casctl mcp serve --run RUN) to search it, or read a part by its ref", hook.ErrCannotSearch)
+}
+
 func (a anyRun) Resolve(ctx context.Context, _ string, ref string) (store.Part, error) {
 	if rs, ok := a.Store.(resolver); ok {
 		return rs.Resolve(ctx, "", ref)

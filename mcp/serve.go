@@ -107,7 +107,8 @@ func NewStoreServer(st *store.Store, opts ...Option) (*StoreServer, error) {
 	sdk.AddTool(s.server, &sdk.Tool{Name: "search", Title: "Search offloaded tool results",
 		Description: "List offloaded tool result parts, newest first, by run, tool, kind, key text or age, a page at a time. " +
 			"Each has the key and the toolcas:// URI to read it back with. When more match than the limit, " +
-			"the result's next_cursor, given as cursor with the same filters, lists the next page.", Annotations: ro}, s.search)
+			"the result's next_cursor, given as cursor with the same filters, lists the next page. " +
+			"To find a line in the parts' text, use " + ReadToolName + " with a pattern and no ref.", Annotations: ro}, s.search)
 	sdk.AddTool(s.server, &sdk.Tool{Name: "stats", Title: "Store statistics",
 		Description: "How many runs, parts and blobs the store holds, how many bytes the tools produced, how many it stores, " +
 			"and what dedup saved, per tool: for the whole store or one run. The fields are casctl stats --json's.",

@@ -1,5 +1,6 @@
 // Package storetest is the conformance suite every hook.Store passes: what
 // the hook and the read-back tool rely on, run against any implementation.
+// A store that is a hook.Searcher passes the search's part of it too.
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) hook.Store { return mystore.New(t.TempDir()) }, storetest.Options{})
@@ -43,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) hook.Store, o Options) {
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, newStore(t)) })
 	t.Run("HaystackKeys", func(t *testing.T) { haystackKeys(t, newStore(t)) })
 	t.Run("RunNames", func(t *testing.T) { runNames(t, newStore(t)) })
+	t.Run("Searcher", func(t *testing.T) { searcher(t, newStore(t)) })
 	if !o.Overwrites {
 		t.Run("Collisions", func(t *testing.T) { collisions(t, newStore(t)) })
 		t.Run("ConcurrentCollisions", func(t *testing.T) { concurrentCollisions(t, newStore(t)) })
