@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/search"
 )
 
 var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (default 40, 16 with -short)")
@@ -213,6 +214,7 @@ func crashLoop(t *testing.T) {
 	if !res.OK || len(res.Temp) > 0 || len(res.Orphans) > 0 {
 		t.Errorf("after gc: ok %v, temp %v, orphans %v", res.OK, res.Temp, res.Orphans)
 	}
+	checkSearchAfterCrashes(t, s, all)
 	t.Logf("%d processes killed (%d gc, %d packers), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
 		killed, gcKilled, packKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
 }
@@ -246,6 +248,49 @@ func TestCommittedLine(t *testing.T) {
 	} {
 		if _, _, ok := committedLine(tc.line); ok != tc.ok {
 			t.Errorf("committedLine(%q) ok = %v, want %v", tc.line, ok, tc.ok)
+		}
+	}
+}
+
+// checkSearchAfterCrashes: kills landed in packers' and gcs' index
+// catch-ups too. Once caught up, a search finds every row's content: a
+// search of every header line finds each row once, and a search of one
+// row's header, which the postings narrow, finds that row.
+func checkSearchAfterCrashes(t *testing.T, s *Store, all []Part) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.IndexSearch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, lag, err := s.SearchLag(ctx); err != nil || lag != 0 {
+		t.Fatalf("search lag after a catch-up: %d bytes, %v", lag, err)
+	}
+	grep := func(p search.Pattern) map[string]bool {
+		found := map[string]bool{}
+		res, err := s.Grep(ctx, GrepOptions{Pattern: p, AllVersions: true, Width: 200}, func(h GrepHit) error {
+			found[fmt.Sprintf("%s@%d", h.Part.Key, h.Part.Version)] = true
+			return nil
+		})
+		if err != nil || len(res.Failed) > 0 {
+			t.Fatalf("grep %q after the crashes: %v, failed %v", p.Expr, err, res.Failed)
+		}
+		return found
+	}
+	every := grep(search.Pattern{Expr: `^toolcas-test seed=[0-9]+ size=`})
+	if len(every) != len(all) {
+		t.Errorf("a search of every header found %d rows, the index holds %d", len(every), len(all))
+	}
+	for i, p := range all {
+		if i%max(1, len(all)/20) != 0 {
+			continue
+		}
+		c, err := s.Read(ctx, "", p.Blob.RelPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(string(c.Data), "\n")
+		if k := fmt.Sprintf("%s@%d", p.Key, p.Version); !grep(search.Pattern{Expr: head, Fixed: true})[k] {
+			t.Errorf("a search of %q did not find %s", head, k)
 		}
 	}
 }
