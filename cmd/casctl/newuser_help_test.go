@@ -81,7 +81,7 @@ func TestStoreAccessComplete(t *testing.T) {
 	if want := "init, put, gc, pack, prune, repair, copy, demo and mcp proxy write to it"; !strings.Contains(out, want) {
 		t.Errorf("casctl --help: no %q in\n%s", want, out)
 	}
-	if want := "get, show, ls, stats, verify and mcp serve only read the store"; !strings.Contains(out, want) {
+	if want := "get, show, ls, grep, stats, verify and mcp serve only read the store"; !strings.Contains(out, want) {
 		t.Errorf("casctl --help: no %q in\n%s", want, out)
 	}
 }
