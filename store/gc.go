@@ -82,8 +82,9 @@ type GCResult struct {
 	// pack is more than half unused and gc rewrites it.
 	UnusedPacked      int
 	UnusedPackedBytes int64
-	// Search says what gc did to the search index afterwards (see
-	// IndexSearch), on a store in a local directory.
+	// Search says what gc did to the search index afterwards, on a store
+	// in a local directory: the segments it dropped, and the lag left
+	// (which pack, or casctl grep, indexes).
 	Search SearchIndexResult
 }
 
@@ -230,7 +231,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	if err != nil {
 		return GCResult{}, err
 	}
-	done, _ := e.freeSpace()
+	done, short := e.freeSpace()
 	defer done()
 	var gcLock *index.GCLock
 	if !o.DryRun {
@@ -255,8 +256,10 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	res := GCResult{KeptYoung: len(p.Young)}
 	err = e.sweepGC(ctx, p, func() error { return gcLock.Held(ctx) }, timeout, &res)
 	slices.SortFunc(res.Removed, byFileName)
-	if err == nil {
-		res.Search = s.maintainSearch(ctx)
+	if err == nil && !short {
+		// On a nearly full disk, what gc freed is for the store's reserve
+		// and its writers, not for postings.
+		res.Search = s.maintainSearch(ctx, false)
 	}
 	return res, err
 }

@@ -72,7 +72,7 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	}
 	res, err := p.pack(ctx, o)
 	if err == nil && !o.DryRun {
-		res.Search = s.maintainSearch(ctx)
+		res.Search = s.maintainSearch(ctx, true)
 	}
 	return res, err
 }

@@ -465,11 +465,18 @@ func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
 		return nil
 	}
 	buf := make([]byte, search.ChunkSize)
+	// The blobs stored by the time it starts: busy writers never keep a
+	// catch-up going.
+	last, err := s.ix.MaxBlobID(ctx)
+	if err != nil {
+		return res, fmt.Errorf("index search: %w", err)
+	}
 	for after := int64(0); ; {
 		lag, err := s.ix.UnsearchedBlobs(ctx, after, 1024)
 		if err != nil {
 			return res, fmt.Errorf("index search: %w", err)
 		}
+		lag = slices.DeleteFunc(lag, func(ub index.UnsearchedBlob) bool { return ub.ID > last })
 		for _, ub := range lag {
 			through = ub.ID
 			if !ub.Text {
@@ -507,7 +514,6 @@ func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
 	if err := flush(); err != nil {
 		return res, fmt.Errorf("index search: %w", err)
 	}
-	var err error
 	if res.LagBlobs, res.LagBytes, err = s.ix.SearchLag(ctx); err != nil {
 		return res, fmt.Errorf("index search: %w", err)
 	}
@@ -568,19 +574,27 @@ func (s *Store) SearchLag(ctx context.Context) (blobs, bytes int64, err error) {
 
 // maintainSearch is what gc and pack do for the search index on a store in
 // a local directory (on an object store, indexing would fetch every blob:
-// casctl grep does it there): drop segments that are mostly dead or small,
-// so that their live blobs are indexed again in one segment, then index
-// what no segment covers. It is best effort: a search reads what the index
+// casctl grep does it there). Both drop the segments that are mostly dead
+// (and small ones, to merge them), which costs a few statements; pack, which
+// has just read the blobs it packed, then indexes what no segment covers.
+// gc does not: its time must not grow with what writers stored since, and
+// the blobs of dropped segments are read by searches until a pack or a
+// grep indexes them again. It is best effort: a search reads what the index
 // does not cover, so a failure costs time, never a hit.
-func (s *Store) maintainSearch(ctx context.Context) SearchIndexResult {
+func (s *Store) maintainSearch(ctx context.Context, catchUp bool) SearchIndexResult {
+	var res SearchIndexResult
 	if _, local := s.eng.(packer); !local || s.readOnly {
-		return SearchIndexResult{}
+		return res
 	}
 	drop, err := s.segmentsToDrop(ctx)
 	if err == nil && len(drop) > 0 {
 		err = s.ix.DropSearchSegments(ctx, drop)
 	}
-	res, _ := s.IndexSearch(ctx)
+	if catchUp {
+		res, _ = s.IndexSearch(ctx)
+	} else {
+		res.LagBlobs, res.LagBytes, _ = s.ix.SearchLag(ctx)
+	}
 	if err == nil {
 		res.Dropped = len(drop)
 	}

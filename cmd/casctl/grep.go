@@ -51,7 +51,7 @@ marked. The newest version of each key is searched unless --all-versions.
 The store's search index rules out the results that cannot match without
 reading them. Results stored since it was last brought up to date are read in
 full; when they are more than 8 MiB and the store can be written, grep brings
-the index up to date first (gc and pack do too).
+the index up to date first (pack does too).
 
 Exit status: 0 when a line matched, 1 when none did, 2 on an error (a bad
 pattern, a result that could not be read: the others are still searched).`,
