@@ -82,6 +82,9 @@ type GCResult struct {
 	// pack is more than half unused and gc rewrites it.
 	UnusedPacked      int
 	UnusedPackedBytes int64
+	// Search says what gc did to the search index afterwards (see
+	// IndexSearch), on a store in a local directory.
+	Search SearchIndexResult
 }
 
 // GCPlan is what a gc decides before it removes anything: which blobs go
@@ -252,6 +255,9 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 	res := GCResult{KeptYoung: len(p.Young)}
 	err = e.sweepGC(ctx, p, func() error { return gcLock.Held(ctx) }, timeout, &res)
 	slices.SortFunc(res.Removed, byFileName)
+	if err == nil {
+		res.Search = s.maintainSearch(ctx)
+	}
 	return res, err
 }
 

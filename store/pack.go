@@ -53,6 +53,9 @@ type PackResult struct {
 	// RemovedShards the shard directories left empty and removed.
 	RemovedLoose  int
 	RemovedShards int
+	// Search says what pack did to the search index afterwards (see
+	// IndexSearch).
+	Search SearchIndexResult
 }
 
 // Pack moves loose blobs that no write has used for o.OlderThan into zstd
@@ -67,7 +70,11 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	if err != nil {
 		return PackResult{DryRun: o.DryRun}, err
 	}
-	return p.pack(ctx, o)
+	res, err := p.pack(ctx, o)
+	if err == nil && !o.DryRun {
+		res.Search = s.maintainSearch(ctx)
+	}
+	return res, err
 }
 
 // pack is Pack on a local store.

@@ -85,12 +85,12 @@ const wholeRead = 4 << 20
 
 // grepJob is one blob to read and match, and the parts that use it.
 type grepJob struct {
-	parts []index.SearchPart
-	done  chan struct{}
-	hits  []grepLine
-	bytes int64
+	parts  []index.SearchPart
+	done   chan struct{}
+	hits   []grepLine
+	bytes  int64
 	binary bool
-	err   error
+	err    error
 }
 
 type grepLine struct {
@@ -450,6 +450,9 @@ type SearchIndexResult struct {
 	// LagBlobs and LagBytes are what no segment covers afterwards.
 	LagBlobs int64
 	LagBytes int64
+	// Dropped counts the segments dropped before (mostly dead, or small
+	// ones merged): their live blobs were indexed again.
+	Dropped int
 }
 
 // Search index segments: a segment is written once it holds this many
@@ -587,4 +590,61 @@ func (s *Store) Search(ctx context.Context, run string, q hook.SearchQuery, fn f
 		return fn(hook.SearchHit{Key: h.Part.Key, Line: h.Line, Text: h.Text})
 	})
 	return err
+}
+
+// SearchLag counts the blobs, and their bytes, that the search index does
+// not cover yet: what every search reads in full until IndexSearch runs.
+func (s *Store) SearchLag(ctx context.Context) (blobs, bytes int64, err error) {
+	return s.ix.SearchLag(ctx)
+}
+
+// maintainSearch is what gc and pack do for the search index on a store in
+// a local directory (on an object store, indexing would fetch every blob:
+// casctl grep does it there): drop segments that are mostly dead or small,
+// so that their live blobs are indexed again in one segment, then index
+// what no segment covers. It is best effort: a search reads what the index
+// does not cover, so a failure costs time, never a hit.
+func (s *Store) maintainSearch(ctx context.Context) SearchIndexResult {
+	if _, local := s.eng.(packer); !local || s.readOnly {
+		return SearchIndexResult{}
+	}
+	drop, err := s.segmentsToDrop(ctx)
+	if err == nil && len(drop) > 0 {
+		err = s.ix.DropSearchSegments(ctx, drop)
+	}
+	res, _ := s.IndexSearch(ctx)
+	if err == nil {
+		res.Dropped = len(drop)
+	}
+	return res
+}
+
+// Segments a gc drops: one whose live blobs are fewer than half of those
+// it lists, and, when at least smallSegments segments are under a quarter
+// of a full one, those.
+const smallSegments = 8
+
+func (s *Store) segmentsToDrop(ctx context.Context) ([]int64, error) {
+	segs, err := s.ix.SearchSegments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.ix.SearchSegmentLive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var drop, small []int64
+	for _, sg := range segs {
+		n := int64(len(sg.Blobs))
+		switch {
+		case 2*live[sg.ID] < n:
+			drop = append(drop, sg.ID)
+		case n < segmentBlobs/4 && sg.Bytes < segmentBytes/4:
+			small = append(small, sg.ID)
+		}
+	}
+	if len(small) >= smallSegments {
+		drop = append(drop, small...)
+	}
+	return drop, nil
 }

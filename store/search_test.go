@@ -220,3 +220,43 @@ func lineDiff(got, want []string) string {
 	}
 	return b.String()
 }
+
+// Pack and gc keep the index: pack covers what it packed, and gc drops a
+// segment most of whose blobs it removed, indexing the rest again.
+func TestPackAndGCKeepTheSearchIndex(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 90, 1)
+	pr, err := s.Pack(ctx, PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Search.Blobs == 0 || pr.Search.LagBlobs != 0 {
+		t.Fatalf("after pack, the search index: %+v; want every blob covered", pr.Search)
+	}
+	segs, err := s.ix.SearchSegments(ctx)
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("%d segments, %v; want 1", len(segs), err)
+	}
+	if _, err := s.Prune(ctx, PruneOptions{Run: "run-0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(ctx, PruneOptions{Run: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := s.GC(ctx, GCOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gr.Search.Dropped != 1 || gr.Search.Blobs == 0 || gr.Search.LagBlobs != 0 {
+		t.Fatalf("after gc removed two runs of three, the search index: %+v; want its segment dropped and the rest indexed again", gr.Search)
+	}
+	for k, run := range c.runs {
+		if run != "run-2" {
+			delete(c.versions, k)
+		}
+	}
+	checkGrep(t, s, &c, "after gc")
+}

@@ -168,6 +168,7 @@ var storeAccess = []struct {
 	{"get", false},
 	{"show", false},
 	{"ls", false},
+	{"grep", false},
 	{"stats", false},
 	{"gc", true},
 	{"pack", true},
@@ -336,6 +337,7 @@ func newRootCommand(g *globals) *cobra.Command {
 		newGetCommand(g),
 		newShowCommand(g),
 		newLsCommand(g),
+		newGrepCommand(g),
 		newStatsCommand(g),
 		newGCCommand(g),
 		newPackCommand(g),
@@ -470,6 +472,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		fmt.Fprintf(stderr, "casctl: %s\n", ie.msg)
 		return exitInterrupted
+	}
+	var ge grepError
+	if errors.As(err, &ge) {
+		// grep's own convention: 1 is "no match", so an error is 2.
+		fmt.Fprintf(stderr, "casctl: %v\n", err)
+		return exitUsage
 	}
 	var q quietError
 	if errors.As(err, &q) {
