@@ -99,7 +99,7 @@ type searchStores struct {
 
 // buildSearchStores writes copies of docs into a directory store and a
 // toolcas store (without fsync: the section measures reads) under dir,
-// then packs every blob of the toolcas store and indexes it for search.
+// then indexes the toolcas store for search and packs every blob.
 // progress, when set, is told how far the writes are.
 func buildSearchStores(ctx context.Context, docs []searchDoc, copies int, dir string, progress func(string, ...any)) (*searchStores, error) {
 	ss := &searchStores{dirRoot: filepath.Join(dir, "dirstore"), casDir: filepath.Join(dir, "toolcas"), keyOf: map[string]string{}}
@@ -169,18 +169,21 @@ func buildSearchStores(ctx context.Context, docs []searchDoc, copies int, dir st
 		ss.runs = append(ss.runs, r)
 	}
 	slices.Sort(ss.runs)
+	// Indexed before it is packed, from the loose files: Pack brings the
+	// index up to date itself, so that indexing after it would find
+	// nothing left to do.
 	t0 := nowSecs()
-	if ss.Pack, err = s.Pack(ctx, store.PackOptions{}); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("pack: %w", err)
-	}
-	ss.PackSecs = nowSecs() - t0
-	t0 = nowSecs()
 	if ss.Index, err = s.IndexSearch(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	ss.IndexSecs = nowSecs() - t0
+	t0 = nowSecs()
+	if ss.Pack, err = s.Pack(ctx, store.PackOptions{}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("pack: %w", err)
+	}
+	ss.PackSecs = nowSecs() - t0
 	if err := s.Checkpoint(ctx); err != nil {
 		s.Close()
 		return nil, err

@@ -96,9 +96,9 @@ func searchMarkdown(rep searchReport) string {
 	p("- rg: %s; casctl grep: %s\n", rep.RG, rep.Casctl)
 	p("- Corpus: the results of `%s` over %d characters (%d results, %s), copied %d times: each copy after the first has `.copyN` after its run's name, `-copyN` after its call ids and a last line `[copyN]`, so that nothing dedups across copies and every other line is the original's. %d results, %s of text, in %d runs.\n",
 		rep.Trace, rep.Threshold, rep.BaseDocs, mib(rep.BaseBytes), rep.Scale, ss.Docs, mib(ss.TextBytes), len(ss.runs))
-	p("- Both stores are written from the same items: a directory store as Haystack writes one (`root/<run>/<step>_<tool>_<call>.txt`, no fsync), and a toolcas store (durability none), then packed (%d blobs into %s in %.1f s) and indexed for search (segments: %d, %s of text in %.1f s: %.1f MB/s). Writes took %.1f s (directory) and %.1f s (toolcas).\n",
-		ss.Pack.Blobs, mib(ss.Pack.PackBytes), ss.PackSecs, ss.Index.Segments, mib(ss.Index.Bytes), ss.IndexSecs,
-		float64(ss.Index.Bytes)/1e6/max(ss.IndexSecs, 1e-9), ss.DirWriteSecs, ss.CASWriteSecs)
+	p("- Both stores are written from the same items: a directory store as Haystack writes one (`root/<run>/<step>_<tool>_<call>.txt`, no fsync), and a toolcas store (durability none), then indexed for search from its loose files (segments: %d, %s of text in %.1f s: %.1f MB/s) and packed (%d blobs into %s in %.1f s). Writes took %.1f s (directory) and %.1f s (toolcas).\n",
+		ss.Index.Segments, mib(ss.Index.Bytes), ss.IndexSecs, float64(ss.Index.Bytes)/1e6/max(ss.IndexSecs, 1e-9),
+		ss.Pack.Blobs, mib(ss.Pack.PackBytes), ss.PackSecs, ss.DirWriteSecs, ss.CASWriteSecs)
 	p("- Times: each way once untimed (the page cache warm), then %d rounds taking turns, the order turning each round; min and median.\n\n", rep.Rounds)
 
 	p("## Goals\n\n| what | goal | measured | met |\n| --- | --- | --- | --- |\n")
@@ -134,7 +134,9 @@ func searchMarkdown(rep searchReport) string {
 
 	z := rep.Sizes
 	p("\n## Cost\n\n| what | bytes | × packed |\n| --- | ---: | ---: |\n")
-	row := func(what string, n int64) { p("| %s | %s | %.2f |\n", what, mib(n), float64(n)/float64(max(z.PackBytes, 1))) }
+	row := func(what string, n int64) {
+		p("| %s | %s | %.2f |\n", what, mib(n), float64(n)/float64(max(z.PackBytes, 1)))
+	}
 	row("text offloaded", ss.TextBytes)
 	row("packs", z.PackBytes)
 	row("search index: search_postings", z.PostingsBytes)
