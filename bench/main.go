@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scaleReuse := fs.Bool("scale-reuse", false, "with -scale: keep each filled store in -dir as scale-N-filled and measure on a copy of it, reusing one an earlier run left there instead of filling again (remove them by hand when done)")
 	scaleOps := fs.String("scale-ops", "", "with -scale: measure only these steps, comma-separated, of "+strings.Join(scaleSteps, ",")+" (default all); printed as JSON, not written to -out unless -out is given")
 	remote := fs.Bool("remote", false, "replay the trace into a local store and into stores on PostgreSQL and S3 (servers started on loopback) instead (bench/results/REMOTE.md); not part of -quick")
-	searchBench := fs.Bool("search", false, "measure search instead: Store.Grep and its index against rg over a directory store of the real trace's offloaded results, and the alternatives to the index (bench/results/SEARCH.md); its stores, in -dir, are removed at the end")
+	searchBench := fs.Bool("search", false, "measure search instead: Store.Grep and its index against rg over a directory store of the real trace's offloaded results, and the alternatives to the index (bench/results/SEARCH.md); the stores of the scaled copy stay in -dir, when it is given, as search-scaled")
 	traceScale := fs.Int("trace-scale", 1, "with -search: copies of the real trace's offloaded results to search")
 	searchRounds := fs.Int("search-rounds", 7, "with -search: rounds of timed searches")
 	searchCasctl := fs.String("casctl", "", "with -search: also time this casctl binary's grep command")

@@ -191,7 +191,6 @@ func runSearch(ctx context.Context, sr searchRun, stdout, log io.Writer) error {
 	progress("search: writing %d copies of the trace's offloaded results…", sr.scale)
 	scaledDir := filepath.Join(sr.dir, "search-scaled")
 	os.RemoveAll(scaledDir)
-	defer os.RemoveAll(scaledDir)
 	ss, err := buildSearchStores(ctx, docs, sr.scale, scaledDir, progress)
 	if err != nil {
 		return err
