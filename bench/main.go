@@ -9,6 +9,7 @@
 //	go run ./bench -mcp       # the MCP proxy's added latency, bench/results/MCP.md
 //	go run ./bench -scale -dir /dev/shm  # maintenance at 10k to 1M parts, bench/results/SCALE.md
 //	go run ./bench -remote    # local vs PostgreSQL and S3 on loopback, bench/results/REMOTE.md
+//	go run ./bench -search -trace-scale 130 -dir /tmp  # Grep and its index vs rg, bench/results/SEARCH.md
 //
 // It replays a deterministic agent trace (runs of steps calling read_file,
 // grep, list_dir, run_tests, web_fetch and screenshot over the Go source
@@ -153,6 +154,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scaleReuse := fs.Bool("scale-reuse", false, "with -scale: keep each filled store in -dir as scale-N-filled and measure on a copy of it, reusing one an earlier run left there instead of filling again (remove them by hand when done)")
 	scaleOps := fs.String("scale-ops", "", "with -scale: measure only these steps, comma-separated, of "+strings.Join(scaleSteps, ",")+" (default all); printed as JSON, not written to -out unless -out is given")
 	remote := fs.Bool("remote", false, "replay the trace into a local store and into stores on PostgreSQL and S3 (servers started on loopback) instead (bench/results/REMOTE.md); not part of -quick")
+	searchBench := fs.Bool("search", false, "measure search instead: Store.Grep and its index against rg over a directory store of the real trace's offloaded results, and the alternatives to the index (bench/results/SEARCH.md); the stores of the scaled copy stay in -dir, when it is given, as search-scaled")
+	traceScale := fs.Int("trace-scale", 1, "with -search: copies of the real trace's offloaded results to search")
+	searchRounds := fs.Int("search-rounds", 7, "with -search: rounds of timed searches")
+	searchCasctl := fs.String("casctl", "", "with -search: also time this casctl binary's grep command")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -170,6 +175,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
 		}
 		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
+	if *searchBench {
+		if *traceScale < 1 || *searchRounds < 1 {
+			return usageError{fmt.Errorf("-trace-scale %d -search-rounds %d: both must be positive", *traceScale, *searchRounds)}
+		}
+		if o.trace == "" {
+			o.trace = filepath.Join("bench", "traces", "mini-swe-agent-deepseek.jsonl.gz")
+		}
+		dir, removeDir, err := workDir(o.dir, "toolcas-search-")
+		if err != nil {
+			return err
+		}
+		defer removeDir()
+		return runSearch(ctx, searchRun{trace: o.trace, threshold: o.threshold, scale: *traceScale, rounds: *searchRounds,
+			dir: dir, out: o.out, command: o.command, seed: o.seed, casctl: *searchCasctl, agentCalls: 1000}, stdout, stderr)
 	}
 	if *scale {
 		var sizes []int
