@@ -2,6 +2,7 @@ package cas
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -196,8 +197,13 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 
 // find returns the entry of b, if the pack holds it.
 func (t *packTOC) find(b Blob) (PackEntry, bool) {
-	name := b.FileName()
-	i := sort.Search(len(t.entries), func(i int) bool { return t.entries[i].Blob.FileName() >= name })
+	// Entries are in the order of their file names: by digest (its hex
+	// keeps the bytes' order), then extension. Compared as such, not as
+	// names built for each step of the search.
+	i := sort.Search(len(t.entries), func(i int) bool {
+		e := t.entries[i].Blob
+		return cmp.Or(bytes.Compare(e.Digest[:], b.Digest[:]), strings.Compare(e.Ext, b.Ext)) >= 0
+	})
 	if i < len(t.entries) && t.entries[i].Blob == b {
 		return t.entries[i], true
 	}
