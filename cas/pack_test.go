@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -286,5 +287,47 @@ func TestParsePackName(t *testing.T) {
 		if _, err := ParsePackName(bad); err == nil {
 			t.Errorf("ParsePackName(%q) succeeded", bad)
 		}
+	}
+}
+
+// PackPosition orders a pack's blobs as they are stored, and OpenPacked
+// reads each from its pack, checked, without a file of its own.
+func TestPackPositionAndOpenPacked(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	contents, _, info := packFixture(t, s)
+	removeLoose(t, s, contents)
+	type at struct {
+		frame int
+		off   int64
+	}
+	seen := map[at]bool{}
+	for b, data := range contents {
+		pack, frame, off, ok := s.PackPosition(ctx, b)
+		if !ok || pack != info.Name {
+			t.Fatalf("PackPosition(%s) = %q, %v; want %q", b.FileName(), pack, ok, info.Name)
+		}
+		if len(data) > 0 { // an empty blob takes no room
+			if seen[at{frame, off}] {
+				t.Errorf("two blobs at frame %d offset %d", frame, off)
+			}
+			seen[at{frame, off}] = true
+		}
+		r, err := s.OpenPacked(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("OpenPacked(%s): %d bytes, %v; want its %d bytes", b.FileName(), len(got), err, len(data))
+		}
+	}
+	other := Blob{Digest: Sum([]byte("in no pack")), Ext: ".txt"}
+	if _, _, _, ok := s.PackPosition(ctx, other); ok {
+		t.Error("PackPosition found a blob no pack holds")
+	}
+	if _, err := s.OpenPacked(ctx, other); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenPacked of a blob no pack holds: %v, want ErrNotFound", err)
 	}
 }

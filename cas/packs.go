@@ -649,3 +649,24 @@ func (s *Store) RemoveEmptyShards(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// PackPosition says where a packed blob is: its pack, its frame and its
+// offset in the frame; ok is false when no pack holds it. A reader of many
+// blobs reads them in this order, so that each frame is decoded once.
+func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, frame int, offset int64, ok bool) {
+	lp, e, ok, err := s.lookup(ctx, b)
+	if err != nil || !ok {
+		return "", 0, 0, false
+	}
+	return lp.name, e.Frame, e.Offset, true
+}
+
+// OpenPacked opens a blob from the pack that holds it, without looking for
+// a file of its own first, as Open does; it returns ErrNotFound when no
+// pack holds it.
+func (s *Store) OpenPacked(ctx context.Context, b Blob) (*Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.openPacked(ctx, b)
+}

@@ -73,6 +73,9 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	res, err := p.pack(ctx, o)
 	if err == nil && !o.DryRun {
 		res.Search = s.maintainSearch(ctx, true)
+		if le, ok := s.eng.(*localEngine); ok && (res.Search.Segments > 0 || res.Search.Dropped > 0 || res.Search.Empty > 0) {
+			le.truncateLog(ctx) // as pack does: the index's new rows need no log kept
+		}
 	}
 	return res, err
 }

@@ -2,14 +2,17 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/search"
@@ -83,6 +86,44 @@ const maxGrepFailures = 100
 // one is matched as it streams, a search.ChunkSize at a time.
 const wholeRead = 4 << 20
 
+// grepBatch is how many blobs Grep reads in the order they are stored in:
+// loose ones by id, then packed ones frame by frame, so that each frame of
+// a pack is decoded once for all the blobs of the batch it holds.
+const grepBatch = 512
+
+// A packedBlobs is a blob store with packs, which it can say the position
+// of a blob in and read it from directly (see cas.Store).
+type packedBlobs interface {
+	PackPosition(ctx context.Context, b cas.Blob) (pack string, frame int, offset int64, ok bool)
+	OpenPacked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
+}
+
+// sortForReading orders a batch of jobs as their blobs are stored.
+func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) {
+	pb, ok := s.eng.backend().(packedBlobs)
+	if !ok {
+		return
+	}
+	type pos struct {
+		pack   string
+		frame  int
+		offset int64
+	}
+	at := make(map[*grepJob]pos, len(batch))
+	for _, j := range batch {
+		if j.parts[0].Packed {
+			if pack, frame, off, ok := pb.PackPosition(ctx, j.parts[0].Blob); ok {
+				at[j] = pos{pack, frame, off}
+				j.packed = true
+			}
+		}
+	}
+	slices.SortStableFunc(batch, func(a, b *grepJob) int {
+		pa, pb := at[a], at[b]
+		return cmp.Or(strings.Compare(pa.pack, pb.pack), cmp.Compare(pa.frame, pb.frame), cmp.Compare(pa.offset, pb.offset))
+	})
+}
+
 // grepJob is one blob to read and match, and the parts that use it.
 type grepJob struct {
 	parts  []index.SearchPart
@@ -91,6 +132,8 @@ type grepJob struct {
 	bytes  int64
 	binary bool
 	err    error
+	// packed says the blob was found in a pack: read it from there.
+	packed bool
 }
 
 type grepLine struct {
@@ -100,8 +143,10 @@ type grepLine struct {
 }
 
 // Grep calls fn with every line matching o.Pattern in the text parts that
-// o selects, blob by blob in the order the blobs were first written, the
-// lines of one part together and in order. A blob is read once for all
+// o selects, blob by blob, the lines of one part together and in order.
+// Blobs come in batches (of 512) in the order the blobs were first
+// written, each batch in the order its blobs are stored (loose ones first,
+// then pack by pack, frame by frame), so that a frame is decoded once. A blob is read once for all
 // the parts that use it, from wherever it is (its file, a pack, the object
 // store through the cache) and checked against its digest before its lines
 // are reported (a blob over 4 MiB as it streams). The search index, where
@@ -139,12 +184,8 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		defer close(order)
 		defer close(jobs)
 		var cur *grepJob
-		send := func() error {
-			if cur == nil {
-				return nil
-			}
-			j := cur
-			cur = nil
+		var batch []*grepJob
+		send := func(j *grepJob) error {
 			select {
 			case order <- j:
 			case <-ctx.Done():
@@ -164,21 +205,36 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 				return ctx.Err()
 			}
 		}
-		err := s.ix.SearchParts(ctx, index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since,
-			AllVersions: o.AllVersions}, cands, func(p index.SearchPart) error {
-			if cur != nil && cur.parts[0].BlobID != p.BlobID {
-				if err := send(); err != nil {
+		flush := func() error {
+			s.sortForReading(ctx, batch)
+			for i, j := range batch {
+				if err := send(j); err != nil {
+					for _, left := range batch[i+1:] {
+						left.err = err
+						close(left.done) // never sent: nothing waits on it
+					}
 					return err
 				}
 			}
-			if cur == nil {
+			batch = batch[:0]
+			return nil
+		}
+		err := s.ix.SearchParts(ctx, index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since,
+			AllVersions: o.AllVersions}, cands, func(p index.SearchPart) error {
+			if cur == nil || cur.parts[0].BlobID != p.BlobID {
+				if len(batch) == grepBatch {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
 				cur = &grepJob{done: make(chan struct{})}
+				batch = append(batch, cur)
 			}
 			cur.parts = append(cur.parts, p)
 			return nil
 		})
 		if err == nil {
-			err = send()
+			err = flush()
 		}
 		feedErr <- err
 	}()
@@ -244,7 +300,7 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 		j.err = ctx.Err()
 		return
 	}
-	r, err := s.eng.backend().Open(ctx, j.parts[0].Blob)
+	r, err := s.openForGrep(ctx, j)
 	if err != nil {
 		j.err = err
 		return
@@ -268,6 +324,19 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 		count++
 		return o.MaxCount == 0 || count < o.MaxCount
 	})
+}
+
+// openForGrep opens a job's blob: from its pack when sortForReading found
+// it there (a pack rewritten since is looked for again as Open does).
+func (s *Store) openForGrep(ctx context.Context, j *grepJob) (*cas.Reader, error) {
+	b := j.parts[0].Blob
+	if pb, ok := s.eng.backend().(packedBlobs); ok && j.packed {
+		r, err := pb.OpenPacked(ctx, b)
+		if !errors.Is(err, cas.ErrNotFound) {
+			return r, err
+		}
+	}
+	return s.eng.backend().Open(ctx, b)
 }
 
 // streamBlob matches a large blob as it streams, reporting lines as it
