@@ -133,7 +133,7 @@ var _ Backend = (*Store)(nil)
 // hands out the same checked reads. size is the size of the content rc is
 // expected to hold, as Reader.Size reports it; closing the Reader closes rc.
 func NewReader(rc io.ReadCloser, b Blob, size int64) *Reader {
-	return &Reader{f: rc, blob: b, size: size, h: NewHash()}
+	return newReader(rc, b, size, "")
 }
 
 // ReadBlob returns a blob's bytes from any Fetcher once they are checked

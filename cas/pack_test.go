@@ -331,3 +331,48 @@ func TestPackPositionAndOpenPacked(t *testing.T) {
 		t.Errorf("OpenPacked of a blob no pack holds: %v, want ErrNotFound", err)
 	}
 }
+
+// PackedBytes gives a packed blob's bytes from its decoded frame, shared
+// and unchecked, and CheckBytes tells them from anything else.
+func TestPackedBytesAndCheckBytes(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	contents, _, _ := packFixture(t, s)
+	removeLoose(t, s, contents)
+	direct := 0
+	for b, data := range contents {
+		got, r, err := s.PackedBytes(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != nil {
+			// A blob in a frame of its own streams.
+			all, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(all, data) {
+				t.Fatalf("PackedBytes(%s) as a Reader: %d bytes, %v", b.FileName(), len(all), err)
+			}
+			continue
+		}
+		direct++
+		if !bytes.Equal(got, data) {
+			t.Fatalf("PackedBytes(%s): %d bytes, want its %d", b.FileName(), len(got), len(data))
+		}
+		if err := CheckBytes(b, got); err != nil {
+			t.Errorf("CheckBytes(%s) of its own bytes: %v", b.FileName(), err)
+		}
+		if len(got) > 0 {
+			bad := append([]byte{got[0] ^ 1}, got[1:]...)
+			if err := CheckBytes(b, bad); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("CheckBytes(%s) of other bytes: %v, want ErrCorrupt", b.FileName(), err)
+			}
+		}
+	}
+	if direct == 0 {
+		t.Error("no blob came from a decoded frame")
+	}
+	other := Blob{Digest: Sum([]byte("in no pack")), Ext: ".txt"}
+	if _, _, err := s.PackedBytes(ctx, other); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PackedBytes of a blob no pack holds: %v, want ErrNotFound", err)
+	}
+}

@@ -178,13 +178,32 @@ func (s *Store) loadPack(name string) (*loadedPack, error) {
 
 // openPacked opens a blob held in a pack, or returns ErrNotFound.
 func (s *Store) openPacked(ctx context.Context, b Blob) (*Reader, error) {
+	r, _, err := s.readPacked(ctx, b, false)
+	return r, err
+}
+
+// readPacked opens a blob held in a pack, or returns ErrNotFound. With
+// direct, a blob of a small frame comes as the frame's bytes (data, and a
+// nil Reader) instead.
+func (s *Store) readPacked(ctx context.Context, b Blob, direct bool) (*Reader, []byte, error) {
 	for range 2 {
 		lp, e, ok, err := s.lookup(ctx, b)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+			return nil, nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+		}
+		frame := lp.toc.frames[e.Frame]
+		if frame.Raw <= FrameSize {
+			if data, ok := s.cachedFrame(lp.name, e.Frame); ok {
+				// Decoded already: no need to open the pack.
+				data = data[e.Offset : e.Offset+e.Size : e.Offset+e.Size]
+				if direct {
+					return nil, data, nil
+				}
+				return newReader(io.NopCloser(bytes.NewReader(data)), b, e.Size, lp.name), nil, nil
+			}
 		}
 		f, _, err := s.openPackFile(lp.name)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -195,41 +214,37 @@ func (s *Store) openPacked(ctx context.Context, b Blob) (*Reader, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		frame := lp.toc.frames[e.Frame]
 		if frame.Raw <= FrameSize {
 			// A frame of many small blobs: decode it whole, once.
 			data, err := s.frameBytes(lp.name, e.Frame, frame, f)
 			f.Close()
 			if err != nil {
-				return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
+				return nil, nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
 			}
-			r := io.NopCloser(bytes.NewReader(data[e.Offset : e.Offset+e.Size]))
-			return &Reader{f: r, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
+			data = data[e.Offset : e.Offset+e.Size : e.Offset+e.Size]
+			if direct {
+				return nil, data, nil
+			}
+			return newReader(io.NopCloser(bytes.NewReader(data)), b, e.Size, lp.name), nil, nil
 		}
 		fr, err := openEntry(f, lp.name, frame, e)
 		if err != nil {
-			return nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
+			return nil, nil, &CorruptError{Blob: b, Reason: fmt.Sprintf("in %s: %v", lp.name, err)}
 		}
-		return &Reader{f: fr, blob: b, size: e.Size, h: NewHash(), pack: lp.name}, nil
+		return newReader(fr, b, e.Size, lp.name), nil, nil
 	}
-	return nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
+	return nil, nil, fmt.Errorf("%s: %w", b.FileName(), ErrNotFound)
 }
 
 // frameBytes returns a frame's decoded bytes, from the cache or decoded
 // from f. The decoder checks the frame's checksum; the caller's Reader checks
 // the blob's digest.
 func (s *Store) frameBytes(pack string, i int, fr packFrame, f file) ([]byte, error) {
-	s.packs.mu.Lock()
-	for k, c := range s.packs.frames {
-		if c.pack == pack && c.frame == i {
-			s.packs.frames = append(append(s.packs.frames[:k:k], s.packs.frames[k+1:]...), c)
-			s.packs.mu.Unlock()
-			return c.data, nil
-		}
+	if data, ok := s.cachedFrame(pack, i); ok {
+		return data, nil
 	}
-	s.packs.mu.Unlock()
 	data, err := decodeFrame(f, i, fr)
 	if err != nil {
 		return nil, err
@@ -241,6 +256,19 @@ func (s *Store) frameBytes(pack string, i int, fr packFrame, f file) ([]byte, er
 	s.packs.frames = append(s.packs.frames, cachedFrame{pack: pack, frame: i, data: data})
 	s.packs.mu.Unlock()
 	return data, nil
+}
+
+// cachedFrame returns a frame's decoded bytes if the cache holds them.
+func (s *Store) cachedFrame(pack string, i int) ([]byte, bool) {
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	for k, c := range s.packs.frames {
+		if c.pack == pack && c.frame == i {
+			s.packs.frames = append(append(s.packs.frames[:k:k], s.packs.frames[k+1:]...), c)
+			return c.data, true
+		}
+	}
+	return nil, false
 }
 
 // decodeFrame reads and decodes one whole frame, checking its checksum and
@@ -599,7 +627,7 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 				bad(e, err.Error())
 				continue
 			}
-			r := &Reader{f: frr, blob: e.Blob, size: e.Size, h: NewHash(), pack: name}
+			r := newReader(frr, e.Blob, e.Size, name)
 			_, err = io.Copy(io.Discard, r)
 			r.Close()
 			if err != nil {
@@ -659,6 +687,37 @@ func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, frame in
 		return "", 0, 0, false
 	}
 	return lp.name, e.Frame, e.Offset, true
+}
+
+// PackedBytes returns the bytes of a blob held in a small frame of a pack
+// (one of many blobs), decoding the frame or taking it from the cache,
+// without checking them against the blob's digest: the frame's checksum
+// was checked as it was decoded, and the caller checks the digest
+// (CheckBytes) before it trusts them, which a search that finds nothing in
+// them may skip. The bytes are shared with the cache: never change them. A
+// blob in a frame of its own comes as a Reader instead; ErrNotFound says
+// no pack holds the blob.
+func (s *Store) PackedBytes(ctx context.Context, b Blob) ([]byte, *Reader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	r, data, err := s.readPacked(ctx, b, true)
+	return data, r, err
+}
+
+// CheckBytes returns nil when data hashes to b's digest, and a
+// *CorruptError (wrapping ErrCorrupt) when it does not.
+func CheckBytes(b Blob, data []byte) error {
+	h := hashPool.Get().(hash.Hash)
+	h.Reset()
+	defer hashPool.Put(h)
+	h.Write(data)
+	var got Digest
+	h.Sum(got[:0])
+	if got != b.Digest {
+		return &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: int64(len(data))}
+	}
+	return nil
 }
 
 // OpenPacked opens a blob from the pack that holds it, without looking for

@@ -128,7 +128,7 @@ func (s *Store) Open(ctx context.Context, b Blob) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	return &Reader{f: f, blob: b, size: fi.Size(), h: NewHash()}, nil
+	return newReader(f, b, fi.Size(), ""), nil
 }
 
 // Size returns the size of the blob's file when it was opened, or of the
@@ -162,7 +162,24 @@ func (r *Reader) Read(p []byte) (int, error) {
 }
 
 // Close closes the blob's file.
-func (r *Reader) Close() error { return r.f.Close() }
+func (r *Reader) Close() error {
+	if r.h != nil {
+		hashPool.Put(r.h)
+		r.h = nil
+		if r.err == nil {
+			r.err = os.ErrClosed
+		}
+	}
+	return r.f.Close()
+}
+
+// newReader returns a Reader of f, the bytes of b, with a hasher from the
+// pool that Close gives back.
+func newReader(f io.ReadCloser, b Blob, size int64, pack string) *Reader {
+	h := hashPool.Get().(hash.Hash)
+	h.Reset()
+	return &Reader{f: f, blob: b, size: size, h: h, pack: pack}
+}
 
 // ReadAll returns a blob's bytes once they are checked against its digest;
 // a corrupt blob gives an error wrapping ErrCorrupt and no bytes.
@@ -214,8 +231,9 @@ func (s *Store) Verify(ctx context.Context, b Blob) error {
 	return err
 }
 
-// hashPool keeps hashers for Verify: a hasher is a few KiB to allocate and
-// clear, as much as hashing a small blob costs.
+// hashPool keeps hashers for Verify and Readers: a hasher is a few KiB to
+// allocate and clear, as much as hashing a small blob costs. Whoever takes
+// one resets it.
 var hashPool = sync.Pool{New: func() any { return NewHash() }}
 
 // verifyFile re-hashes a blob's open file, as a Reader would, with a

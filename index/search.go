@@ -59,9 +59,16 @@ func (x *Index) SearchLag(ctx context.Context) (blobs, bytes int64, err error) {
 
 // SearchSegmentRecord is a segment of the search index to record.
 type SearchSegmentRecord struct {
-	// Blobs are the ids of the blobs indexed, in the order of their
-	// positions in the posting lists.
+	// Blobs are the ids of the blobs indexed, in increasing order.
 	Blobs []int64
+	// Blocks gives the block of each blob of Blobs: its position in the
+	// posting lists, which count Blocks' largest value plus one. Nil puts
+	// each blob in a block of its own, in the order of Blobs.
+	Blocks []int
+	// Packed says, for each blob of Blobs, that it was read from a pack
+	// (nil: none was), so that a pack can tell the segments whose blobs it
+	// has moved since.
+	Packed []bool
 	// Bytes counts the text bytes indexed.
 	Bytes int64
 	// Empty are blobs with nothing to index (no text part uses them, or
@@ -74,18 +81,40 @@ type SearchSegmentRecord struct {
 	Through int64
 }
 
+// Segment blob lists: the blob ids as unsigned varints, each the gap from
+// the one before. The current format starts with a 0 byte (a gap is never
+// 0), and each gap is followed by the blob's block times two, plus one
+// when the blob was read from a pack. A list without the 0 byte is of the
+// first format, whose postings folded ASCII letters to lower case: no
+// search can trust them (see SearchSegment.Legacy).
+const segmentFormat = 0
+
 // AddSearchSegment records a segment and marks its blobs as covered, in
 // one transaction, and returns the segment's id. A blob that another
 // segment covered meanwhile, or whose row is gone, is left as it is: the
 // new segment's postings do not count for it.
 func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (int64, error) {
-	var ids []byte
+	if r.Blocks != nil && len(r.Blocks) != len(r.Blobs) || r.Packed != nil && len(r.Packed) != len(r.Blobs) {
+		return 0, fmt.Errorf("add search segment: %d blobs, %d blocks, %d packed flags", len(r.Blobs), len(r.Blocks), len(r.Packed))
+	}
+	ids := []byte{segmentFormat}
 	prev := int64(0)
-	for _, id := range r.Blobs {
+	for i, id := range r.Blobs {
 		if id <= prev {
 			return 0, fmt.Errorf("add search segment: blob ids not increasing at %d", id)
 		}
-		ids = binary.AppendUvarint(ids, uint64(id-prev))
+		block := i
+		if r.Blocks != nil {
+			block = r.Blocks[i]
+		}
+		if block < 0 {
+			return 0, fmt.Errorf("add search segment: blob %d in block %d", id, block)
+		}
+		v := uint64(block) << 1
+		if r.Packed != nil && r.Packed[i] {
+			v |= 1
+		}
+		ids = binary.AppendUvarint(binary.AppendUvarint(ids, uint64(id-prev)), v)
 		prev = id
 	}
 	var seg int64
@@ -141,12 +170,36 @@ func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (in
 // SearchSegment is a segment of the search index.
 type SearchSegment struct {
 	ID int64
-	// Blobs are its blobs' ids, in the order of their positions.
+	// Blobs are its blobs' ids, in increasing order.
 	Blobs []int64
+	// Blocks gives each blob's block (its position in the posting lists),
+	// and NBlocks counts the blocks. Blocks are numbered in the order the
+	// blobs were read in, which is the order they are stored in.
+	Blocks  []int
+	NBlocks int
+	// Packed counts the blobs read from a pack when it was made.
+	Packed int64
+	// Legacy says the segment is of the first format, whose postings
+	// folded letters to lower case: a search reads its blobs in full, and
+	// the next catch-up indexes them again.
+	Legacy bool
 	// Live counts the blobs whose rows still name the segment.
 	Live      int64
 	Bytes     int64
 	CreatedAt time.Time
+}
+
+// InReadingOrder returns the indexes into Blobs of the blobs of the
+// blocks in set (nil: of every block), block by block.
+func (sg SearchSegment) InReadingOrder(has func(block int) bool) []int {
+	var out []int
+	for i, b := range sg.Blocks {
+		if has == nil || has(b) {
+			out = append(out, i)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int { return sg.Blocks[a] - sg.Blocks[b] })
+	return out
 }
 
 // SearchSegments returns every segment of the search index, oldest first.
@@ -172,15 +225,31 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 			if err := rows.Scan(&id, &ids, &n, &bytes, &created); err != nil {
 				return err
 			}
-			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n)}
+			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n),
+				Blocks: make([]int, 0, n)}
+			rest := ids
+			if sg.Legacy = len(rest) == 0 || rest[0] != segmentFormat; !sg.Legacy {
+				rest = rest[1:]
+			}
 			prev := int64(0)
-			for rest := ids; len(rest) > 0; {
+			for len(rest) > 0 {
 				gap, k := binary.Uvarint(rest)
 				if k <= 0 || gap == 0 {
 					return fmt.Errorf("search segment %d: damaged blob ids", id)
 				}
 				rest, prev = rest[k:], prev+int64(gap)
+				block := uint64(len(sg.Blobs))
+				if !sg.Legacy {
+					if block, k = binary.Uvarint(rest); k <= 0 || block>>1 >= uint64(n) {
+						return fmt.Errorf("search segment %d: damaged blob ids", id)
+					}
+					rest = rest[k:]
+					sg.Packed += int64(block & 1)
+					block >>= 1
+				}
 				sg.Blobs = append(sg.Blobs, prev)
+				sg.Blocks = append(sg.Blocks, int(block))
+				sg.NBlocks = max(sg.NBlocks, int(block)+1)
 			}
 			if int64(len(sg.Blobs)) != n {
 				return fmt.Errorf("search segment %d: %d blob ids, the row says %d", id, len(sg.Blobs), n)
@@ -191,21 +260,28 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 	return out, err
 }
 
+// SegmentLive counts the blobs whose rows name a search segment: Live of
+// them, Packed of those in a pack now.
+type SegmentLive struct {
+	Live, Packed int64
+}
+
 // SearchSegmentLive counts, for each segment, the blobs whose rows still
-// name it.
-func (x *Index) SearchSegmentLive(ctx context.Context) (map[int64]int64, error) {
+// name it, and those of them in a pack now.
+func (x *Index) SearchSegmentLive(ctx context.Context) (map[int64]SegmentLive, error) {
 	type row struct {
-		Seg  int64 `db:"search_segment"`
-		Live int64 `db:"live"`
+		Seg    int64 `db:"search_segment"`
+		Live   int64 `db:"live"`
+		Packed int64 `db:"packed"`
 	}
-	rows, err := selectRows[row](ctx, x, `SELECT search_segment, count(*) AS live FROM blobs
+	rows, err := selectRows[row](ctx, x, `SELECT search_segment, count(*) AS live, count(pack_id) AS packed FROM blobs
 		WHERE search_segment > 0 GROUP BY search_segment`)
 	if err != nil {
 		return nil, fmt.Errorf("search segments: %w", err)
 	}
-	out := make(map[int64]int64, len(rows))
+	out := make(map[int64]SegmentLive, len(rows))
 	for _, r := range rows {
-		out[r.Seg] = r.Live
+		out[r.Seg] = SegmentLive{Live: r.Live, Packed: r.Packed}
 	}
 	return out, nil
 }
@@ -339,6 +415,53 @@ func (x *Index) RunTextBlobs(ctx context.Context, run string) ([]int64, int64, e
 		n += r.Size
 	}
 	return out, n, nil
+}
+
+// SearchBlob is a blob a search reads.
+type SearchBlob struct {
+	ID   int64
+	Blob cas.Blob
+	Size int64
+	// Packed says the blob is in a pack.
+	Packed bool
+}
+
+// SearchBlobs returns the blobs with the given ids, in the order of ids
+// (an id named twice comes once; one with no row is left out).
+func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, error) {
+	type row struct {
+		ID     int64  `db:"id"`
+		Digest []byte `db:"digest"`
+		Ext    string `db:"ext"`
+		Size   int64  `db:"size"`
+		Packed bool   `db:"packed"`
+	}
+	byID := make(map[int64]SearchBlob, len(ids))
+	const batch = 500
+	for rest := ids; len(rest) > 0; {
+		n := min(batch, len(rest))
+		rows, err := selectRows[row](ctx, x, `SELECT id, digest, ext, size, pack_id IS NOT NULL AS packed FROM blobs
+			WHERE id IN `+placeholders(n), idArgs(rest[:n])...)
+		if err != nil {
+			return nil, fmt.Errorf("search blobs: %w", err)
+		}
+		for _, r := range rows {
+			d, err := digestOf(r.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("search blobs: %w", err)
+			}
+			byID[r.ID] = SearchBlob{ID: r.ID, Blob: cas.Blob{Digest: d, Ext: r.Ext}, Size: r.Size, Packed: r.Packed}
+		}
+		rest = rest[n:]
+	}
+	out := make([]SearchBlob, 0, len(byID))
+	for _, id := range ids {
+		if b, ok := byID[id]; ok {
+			out = append(out, b)
+			delete(byID, id)
+		}
+	}
+	return out, nil
 }
 
 // SearchPartsOptions filters the parts SearchParts returns.

@@ -2,10 +2,11 @@
 // trigram index says which blobs may hold a match, and a line matcher
 // reads only those.
 //
-// The index is a list of postings per trigram: which blobs of a segment
-// (a batch of blobs indexed together) contain the trigram, with ASCII
-// letters folded to lower case, so that one index serves case-sensitive
-// and case-insensitive searches. A query is a boolean expression of
+// The index is a list of postings per trigram: which blocks of a segment
+// (a batch of blobs indexed together; a block is one blob, or the blobs
+// that one pack frame holds, which are read together anyway) contain the
+// trigram, its bytes as they are. A case-insensitive search asks for any
+// of a trigram's case variants. A query is a boolean expression of
 // trigrams (Query) that every matching line's blob satisfies; a blob that
 // satisfies it is a candidate, read and matched line by line (Matcher).
 // The index may only ever say "maybe": it never decides a hit, so an entry

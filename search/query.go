@@ -159,7 +159,7 @@ func or(a, b *Query) *Query {
 }
 
 // stringQuery is the query every text containing s satisfies: all of its
-// trigrams, or All when it has none. s is in index form (folded).
+// trigrams, or All when it has none.
 func stringQuery(s string) *Query {
 	q := &Query{Op: And}
 	for i := 0; i+3 <= len(s); i++ {
@@ -176,6 +176,67 @@ func stringQuery(s string) *Query {
 	return q
 }
 
+// maxCaseTrigrams is how many of a case-insensitive literal's trigrams its
+// query asks for (each as up to 8 case variants); the rest are left to the
+// line matcher.
+const maxCaseTrigrams = 64
+
+// caseQuery is the query every text containing s, with its ASCII letters in
+// any case, satisfies: for each trigram of s, one of its case variants.
+func caseQuery(s string) *Query {
+	q := allQuery
+	n := 0
+	for i := 0; i+3 <= len(s) && n < maxCaseTrigrams; i++ {
+		if s[i] == '\n' || s[i+1] == '\n' || s[i+2] == '\n' {
+			continue
+		}
+		n++
+		alt := &Query{Op: Or}
+		for _, a := range caseVariants(s[i]) {
+			for _, b := range caseVariants(s[i+1]) {
+				for _, c := range caseVariants(s[i+2]) {
+					alt.Trigrams = append(alt.Trigrams, trigramOf(a, b, c))
+				}
+			}
+		}
+		slices.Sort(alt.Trigrams)
+		if len(alt.Trigrams) == 1 {
+			alt.Op = And
+		}
+		q = and(q, alt)
+	}
+	return q
+}
+
+// caseVariants returns an ASCII letter in both cases, any other byte alone.
+func caseVariants(c byte) []byte {
+	if l := fold(c); 'a' <= l && l <= 'z' {
+		return []byte{l - 'a' + 'A', l}
+	}
+	return []byte{c}
+}
+
+// caseStrings returns every spelling of s with its ASCII letters in either
+// case, or nil when there would be more than maxExact.
+func caseStrings(s string) []string {
+	out := []string{""}
+	for i := 0; i < len(s); i++ {
+		v := caseVariants(s[i])
+		if len(out)*len(v) > maxExact {
+			return nil
+		}
+		next := make([]string, 0, len(out)*len(v))
+		for _, p := range out {
+			for _, c := range v {
+				next = append(next, p+string(c))
+			}
+		}
+		out = next
+	}
+	slices.Sort(out)
+	return out
+}
+
 // setQuery is the query a text containing one of the strings satisfies.
 func setQuery(set []string) *Query {
 	q := noneQuery
@@ -190,7 +251,7 @@ func setQuery(set []string) *Query {
 // as regular expressions' (?i) and Matcher fold).
 func LiteralQuery(s string, foldCase bool) *Query {
 	if !foldCase {
-		return stringQuery(foldString(s))
+		return stringQuery(s)
 	}
 	// Split s where a rune folds to bytes that differ from its own: 'k'
 	// and 's' also match the Kelvin sign and the long s, and a letter
@@ -201,13 +262,13 @@ func LiteralQuery(s string, foldCase bool) *Query {
 		if r < utf8.RuneSelf && !foldsAway(byte(r)) {
 			continue
 		}
-		q = and(q, stringQuery(foldString(s[start:i])))
+		q = and(q, caseQuery(s[start:i]))
 		start = i + utf8.RuneLen(r)
 		if r == utf8.RuneError {
 			start = i + 1
 		}
 	}
-	return and(q, stringQuery(foldString(s[start:])))
+	return and(q, caseQuery(s[start:]))
 }
 
 // foldsAway reports whether an ASCII byte has a case variant outside ASCII.
@@ -229,7 +290,7 @@ func foldString(s string) string {
 const maxExact = 16
 
 // info is what the analysis knows of a piece of a regular expression:
-// either the exact set of (folded) strings it matches, or only a query its
+// either the exact set of strings it matches, or only a query its
 // matches satisfy.
 type info struct {
 	exact []string // nil when not exact
@@ -261,14 +322,17 @@ func analyze(re *syntax.Regexp) info {
 	case syntax.OpLiteral:
 		s := string(re.Rune)
 		if re.Flags&syntax.FoldCase == 0 {
-			return info{exact: []string{foldString(s)}}
+			return info{exact: []string{s}}
 		}
 		for _, r := range re.Rune {
 			if r >= utf8.RuneSelf || foldsAway(byte(r)) {
 				return inexact(LiteralQuery(s, true))
 			}
 		}
-		return info{exact: []string{foldString(s)}}
+		if set := caseStrings(s); set != nil {
+			return info{exact: set}
+		}
+		return inexact(LiteralQuery(s, true))
 	case syntax.OpCharClass:
 		return classInfo(re.Rune)
 	case syntax.OpCapture:
@@ -303,11 +367,7 @@ func classInfo(ranges []rune) info {
 			return inexact(allQuery)
 		}
 		for r := ranges[i]; r <= ranges[i+1]; r++ {
-			if r < utf8.RuneSelf {
-				set = append(set, string([]byte{fold(byte(r))}))
-			} else {
-				set = append(set, string(r))
-			}
+			set = append(set, string(r))
 		}
 		if len(set) > 2*maxExact {
 			return inexact(allQuery)

@@ -138,14 +138,15 @@ func TestQueryShapes(t *testing.T) {
 		want string
 	}{
 		{"abcd", false, `("abc" "bcd")`},
-		{"ABCD", false, `("abc" "bcd")`},
+		{"ABCD", false, `("ABC" "BCD")`},
+		{"ab1", true, `("AB1" | "Ab1" | "aB1" | "ab1")`},
+		{"(?i)ab1|xyz", false, `("AB1" | "Ab1" | "XYZ" | "XYz" | "XyZ" | "Xyz" | "aB1" | "ab1" | "xYZ" | "xYz" | "xyZ" | "xyz")`},
 		{"ab", false, "all"},
 		{"abc|xyz", false, `("abc" | "xyz")`},
 		{"abc(d|e)", false, `(("abc" "bcd") | ("abc" "bce"))`},
 		{"a.*bcd", false, `("bcd")`},
-		{"kelvin", true, `("elv" "lvi" "vin")`},
-		{"(?i)kelvin", false, `("elv" "lvi" "vin")`},
 		{"[ab]cd", false, `("acd" | "bcd")`},
+		{"[Aa]bc", false, `("Abc" | "abc")`},
 		{"x+yzw", false, `("yzw")`},
 		{"[^a]", false, "all"},
 	} {
@@ -160,6 +161,40 @@ func TestQueryShapes(t *testing.T) {
 		if got := RegexpQuery(re).String(); got != c.want {
 			t.Errorf("RegexpQuery(%q, fold %v) = %s, want %s", c.expr, c.fold, got, c.want)
 		}
+	}
+}
+
+// A case-insensitive literal asks, for each of its trigrams, for any of
+// its case variants, and leaves out the letters whose variants are not
+// ASCII.
+func TestCaseInsensitiveQuery(t *testing.T) {
+	for _, expr := range []string{"kelvin", "(?i)kelvin"} {
+		flags := syntax.Perl
+		if expr == "kelvin" {
+			flags |= syntax.FoldCase
+		}
+		re, err := syntax.Parse(expr, flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := RegexpQuery(re)
+		if n := len(q.Needed()); n != 3*8 {
+			t.Errorf("%q: %d trigrams needed, want 24 (3 trigrams of \"elvin\", 8 cases each): %s", expr, n, q)
+		}
+		for text, want := range map[string]bool{"KELVIN": true, "\u212aelvin": true, "xkElViNx": true, "kelvim": false, "elv lvi vin": true, "el vin": false} {
+			ex := NewExtractor()
+			ex.Add([]byte(text))
+			if got := q.Eval(ex.Has); got != want {
+				t.Errorf("%q on %q = %v, want %v", expr, text, got, want)
+			}
+		}
+	}
+	long := strings.Repeat("abcdefgh", 100)
+	if n := len(LiteralQuery(long, true).Needed()); n > 8*maxCaseTrigrams {
+		t.Errorf("a %d-byte literal asks for %d trigrams, more than %d", len(long), n, 8*maxCaseTrigrams)
+	}
+	if n := len(LiteralQuery("ValueError", false).Needed()); n != 8 {
+		t.Errorf("a case-sensitive literal of 10 bytes asks for %d trigrams, want 8", n)
 	}
 }
 

@@ -2,8 +2,8 @@ package search
 
 import "slices"
 
-// A Trigram is three bytes of text, ASCII letters folded to lower case,
-// packed into the low 24 bits.
+// A Trigram is three bytes of text, as they are (case matters), packed
+// into the low 24 bits.
 type Trigram = uint32
 
 // fold lowers an ASCII capital letter; every other byte is itself.
@@ -15,7 +15,7 @@ func fold(c byte) byte {
 }
 
 func trigramOf(a, b, c byte) Trigram {
-	return Trigram(fold(a))<<16 | Trigram(fold(b))<<8 | Trigram(fold(c))
+	return Trigram(a)<<16 | Trigram(b)<<8 | Trigram(c)
 }
 
 // An Extractor lists the distinct trigrams of texts. It keeps a 2 MiB set
@@ -43,9 +43,8 @@ func (e *Extractor) Add(text []byte) {
 	if len(text) < 3 {
 		return
 	}
-	a, b := fold(text[0]), fold(text[1])
+	a, b := text[0], text[1]
 	for _, c := range text[2:] {
-		c = fold(c)
 		if a != '\n' && b != '\n' && c != '\n' {
 			t := Trigram(a)<<16 | Trigram(b)<<8 | Trigram(c)
 			if w, bit := t>>6, uint64(1)<<(t&63); e.seen[w]&bit == 0 {

@@ -52,9 +52,10 @@ type GrepHit struct {
 
 // GrepResult says what a Grep read and found.
 type GrepResult struct {
-	// Parts and Blobs count the parts whose text was read and the blobs
-	// holding it (a blob shared by several parts is read once); Bytes
-	// counts the bytes read.
+	// Blobs counts the blobs read (a blob shared by several parts is read
+	// once) and Bytes their bytes; Parts the parts of those with a
+	// matching line that the search selects (the rows of the others are
+	// never read).
 	Parts int64
 	Blobs int64
 	Bytes int64
@@ -66,7 +67,7 @@ type GrepResult struct {
 	// full; Indexed says the index narrowed the search.
 	Lag     int64
 	Indexed bool
-	// Binary counts parts skipped because their bytes are not text.
+	// Binary counts blobs skipped because their bytes are not text.
 	Binary int64
 	// Failed lists the parts whose bytes could not be read (missing or
 	// damaged: see Verify); the search went on without them.
@@ -96,6 +97,7 @@ const grepBatch = 512
 type packedBlobs interface {
 	PackPosition(ctx context.Context, b cas.Blob) (pack string, frame int, offset int64, ok bool)
 	OpenPacked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
+	PackedBytes(ctx context.Context, b cas.Blob) ([]byte, *cas.Reader, error)
 }
 
 // sortForReading orders a batch of jobs as their blobs are stored.
@@ -111,8 +113,8 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) {
 	}
 	at := make(map[*grepJob]pos, len(batch))
 	for _, j := range batch {
-		if j.parts[0].Packed {
-			if pack, frame, off, ok := pb.PackPosition(ctx, j.parts[0].Blob); ok {
+		if j.blob.Packed {
+			if pack, frame, off, ok := pb.PackPosition(ctx, j.blob.Blob); ok {
 				at[j] = pos{pack, frame, off}
 				j.packed = true
 			}
@@ -124,16 +126,21 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) {
 	})
 }
 
-// grepJob is one blob to read and match, and the parts that use it.
+// grepJob is one blob to read and match.
 type grepJob struct {
-	parts  []index.SearchPart
-	done   chan struct{}
-	hits   []grepLine
-	bytes  int64
-	binary bool
-	err    error
+	blob     index.SearchBlob
+	done     chan struct{}
+	hits     []grepLine
+	hitBytes int64
+	bytes    int64
+	binary   bool
+	err      error
 	// packed says the blob was found in a pack: read it from there.
 	packed bool
+	// large says the blob is over wholeRead: the worker only looked for a
+	// matching line (matched), and the emitter streams the blob again for
+	// each of its parts.
+	large, matched bool
 }
 
 type grepLine struct {
@@ -142,18 +149,30 @@ type grepLine struct {
 	cut  bool
 }
 
+// Hits wait for their parts' rows in groups of up to this many blobs or
+// bytes of lines, or for pendingWait while no blob is ready.
+const (
+	pendingBlobs = 400
+	pendingBytes = 8 << 20
+	pendingWait  = 20 * time.Millisecond
+)
+
 // Grep calls fn with every line matching o.Pattern in the text parts that
 // o selects, blob by blob, the lines of one part together and in order.
-// Blobs come in batches (of 512) in the order the blobs were first
-// written, each batch in the order its blobs are stored (loose ones first,
-// then pack by pack, frame by frame), so that a frame is decoded once. A blob is read once for all
-// the parts that use it, from wherever it is (its file, a pack, the object
-// store through the cache) and checked against its digest before its lines
-// are reported (a blob over 4 MiB as it streams). The search index, where
-// it covers a blob, rules blobs out without reading them; blobs it does
-// not cover yet are read in full (Lag). Parts whose blobs cannot be read
-// are listed in Failed and skipped. Grep stops at fn's first error or when
-// ctx is done, returning that error.
+// Blobs come in the order they are stored in, as the search index lists
+// them (the blobs it does not cover yet first, by id), each batch of 512
+// sorted again by where its blobs are (loose ones first, then pack by
+// pack, frame by frame), so that a frame is decoded once. A blob is read
+// once, from wherever it is (its file, a pack, the object store through
+// the cache), and matched before any row of its parts is read: only the
+// blobs with a matching line cost a lookup of the parts that use them
+// (and that o selects). A blob is checked against its digest before its
+// lines are reported (a blob over 4 MiB is read twice: once to find a
+// matching line, then as it streams for each part, lines reported as they
+// come). The search index, where it covers a blob, rules blobs out without
+// reading them; blobs it does not cover yet are read in full (Lag). Parts
+// whose blobs cannot be read are listed in Failed and skipped. Grep stops
+// at fn's first error or when ctx is done, returning that error.
 func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error) (GrepResult, error) {
 	var res GrepResult
 	m, err := search.Compile(o.Pattern)
@@ -173,8 +192,9 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	defer cancel()
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
+			var buf []byte // reused: hits are copied out of it
 			for j := range jobs {
-				s.grepBlob(ctx, m, o, j)
+				buf = s.grepBlob(ctx, m, o, j, buf)
 				close(j.done)
 			}
 		}()
@@ -183,17 +203,11 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	go func() {
 		defer close(order)
 		defer close(jobs)
-		var cur *grepJob
-		var batch []*grepJob
 		send := func(j *grepJob) error {
 			select {
 			case order <- j:
 			case <-ctx.Done():
 				return ctx.Err()
-			}
-			if j.parts[0].Bytes > wholeRead {
-				close(j.done) // streamed by the emitter, in order
-				return nil
 			}
 			select {
 			case jobs <- j:
@@ -205,49 +219,101 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 				return ctx.Err()
 			}
 		}
-		flush := func() error {
+		for rest := cands; len(rest) > 0; {
+			n := min(grepBatch, len(rest))
+			blobs, err := s.ix.SearchBlobs(ctx, rest[:n])
+			rest = rest[n:]
+			if err != nil {
+				feedErr <- err
+				return
+			}
+			batch := make([]*grepJob, len(blobs))
+			for i, b := range blobs {
+				batch[i] = &grepJob{blob: b, done: make(chan struct{})}
+			}
 			s.sortForReading(ctx, batch)
-			for i, j := range batch {
+			for _, j := range batch {
 				if err := send(j); err != nil {
-					for _, left := range batch[i+1:] {
-						left.err = err
-						close(left.done) // never sent: nothing waits on it
-					}
-					return err
+					feedErr <- err
+					return
 				}
 			}
-			batch = batch[:0]
-			return nil
 		}
-		err := s.ix.SearchParts(ctx, index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since,
-			AllVersions: o.AllVersions}, cands, func(p index.SearchPart) error {
-			if cur == nil || cur.parts[0].BlobID != p.BlobID {
-				if len(batch) == grepBatch {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				cur = &grepJob{done: make(chan struct{})}
-				batch = append(batch, cur)
-			}
-			cur.parts = append(cur.parts, p)
-			return nil
-		})
-		if err == nil {
-			err = flush()
-		}
-		feedErr <- err
+		feedErr <- nil
 	}()
-	for j := range order {
-		<-j.done
-		if err := s.emit(ctx, m, o, j, &res, fn); err != nil {
-			cancel()
-			for j := range order {
-				<-j.done
-			}
-			<-feedErr
-			return res, err
+	popts := index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since, AllVersions: o.AllVersions}
+	var pending []*grepJob
+	var held int64
+	var since time.Time // when the first pending job was done
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
 		}
+		ids := make([]int64, len(pending))
+		for i, j := range pending {
+			ids[i] = j.blob.ID
+		}
+		parts := make(map[int64][]index.SearchPart, len(pending))
+		if err := s.ix.SearchParts(ctx, popts, ids, func(sp index.SearchPart) error {
+			parts[sp.BlobID] = append(parts[sp.BlobID], sp)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, j := range pending {
+			if err := s.emit(ctx, m, o, j, parts[j.blob.ID], &res, fn); err != nil {
+				return err
+			}
+		}
+		pending, held = pending[:0], 0
+		return nil
+	}
+	stop := func(err error) (GrepResult, error) {
+		cancel()
+		for j := range order {
+			<-j.done
+		}
+		<-feedErr
+		return res, err
+	}
+	for j := range order {
+		select {
+		case <-j.done:
+		default:
+			// Nothing ready: report what waited long enough (each flush
+			// costs a statement).
+			if len(pending) > 0 && time.Since(since) >= pendingWait {
+				if err := flush(); err != nil {
+					return stop(err)
+				}
+			}
+			<-j.done
+		}
+		if err := ctx.Err(); err != nil {
+			return stop(err)
+		}
+		res.Blobs++
+		res.Bytes += j.bytes
+		switch {
+		case j.binary:
+			res.Binary++
+			continue
+		case j.err == nil && len(j.hits) == 0 && !j.matched:
+			continue
+		}
+		if len(pending) == 0 {
+			since = time.Now()
+		}
+		pending = append(pending, j)
+		held += j.hitBytes
+		if len(pending) >= pendingBlobs || held >= pendingBytes {
+			if err := flush(); err != nil {
+				return stop(err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return stop(err)
 	}
 	if err := <-feedErr; err != nil {
 		return res, fmt.Errorf("grep: %w", err)
@@ -255,23 +321,18 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	return res, ctx.Err()
 }
 
-// emit reports what a job found, streaming a blob too large for a worker.
-func (s *Store) emit(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, res *GrepResult, fn func(GrepHit) error) error {
+// emit reports what a job found for each part of its blob that the search
+// selects, streaming a blob too large for a worker.
+func (s *Store) emit(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, parts []index.SearchPart, res *GrepResult, fn func(GrepHit) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if j.parts[0].Bytes > wholeRead {
-		return s.streamBlob(ctx, m, o, j, res, fn)
+	if j.large && j.err == nil {
+		return s.streamBlob(ctx, m, o, parts, res, fn)
 	}
-	res.Blobs++
-	res.Bytes += j.bytes
-	for _, sp := range j.parts {
-		switch {
-		case j.err != nil:
+	for _, sp := range parts {
+		if j.err != nil {
 			res.fail(sp, j.err)
-			continue
-		case j.binary:
-			res.Binary++
 			continue
 		}
 		res.Parts++
@@ -294,33 +355,97 @@ func (res *GrepResult) fail(sp index.SearchPart, err error) {
 	}
 }
 
-// grepBlob reads a blob of at most wholeRead bytes and matches its lines.
-func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob) {
+// grepBlob reads a blob of at most wholeRead bytes into buf (grown as
+// needed, and returned) and matches its lines; of a larger one, it finds
+// whether a line matches.
+func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, buf []byte) []byte {
 	if ctx.Err() != nil {
 		j.err = ctx.Err()
-		return
+		return buf
+	}
+	if pb, ok := s.eng.backend().(packedBlobs); ok && j.packed && j.blob.Size <= wholeRead {
+		// A blob of a pack's small frame is matched in the decoded frame,
+		// and checked against its digest only when it has lines to report.
+		data, r, err := pb.PackedBytes(ctx, j.blob.Blob)
+		switch {
+		case err == nil && r == nil:
+			j.bytes = int64(len(data))
+			if bytes.IndexByte(data, 0) >= 0 {
+				j.binary = true
+				return buf
+			}
+			matchLines(m, o, j, data)
+			if len(j.hits) > 0 {
+				if err := cas.CheckBytes(j.blob.Blob, data); err != nil {
+					j.hits, j.err = nil, fmt.Errorf("read: %w", err)
+				}
+			}
+			return buf
+		case err == nil:
+			r.Close()
+		case !errors.Is(err, cas.ErrNotFound):
+			j.err = err
+			return buf
+		}
 	}
 	r, err := s.openForGrep(ctx, j)
 	if err != nil {
 		j.err = err
-		return
+		return buf
 	}
-	data, err := io.ReadAll(io.LimitReader(r, wholeRead+1))
-	r.Close()
+	defer r.Close()
+	if j.blob.Size > wholeRead {
+		j.large = true
+		var head [8 << 10]byte
+		k, _ := io.ReadFull(r, head[:])
+		if bytes.IndexByte(head[:k], 0) >= 0 {
+			j.binary, j.bytes = true, int64(k)
+			return buf
+		}
+		counted := &ctxReader{r: io.MultiReader(bytes.NewReader(head[:k]), r), ctx: ctx}
+		j.err = m.Scan(counted, func(int64, []byte, int) bool {
+			j.matched = true
+			return false
+		})
+		j.bytes = counted.n
+		return buf
+	}
+	// Read as much as the row says, and one byte more: a blob of another
+	// size fails its digest check either way.
+	if int64(cap(buf)) < j.blob.Size+1 {
+		buf = make([]byte, j.blob.Size+1)
+	}
+	data := buf[:j.blob.Size+1]
+	n, err := io.ReadFull(r, data)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		data, err = data[:n], nil
+	case err == nil:
+		var rest []byte
+		rest, err = io.ReadAll(io.LimitReader(r, wholeRead))
+		data = append(data, rest...)
+	}
 	j.bytes = int64(len(data))
 	if err != nil {
 		j.err = err
-		return
+		return buf
 	}
 	if bytes.IndexByte(data, 0) >= 0 {
 		j.binary = true
-		return
+		return buf
 	}
+	matchLines(m, o, j, data)
+	return buf
+}
+
+// matchLines finds a blob's matching lines.
+func matchLines(m *search.Matcher, o GrepOptions, j *grepJob, data []byte) {
 	var fold []byte
 	count := 0
 	m.Lines(data, 1, &fold, func(n int64, line []byte, col int) bool {
 		text, cut := search.Cut(line, col, o.Width)
 		j.hits = append(j.hits, grepLine{n: n, text: text, cut: cut})
+		j.hitBytes += int64(len(text))
 		count++
 		return o.MaxCount == 0 || count < o.MaxCount
 	})
@@ -329,7 +454,7 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 // openForGrep opens a job's blob: from its pack when sortForReading found
 // it there (a pack rewritten since is looked for again as Open does).
 func (s *Store) openForGrep(ctx context.Context, j *grepJob) (*cas.Reader, error) {
-	b := j.parts[0].Blob
+	b := j.blob.Blob
 	if pb, ok := s.eng.backend().(packedBlobs); ok && j.packed {
 		r, err := pb.OpenPacked(ctx, b)
 		if !errors.Is(err, cas.ErrNotFound) {
@@ -340,24 +465,16 @@ func (s *Store) openForGrep(ctx context.Context, j *grepJob) (*cas.Reader, error
 }
 
 // streamBlob matches a large blob as it streams, reporting lines as it
-// finds them, for each part that uses the blob: each part after the first
-// reads the blob again, so that nothing is held but a chunk.
-func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions, j *grepJob, res *GrepResult, fn func(GrepHit) error) error {
-	res.Blobs++
-	for _, sp := range j.parts {
+// finds them, for each part that uses the blob: each part reads the blob
+// again, so that nothing is held but a chunk.
+func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions, parts []index.SearchPart, res *GrepResult, fn func(GrepHit) error) error {
+	for _, sp := range parts {
 		r, err := s.eng.backend().Open(ctx, sp.Blob)
 		if err != nil {
 			res.fail(sp, err)
 			continue
 		}
-		var head [8 << 10]byte
-		k, _ := io.ReadFull(r, head[:])
-		if bytes.IndexByte(head[:k], 0) >= 0 {
-			r.Close()
-			res.Binary++
-			continue
-		}
-		counted := &ctxReader{r: io.MultiReader(bytes.NewReader(head[:k]), r), ctx: ctx}
+		counted := &ctxReader{r: r, ctx: ctx}
 		count := 0
 		var fnErr error
 		part := partOf(sp.Part)
@@ -438,7 +555,9 @@ func (s *Store) grepCandidates(ctx context.Context, q *search.Query, o GrepOptio
 var runScanBytes int64 = 16 << 20
 
 // indexCandidates returns the blobs the index does not rule out, and the
-// blobs it does not cover yet, in increasing order of id.
+// blobs it does not cover yet, in the order they are stored in: those the
+// index does not cover by id, then segment by segment, block by block, so
+// that the blobs of a pack's frame come together.
 func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOptions, res *GrepResult) ([]int64, error) {
 	narrow := !o.NoIndex && q.Op != search.All
 	var needed []search.Trigram
@@ -449,28 +568,38 @@ func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOpti
 	if err != nil {
 		return nil, err
 	}
-	res.Indexed = narrow && len(v.Segments) > 0
 	res.Lag = int64(len(v.Lag))
 	cands := slices.Clone(v.Lag)
 	for _, sg := range v.Segments {
-		if !narrow {
-			cands = append(cands, sg.Blobs...)
+		if sg.Legacy {
+			// Folded postings, which this reader does not trust.
+			res.Lag += int64(len(sg.Blobs))
+			for _, i := range sg.InReadingOrder(nil) {
+				cands = append(cands, sg.Blobs[i])
+			}
 			continue
 		}
+		if !narrow {
+			for _, i := range sg.InReadingOrder(nil) {
+				cands = append(cands, sg.Blobs[i])
+			}
+			continue
+		}
+		res.Indexed = true
 		lists := map[search.Trigram]search.Set{}
 		for t, l := range v.Postings[sg.ID] {
-			set, err := search.DecodePosting(l, len(sg.Blobs))
+			set, err := search.DecodePosting(l, sg.NBlocks)
 			if err != nil {
 				return nil, fmt.Errorf("search segment %d: %w", sg.ID, err)
 			}
 			lists[t] = set
 		}
-		q.EvalSet(len(sg.Blobs), func(t search.Trigram) search.Set { return lists[t] }).Each(func(i int) {
+		blocks := q.EvalSet(sg.NBlocks, func(t search.Trigram) search.Set { return lists[t] })
+		for _, i := range sg.InReadingOrder(blocks.Has) {
 			cands = append(cands, sg.Blobs[i])
-		})
+		}
 	}
-	slices.Sort(cands)
-	return slices.Compact(cands), nil
+	return cands, nil
 }
 
 // SearchIndexResult says what IndexSearch did.
@@ -493,47 +622,34 @@ type SearchIndexResult struct {
 }
 
 // Search index segments: a segment is written once it holds this many
-// blobs or text bytes.
+// blocks or text bytes. A block of packed blobs ends with its frame, or
+// once it holds searchBlockBytes of text: larger blocks make a smaller
+// index, and a search reads more blobs for each block a trigram query
+// does not rule out (docs/design.md has the measurements). IndexSearch
+// reads the blobs no segment covers searchChunk at a time, in the order
+// they are stored in.
 const (
-	segmentBlobs = 4096
-	segmentBytes = 64 << 20
+	segmentBlocks    = 4096
+	segmentBytes     = 64 << 20
+	searchBlockBytes = 256 << 10
+	searchChunk      = 16384
 )
 
 // IndexSearch brings the search index up to date: it reads every blob no
-// segment covers yet and records segments of their trigrams. Blobs that
-// cannot be read stay uncovered, and searches read them (and report
-// them) until they are mended or gone. It is safe beside writers, gc and
-// other IndexSearch calls: a blob covered twice counts for one segment.
+// segment covers yet and records segments of their trigrams. A loose blob
+// is a block of its own; packed blobs side by side in a frame share a
+// block (up to searchBlockBytes of text), since reading any of them
+// decodes the whole frame: the index then grows with the distinct text of
+// the blocks, as the packs do, not with their size. Blobs that cannot be
+// read stay uncovered, and searches read them (and report them) until
+// they are mended or gone. It is safe beside writers, gc and other
+// IndexSearch calls: a blob covered twice counts for one segment.
 func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
 	var res SearchIndexResult
 	if _, err := s.writer("index search"); err != nil {
 		return res, err
 	}
-	ex := search.NewExtractor()
-	b := search.NewBuilder()
-	var ids, empty []int64
-	var text, through int64
-	flush := func() error {
-		if len(ids) == 0 && len(empty) == 0 {
-			return nil
-		}
-		_, err := s.ix.AddSearchSegment(ctx, index.SearchSegmentRecord{Blobs: ids, Bytes: text, Empty: empty, Through: through,
-			Postings: func(add func(uint32, []byte) error) error {
-				return b.Postings(func(t search.Trigram, l []byte) error { return add(t, l) })
-			}})
-		if err != nil {
-			return err
-		}
-		if len(ids) > 0 {
-			res.Segments++
-		}
-		res.Blobs += int64(len(ids))
-		res.Bytes += text
-		res.Empty += int64(len(empty))
-		ids, empty, text, b = ids[:0], empty[:0], 0, search.NewBuilder()
-		return nil
-	}
-	buf := make([]byte, search.ChunkSize)
+	ix := &searchIndexer{s: s, ex: search.NewExtractor(), b: search.NewBuilder(), buf: make([]byte, search.ChunkSize), res: &res}
 	// The blobs stored by the time it starts: busy writers never keep a
 	// catch-up going.
 	last, err := s.ix.MaxBlobID(ctx)
@@ -541,46 +657,26 @@ func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
 		return res, fmt.Errorf("index search: %w", err)
 	}
 	for after := int64(0); ; {
-		lag, err := s.ix.UnsearchedBlobs(ctx, after, 1024)
+		lag, err := s.ix.UnsearchedBlobs(ctx, after, searchChunk)
 		if err != nil {
 			return res, fmt.Errorf("index search: %w", err)
 		}
-		lag = slices.DeleteFunc(lag, func(ub index.UnsearchedBlob) bool { return ub.ID > last })
-		for _, ub := range lag {
-			through = ub.ID
-			if !ub.Text {
-				empty = append(empty, ub.ID)
-				continue
-			}
-			n, isText, err := s.trigramsOf(ctx, ub, ex, buf)
-			switch {
-			case ctx.Err() != nil:
-				return res, ctx.Err()
-			case err != nil:
-				res.Failed++
-				continue
-			case !isText:
-				empty = append(empty, ub.ID)
-				continue
-			}
-			b.Add(ex.Trigrams())
-			ids = append(ids, ub.ID)
-			text += n
-			if len(ids) >= segmentBlobs || text >= segmentBytes {
-				if err := flush(); err != nil {
-					return res, fmt.Errorf("index search: %w", err)
-				}
-			}
+		full := len(lag) == searchChunk
+		if len(lag) > 0 {
+			after = lag[len(lag)-1].ID
 		}
-		if len(lag) < 1024 {
+		lag = slices.DeleteFunc(lag, func(ub index.UnsearchedBlob) bool { return ub.ID > last })
+		if err := ix.chunk(ctx, lag); err != nil {
+			return res, err
+		}
+		if !full {
 			break
 		}
-		after = lag[len(lag)-1].ID
 	}
-	if res.Failed > 0 && len(ids) == 0 && len(empty) == 0 {
-		through = 0 // nothing to record
+	if res.Failed > 0 && len(ix.ids) == 0 && len(ix.empty) == 0 {
+		ix.through = 0 // nothing to record
 	}
-	if err := flush(); err != nil {
+	if err := ix.flush(ctx); err != nil {
 		return res, fmt.Errorf("index search: %w", err)
 	}
 	if res.LagBlobs, res.LagBytes, err = s.ix.SearchLag(ctx); err != nil {
@@ -589,10 +685,150 @@ func (s *Store) IndexSearch(ctx context.Context) (SearchIndexResult, error) {
 	return res, nil
 }
 
-// trigramsOf reads a blob, checked against its digest, into ex (reset
-// first) and returns its size and whether it is text (no NUL byte).
-func (s *Store) trigramsOf(ctx context.Context, ub index.UnsearchedBlob, ex *search.Extractor, buf []byte) (int64, bool, error) {
-	ex.Reset()
+// searchIndexer is the state of an IndexSearch: the segment it is making,
+// and the block it is reading.
+type searchIndexer struct {
+	s   *Store
+	ex  *search.Extractor
+	b   *search.Builder
+	buf []byte
+	res *SearchIndexResult
+	// The segment: its blobs, their blocks and where they were read from,
+	// its text bytes, and the blobs with nothing to index.
+	ids     []int64
+	blocks  []int
+	packed  []bool
+	empty   []int64
+	text    int64
+	through int64
+	// inBlock counts the blobs of the block being read (whose trigrams ex
+	// holds), and blockText their bytes.
+	inBlock   int
+	blockText int64
+}
+
+// frameOf is where a blob of a chunk is stored: in a frame of a pack, or
+// loose (pack "").
+type frameOf struct {
+	pack   string
+	frame  int
+	offset int64
+}
+
+// chunk indexes blobs in the order they are stored in: loose ones by id,
+// then pack by pack, frame by frame.
+func (ix *searchIndexer) chunk(ctx context.Context, lag []index.UnsearchedBlob) error {
+	at := make([]frameOf, len(lag))
+	if pb, ok := ix.s.eng.backend().(packedBlobs); ok {
+		for i, ub := range lag {
+			if pack, frame, off, ok := pb.PackPosition(ctx, ub.Blob); ok {
+				at[i] = frameOf{pack, frame, off}
+			}
+		}
+	}
+	order := make([]int, len(lag))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(at[a].pack, at[b].pack), cmp.Compare(at[a].frame, at[b].frame),
+			cmp.Compare(at[a].offset, at[b].offset))
+	})
+	var block frameOf
+	for _, i := range order {
+		ub := lag[i]
+		ix.through = max(ix.through, ub.ID)
+		if !ub.Text {
+			ix.empty = append(ix.empty, ub.ID)
+			continue
+		}
+		if ix.inBlock > 0 && (at[i].pack == "" || at[i].pack != block.pack || at[i].frame != block.frame ||
+			ix.blockText >= searchBlockBytes) {
+			if err := ix.endBlock(ctx); err != nil {
+				return err
+			}
+		}
+		block = at[i]
+		n, isText, err := ix.s.addTrigrams(ctx, ub, ix.ex, ix.buf)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			ix.res.Failed++
+			continue
+		case !isText:
+			ix.empty = append(ix.empty, ub.ID)
+			continue
+		}
+		ix.ids = append(ix.ids, ub.ID)
+		ix.blocks = append(ix.blocks, ix.b.Len())
+		ix.packed = append(ix.packed, at[i].pack != "")
+		ix.text += n
+		ix.blockText += n
+		ix.inBlock++
+	}
+	return ix.endBlock(ctx)
+}
+
+// endBlock adds the block read so far to the segment, and records the
+// segment once it is full.
+func (ix *searchIndexer) endBlock(ctx context.Context) error {
+	if ix.inBlock > 0 {
+		ix.b.Add(ix.ex.Trigrams())
+		ix.ex.Reset()
+		ix.inBlock, ix.blockText = 0, 0
+	}
+	if ix.b.Len() >= segmentBlocks || ix.text >= segmentBytes {
+		if err := ix.flush(ctx); err != nil {
+			return fmt.Errorf("index search: %w", err)
+		}
+	}
+	return nil
+}
+
+// flush records the segment made so far.
+func (ix *searchIndexer) flush(ctx context.Context) error {
+	if ix.inBlock > 0 {
+		ix.b.Add(ix.ex.Trigrams())
+		ix.ex.Reset()
+		ix.inBlock, ix.blockText = 0, 0
+	}
+	if len(ix.ids) == 0 && len(ix.empty) == 0 {
+		return nil
+	}
+	// The index lists a segment's blobs by id; each keeps its block.
+	order := make([]int, len(ix.ids))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ix.ids[a], ix.ids[b]) })
+	rec := index.SearchSegmentRecord{Bytes: ix.text, Empty: ix.empty, Through: ix.through,
+		Blobs: make([]int64, len(order)), Blocks: make([]int, len(order)), Packed: make([]bool, len(order)),
+		Postings: func(add func(uint32, []byte) error) error {
+			return ix.b.Postings(func(t search.Trigram, l []byte) error { return add(t, l) })
+		}}
+	for k, i := range order {
+		rec.Blobs[k], rec.Blocks[k], rec.Packed[k] = ix.ids[i], ix.blocks[i], ix.packed[i]
+	}
+	if _, err := ix.s.ix.AddSearchSegment(ctx, rec); err != nil {
+		return err
+	}
+	if len(ix.ids) > 0 {
+		ix.res.Segments++
+	}
+	ix.res.Blobs += int64(len(ix.ids))
+	ix.res.Bytes += ix.text
+	ix.res.Empty += int64(len(ix.empty))
+	ix.ids, ix.blocks, ix.packed, ix.empty, ix.text = ix.ids[:0], ix.blocks[:0], ix.packed[:0], ix.empty[:0], 0
+	ix.b = search.NewBuilder()
+	return nil
+}
+
+// addTrigrams reads a blob, checked against its digest, adding its
+// trigrams to ex, and returns its size and whether it is text (no NUL
+// byte). A blob that fails leaves some of its trigrams in ex: a posting
+// may only ever say "maybe".
+func (s *Store) addTrigrams(ctx context.Context, ub index.UnsearchedBlob, ex *search.Extractor, buf []byte) (int64, bool, error) {
 	r, err := s.eng.backend().Open(ctx, ub.Blob)
 	if err != nil {
 		return 0, false, err
@@ -655,7 +891,7 @@ func (s *Store) maintainSearch(ctx context.Context, catchUp bool) SearchIndexRes
 	if _, local := s.eng.(packer); !local || s.readOnly {
 		return res
 	}
-	drop, err := s.segmentsToDrop(ctx)
+	drop, err := s.segmentsToDrop(ctx, catchUp)
 	if err == nil && len(drop) > 0 {
 		err = s.ix.DropSearchSegments(ctx, drop)
 	}
@@ -670,12 +906,15 @@ func (s *Store) maintainSearch(ctx context.Context, catchUp bool) SearchIndexRes
 	return res
 }
 
-// Segments a gc drops: one whose live blobs are fewer than half of those
-// it lists, and, when at least smallSegments segments are under a quarter
-// of a full one, those.
+// Segments a gc or pack drops: one of the first format (see
+// index.SearchSegment.Legacy); one whose live blobs are fewer than half of
+// those it lists; after a pack, one of which more than half the blobs were
+// loose when it was made and are packed now (so that they are indexed
+// again frame by frame); and, when at least smallSegments segments are
+// under a quarter of a full one, those.
 const smallSegments = 8
 
-func (s *Store) segmentsToDrop(ctx context.Context) ([]int64, error) {
+func (s *Store) segmentsToDrop(ctx context.Context, afterPack bool) ([]int64, error) {
 	segs, err := s.ix.SearchSegments(ctx)
 	if err != nil {
 		return nil, err
@@ -687,10 +926,13 @@ func (s *Store) segmentsToDrop(ctx context.Context) ([]int64, error) {
 	var drop, small []int64
 	for _, sg := range segs {
 		n := int64(len(sg.Blobs))
+		l := live[sg.ID]
 		switch {
-		case 2*live[sg.ID] < n:
+		case sg.Legacy || 2*l.Live < n:
 			drop = append(drop, sg.ID)
-		case n < segmentBlobs/4 && sg.Bytes < segmentBytes/4:
+		case afterPack && 2*(l.Packed-sg.Packed) > n:
+			drop = append(drop, sg.ID)
+		case sg.NBlocks < segmentBlocks/4 && sg.Bytes < segmentBytes/4:
 			small = append(small, sg.ID)
 		}
 	}

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/search"
 )
@@ -126,6 +130,9 @@ var grepPatterns = []search.Pattern{
 	{Expr: "Traceback.*line"}, {Expr: `rare-[0-2]-need`}, {Expr: "KELVIN|\u212a"}, {Expr: "k", IgnoreCase: true},
 	{Expr: "straße", IgnoreCase: true}, {Expr: "^def"}, {Expr: `\(\)$`}, {Expr: "path/to/file.py", Fixed: true},
 	{Expr: "(?i)numpy astropy"}, {Expr: "e"}, {Expr: "nothing-like-this"}, {Expr: "[0-9]+x"},
+	// The index keeps case: these ask for one spelling, or for any.
+	{Expr: "ERROR"}, {Expr: "Error", Fixed: true}, {Expr: "eRRoR", Fixed: true, IgnoreCase: true},
+	{Expr: "(?i)valueERROR:"}, {Expr: "[Nn]one self"},
 }
 
 // checkGrep compares Grep with the oracle for every pattern, over the whole
@@ -181,6 +188,17 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGrep(t, s, &c, "packed")
+	// Pack indexed again, frame by frame, what it packed.
+	segs, err := s.ix.SearchSegments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sg := range segs {
+		if sg.Packed != int64(len(sg.Blobs)) || sg.NBlocks >= len(sg.Blobs) {
+			t.Errorf("after pack, segment %d: %d blobs, %d of them packed, in %d blocks; want every blob packed, blocks of frames",
+				sg.ID, len(sg.Blobs), sg.Packed, sg.NBlocks)
+		}
+	}
 	if _, err := s.IndexSearch(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +224,110 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGrep(t, s, &c, "indexed after gc")
+}
+
+// A segment of the first format, whose postings folded letters to lower
+// case, is not trusted: searches read its blobs, and the next pack
+// indexes them again.
+func TestLegacySearchSegmentsAreReadInFull(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 60, 1)
+	if _, err := s.IndexSearch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := s.ix.SearchSegments(ctx)
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("%d segments, %v; want 1", len(segs), err)
+	}
+	// Rewrite it as the first format had it: blob id gaps alone, and the
+	// postings of folded trigrams ("error" for "ERROR").
+	db, err := sql.Open("sqlite", s.ix.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var ids []byte
+	prev := int64(0)
+	for _, id := range segs[0].Blobs {
+		ids = binary.AppendUvarint(ids, uint64(id-prev))
+		prev = id
+	}
+	for _, q := range []string{`UPDATE search_segments SET blob_ids = ?`,
+		`DELETE FROM search_postings WHERE trigram >= 4194304 AND trigram < 6029312`} { // first byte 'A'-'Z'
+		args := []any{ids}
+		if !strings.Contains(q, "?") {
+			args = nil
+		}
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, err = s.ix.SearchSegments(ctx)
+	if err != nil || len(segs) != 1 || !segs[0].Legacy {
+		t.Fatalf("segments %+v, %v; want one of the first format", segs, err)
+	}
+	checkGrep(t, s, &c, "legacy segment")
+	_, res := grepLines(t, s, GrepOptions{Pattern: search.Pattern{Expr: "ERROR"}})
+	if res.Lag != int64(len(segs[0].Blobs)) {
+		t.Errorf("a search over a legacy segment of %d blobs: lag %d; want them all read", len(segs[0].Blobs), res.Lag)
+	}
+	pr, err := s.Pack(ctx, PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Search.Dropped != 1 || pr.Search.LagBlobs != 0 {
+		t.Fatalf("pack over a legacy segment: %+v; want it dropped and its blobs indexed again", pr.Search)
+	}
+	checkGrep(t, s, &c, "legacy segment indexed again")
+}
+
+// A blob that cannot be read, loose or in a damaged pack frame, is reported
+// with its parts in Failed, and the search goes on without it.
+func TestGrepReportsDamagedBlobs(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	st := mustWrite(t, s, item("r", 1, "first needle\n"+strings.Repeat("a line\n", 100)),
+		item("r", 2, "second needle\n"+strings.Repeat("b line\n", 100)),
+		item("r", 3, "third needle\n"+strings.Repeat("c line\n", 100)))
+	damage(t, st[0].Path, func(b []byte) []byte { b[len(b)-2] ^= 1; return b }) // the hit stays
+	grepFailures := func(phase string) ([]string, GrepResult) {
+		t.Helper()
+		var got []string
+		res, err := s.Grep(ctx, GrepOptions{Pattern: search.Pattern{Expr: "needle"}}, func(h GrepHit) error {
+			got = append(got, h.Text)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", phase, err)
+		}
+		return got, res
+	}
+	got, res := grepFailures("loose")
+	if !slices.Equal(got, []string{"second needle", "third needle"}) || len(res.Failed) != 1 ||
+		res.Failed[0].Part.Key != st[0].Key || !errors.Is(res.Failed[0].Err, cas.ErrCorrupt) {
+		t.Fatalf("a damaged loose blob: hits %q, failed %+v; want the two others, and the damaged one failed as corrupt", got, res.Failed)
+	}
+
+	// Packed, then a byte of the pack's compressed frame flipped: no blob
+	// of the frame can be read.
+	damage(t, st[0].Path, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
+	if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	packs, err := filepath.Glob(filepath.Join(s.Dir(), cas.PacksDir, "pack-*"))
+	if err != nil || len(packs) != 1 {
+		t.Fatalf("packs %v, %v; want one", packs, err)
+	}
+	damage(t, packs[0], func(b []byte) []byte { b[len(b)/3] ^= 0x55; return b })
+	s.Close() // and its cache of decoded frames
+	s = MustOpenDir(t, s.Dir())
+	got, res = grepFailures("packed")
+	if len(got) != 0 || len(res.Failed) != 3 {
+		t.Fatalf("a damaged pack frame: hits %q, failed %+v; want none, the three parts failed", got, res.Failed)
+	}
 }
 
 // lineDiff shows the first lines only one of got and want has.

@@ -110,7 +110,7 @@ type grepSummaryJSON struct {
 	Type    string   `json:"type"` // "summary"
 	Matched int64    `json:"matched_parts"`
 	Lines   int64    `json:"matched_lines"`
-	Parts   int64    `json:"parts_read"`
+	Blobs   int64    `json:"blobs_read"`
 	Bytes   int64    `json:"bytes_read"`
 	Lag     int64    `json:"unindexed_blobs_read"`
 	Indexed bool     `json:"indexed"`
@@ -178,7 +178,7 @@ func runGrep(ctx context.Context, g *globals, pattern string, o grepOptions) err
 		fmt.Fprintf(g.stderr, "casctl: grep: %s: %v\n", f.Part.Key, f.Err)
 	}
 	if o.json {
-		p.enc.Encode(grepSummaryJSON{Type: "summary", Matched: res.Matched, Lines: res.Lines, Parts: res.Parts,
+		p.enc.Encode(grepSummaryJSON{Type: "summary", Matched: res.Matched, Lines: res.Lines, Blobs: res.Blobs,
 			Bytes: res.Bytes, Lag: res.Lag, Indexed: res.Indexed, Failed: failed, Seconds: time.Since(start).Seconds()})
 		if err := w.Flush(); err != nil {
 			return grepError{fail("grep", err)}
