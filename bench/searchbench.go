@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -90,6 +91,10 @@ type searchSizes struct {
 	PostingsBytes int64 `json:"postings_bytes"`
 	SegmentsBytes int64 `json:"segments_bytes"`
 	IndexDBBytes  int64 `json:"index_db_bytes"`
+	// IndexFreeBytes are the index database's free pages (SQLite's
+	// freelist): space the rows of dropped search segments held, which
+	// later writes reuse and the file keeps.
+	IndexFreeBytes int64 `json:"index_free_bytes"`
 }
 
 // sameHits compares one query's hits in the two stores.
@@ -248,10 +253,30 @@ func measureSizes(ctx context.Context, ss *searchStores) (searchSizes, error) {
 		return z, err
 	}
 	z.PostingsBytes, z.SegmentsBytes = tables["search_postings"], tables["search_segments"]
+	if z.IndexFreeBytes, err = freeBytes(ctx, filepath.Join(ss.casDir, store.IndexFile)); err != nil {
+		return z, err
+	}
 	if fi, err := os.Stat(filepath.Join(ss.casDir, store.IndexFile)); err == nil {
 		z.IndexDBBytes = fi.Size()
 	}
 	return z, nil
+}
+
+// freeBytes returns the bytes of a SQLite database's free pages.
+func freeBytes(ctx context.Context, path string) (int64, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var pages, size int64
+	if err := db.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&pages); err != nil {
+		return 0, fmt.Errorf("free pages of %s: %w", path, err)
+	}
+	if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size); err != nil {
+		return 0, fmt.Errorf("page size of %s: %w", path, err)
+	}
+	return pages * size, nil
 }
 
 // tableBytes returns the bytes of the pages of each table and index of a
@@ -422,6 +447,9 @@ func casctlArgs(dir string, p search.Pattern) []string {
 // search stopped after a first page (fn returning an error) does not
 // return in this version of Store.Grep, so that the time of the whole
 // search stands for the first page's, which it bounds.
+// errPageFull stops a search once it has a page.
+var errPageFull = errors.New("a page is full")
+
 func timeAgentSearch(ctx context.Context, ss *searchStores, qs []searchQuery, calls int, seed uint64) (agentSearch, error) {
 	a := agentSearch{Calls: calls, Page: agentPage, Runs: len(ss.runs)}
 	rng := rand.New(rand.NewPCG(seed, 0xa9e47))
@@ -433,14 +461,19 @@ func timeAgentSearch(ctx context.Context, ss *searchStores, qs []searchQuery, ca
 		t0 := time.Now()
 		err := ss.s.Search(ctx, run, hook.SearchQuery{Pattern: q.Expr, Fixed: q.Fixed, IgnoreCase: q.IgnoreCase},
 			func(hook.SearchHit) error {
-				hits++
+				// A page, and one hit more to know that there is more: the
+				// read tool's search stops there.
+				if hits++; hits > agentPage {
+					return errPageFull
+				}
 				return nil
 			})
 		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 		if hits > agentPage {
 			a.Over++
+			hits = agentPage
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errPageFull) {
 			return a, fmt.Errorf("search of run %s for %q: %w", run, q.Expr, err)
 		}
 		a.Hits += hits

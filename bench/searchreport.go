@@ -59,15 +59,17 @@ func searchTargets(rep searchReport) []target {
 	ts = append(ts, target{"search index vs the packed bytes it covers", "≤ 0.3 ×",
 		fmt.Sprintf("%s for %s packed: %.2f ×", mib(ix), mib(z.PackBytes), r), r, r <= 0.3})
 	r = float64(z.DirBlocks) / float64(max(z.CASBlocks, 1))
+	free := float64(z.DirBlocks) / float64(max(z.CASBlocks-z.IndexFreeBytes, 1))
 	ts = append(ts, target{"store with its index vs the directory store, on disk", "≥ 4 × smaller",
-		fmt.Sprintf("%s vs %s: %.1f ×", mib(z.CASBlocks), mib(z.DirBlocks), r), r, r >= 4})
+		fmt.Sprintf("%s vs %s: %.1f × (%.1f × without the index database's %s of free pages)", mib(z.CASBlocks),
+			mib(z.DirBlocks), r, free, mib(z.IndexFreeBytes)), r, r >= 4})
 	if len(rep.Alternatives) > 0 && rep.AltBase.PackBytes > 0 {
 		ix := rep.Alternatives[0].IndexBytes
 		r := float64(ix) / float64(rep.AltBase.PackBytes)
 		ts = append(ts, target{"search index vs the packed bytes it covers, the trace unscaled", "≤ 0.3 ×",
 			fmt.Sprintf("%s for %s packed: %.2f ×", mib(ix), mib(rep.AltBase.PackBytes), r), r, r <= 0.3})
 	}
-	ts = append(ts, target{"the agent's search of one run (whole, bounding the first page)", "p99 ≤ 20 ms",
+	ts = append(ts, target{"the agent's search of one run, its first page", "p99 ≤ 20 ms",
 		fmt.Sprintf("p50 %.2f ms, p99 %.2f ms over %d calls", rep.Agent.P50, rep.Agent.P99, rep.Agent.Calls), rep.Agent.P99, rep.Agent.P99 <= 20})
 	return ts
 }
@@ -142,11 +144,12 @@ func searchMarkdown(rep searchReport) string {
 	row("search index: search_postings", z.PostingsBytes)
 	row("search index: search_segments", z.SegmentsBytes)
 	row("index.db, whole", z.IndexDBBytes)
+	row("index.db, its free pages (dropped segments' rows, reused by later writes)", z.IndexFreeBytes)
 	row("toolcas store on disk (blocks)", z.CASBlocks)
 	row(fmt.Sprintf("directory store on disk (blocks, %d files)", z.DirFiles), z.DirBlocks)
 
 	a := rep.Agent
-	p("\n## The agent's search of one run\n\n`Store.Search(ctx, run, hook.SearchQuery{…})`, for %d random pairs of a run (of %d) and a query above: p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d hits in all, %d searches with more than a page (%d hits). Every hit is taken: a search whose callback returns an error to stop after the first page does not return (Store.Grep waits for a job it never handed to a worker), so the whole search's time stands for the first page's, which it bounds.\n",
+	p("\n## The agent's search of one run\n\n`Store.Search(ctx, run, hook.SearchQuery{…})`, for %d random pairs of a run (of %d) and a query above, each stopped by its callback once it has a page and one hit more: p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d hits in all, %d searches with more than a page (%d hits).\n",
 		a.Calls, a.Runs, a.P50, a.P99, a.Max, a.Hits, a.Over, a.Page)
 
 	ab := rep.AltBase

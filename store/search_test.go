@@ -493,6 +493,41 @@ func TestGrepBesideWritersPackAndGC(t *testing.T) {
 }
 
 // A search whose context ends, at any moment, returns promptly.
+// A callback's error stops Grep, which returns it, whichever hit it comes
+// at: the first page of a search costs what finding it does.
+func TestGrepStopsAtTheCallbacksError(t *testing.T) {
+	s := MustOpen(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 200, 1)
+	if _, err := s.Pack(context.Background(), PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writeGrepCorpus(t, s, &c, r, 50, 1000) // loose ones too
+	errPage := errors.New("a page is enough")
+	for _, after := range []int{1, 2, 20, 300} {
+		done := make(chan error, 1)
+		hits := 0
+		go func() {
+			_, err := s.Grep(context.Background(), GrepOptions{Pattern: search.Pattern{Expr: "e"}}, func(GrepHit) error {
+				if hits++; hits == after {
+					return errPage
+				}
+				return nil
+			})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, errPage) || hits != after {
+				t.Errorf("stopped after hit %d: %v after %d hits; want the callback's error at once", after, err, hits)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Grep still running 20 s after its callback failed at hit %d", after)
+		}
+	}
+}
+
 func TestGrepStopsWhenCanceled(t *testing.T) {
 	s := MustOpen(t)
 	r := rand.New(rand.NewPCG(5, 6))
