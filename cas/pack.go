@@ -185,7 +185,7 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 		if fr >= nf || e.Offset+e.Size > t.frames[fr].Raw {
 			return nil, fmt.Errorf("%w: blob %s outside its frame", errTOC, e.Blob)
 		}
-		if i > 0 && t.entries[i-1].Blob.FileName() >= e.Blob.FileName() {
+		if i > 0 && compareEntries(t.entries[i-1].Blob, e.Blob) >= 0 {
 			return nil, fmt.Errorf("%w: entries out of order", errTOC)
 		}
 	}
@@ -195,15 +195,16 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 	return t, nil
 }
 
+// compareEntries orders blobs as a table of contents lists them, in the
+// order of their file names: by digest (its hex keeps the bytes' order),
+// then extension. Compared as such, not as names built for each one.
+func compareEntries(a, b Blob) int {
+	return cmp.Or(bytes.Compare(a.Digest[:], b.Digest[:]), strings.Compare(a.Ext, b.Ext))
+}
+
 // find returns the entry of b, if the pack holds it.
 func (t *packTOC) find(b Blob) (PackEntry, bool) {
-	// Entries are in the order of their file names: by digest (its hex
-	// keeps the bytes' order), then extension. Compared as such, not as
-	// names built for each step of the search.
-	i := sort.Search(len(t.entries), func(i int) bool {
-		e := t.entries[i].Blob
-		return cmp.Or(bytes.Compare(e.Digest[:], b.Digest[:]), strings.Compare(e.Ext, b.Ext)) >= 0
-	})
+	i := sort.Search(len(t.entries), func(i int) bool { return compareEntries(t.entries[i].Blob, b) >= 0 })
 	if i < len(t.entries) && t.entries[i].Blob == b {
 		return t.entries[i], true
 	}
