@@ -712,12 +712,7 @@ func CheckBytes(b Blob, data []byte) error {
 	h.Reset()
 	defer hashPool.Put(h)
 	h.Write(data)
-	var got Digest
-	h.Sum(got[:0])
-	if got != b.Digest {
-		return &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: int64(len(data))}
-	}
-	return nil
+	return mismatch(b, h, int64(len(data)))
 }
 
 // OpenPacked opens a blob from the pack that holds it, without looking for

@@ -148,10 +148,8 @@ func (r *Reader) Read(p []byte) (int, error) {
 	r.h.Write(p[:n])
 	r.n += int64(n)
 	if err == io.EOF {
-		var got Digest
-		r.h.Sum(got[:0])
-		if got != r.blob.Digest {
-			r.err = fmt.Errorf("read: %w", &CorruptError{Blob: r.blob, Reason: "content hashes to " + got.String(), Got: got, Size: r.n})
+		if bad := mismatch(r.blob, r.h, r.n); bad != nil {
+			r.err = fmt.Errorf("read: %w", bad)
 			return n, r.err
 		}
 		r.err = io.EOF
@@ -266,10 +264,19 @@ func checkDigest(ctx context.Context, b Blob, f io.Reader, h hash.Hash, buf []by
 			return fmt.Errorf("read: %w", err)
 		}
 	}
+	if bad := mismatch(b, h, n); bad != nil {
+		return fmt.Errorf("read: %w", bad)
+	}
+	return nil
+}
+
+// mismatch returns a *CorruptError when the n bytes h hashed are not b's,
+// and nil when they are.
+func mismatch(b Blob, h hash.Hash, n int64) error {
 	var got Digest
 	h.Sum(got[:0])
 	if got != b.Digest {
-		return fmt.Errorf("read: %w", &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n})
+		return &CorruptError{Blob: b, Reason: "content hashes to " + got.String(), Got: got, Size: n}
 	}
 	return nil
 }

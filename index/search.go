@@ -182,9 +182,7 @@ type SearchSegment struct {
 	// Legacy says the segment is of the first format, whose postings
 	// folded letters to lower case: a search reads its blobs in full, and
 	// the next catch-up indexes them again.
-	Legacy bool
-	// Live counts the blobs whose rows still name the segment.
-	Live      int64
+	Legacy    bool
 	Bytes     int64
 	CreatedAt time.Time
 }

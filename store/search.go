@@ -770,14 +770,19 @@ func (ix *searchIndexer) chunk(ctx context.Context, lag []index.UnsearchedBlob) 
 	return ix.endBlock(ctx)
 }
 
-// endBlock adds the block read so far to the segment, and records the
-// segment once it is full.
-func (ix *searchIndexer) endBlock(ctx context.Context) error {
+// closeBlock adds the block read so far, if any, to the segment.
+func (ix *searchIndexer) closeBlock() {
 	if ix.inBlock > 0 {
 		ix.b.Add(ix.ex.Trigrams())
 		ix.ex.Reset()
 		ix.inBlock, ix.blockText = 0, 0
 	}
+}
+
+// endBlock adds the block read so far to the segment, and records the
+// segment once it is full.
+func (ix *searchIndexer) endBlock(ctx context.Context) error {
+	ix.closeBlock()
 	if ix.b.Len() >= segmentBlocks || ix.text >= segmentBytes {
 		if err := ix.flush(ctx); err != nil {
 			return fmt.Errorf("index search: %w", err)
@@ -788,11 +793,7 @@ func (ix *searchIndexer) endBlock(ctx context.Context) error {
 
 // flush records the segment made so far.
 func (ix *searchIndexer) flush(ctx context.Context) error {
-	if ix.inBlock > 0 {
-		ix.b.Add(ix.ex.Trigrams())
-		ix.ex.Reset()
-		ix.inBlock, ix.blockText = 0, 0
-	}
+	ix.closeBlock()
 	if len(ix.ids) == 0 && len(ix.empty) == 0 {
 		return nil
 	}

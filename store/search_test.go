@@ -256,7 +256,7 @@ func TestLegacySearchSegmentsAreReadInFull(t *testing.T) {
 		prev = id
 	}
 	for _, q := range []string{`UPDATE search_segments SET blob_ids = ?`,
-		`DELETE FROM search_postings WHERE trigram >= 4194304 AND trigram < 6029312`} { // first byte 'A'-'Z'
+		`DELETE FROM search_postings WHERE trigram >= 4259840 AND trigram < 5963776`} { // first byte 'A' to 'Z'
 		args := []any{ids}
 		if !strings.Contains(q, "?") {
 			args = nil
