@@ -80,6 +80,15 @@ func stepPages(t *testing.T, long bool, n int) (float64, map[string]float64) {
 	for _, p := range pages {
 		owner[p.Page] = p.Name
 	}
+	// With incremental auto-vacuum, page 2 and every page after another
+	// page's worth of 5-byte entries are the pointer map, which dbstat
+	// does not list.
+	_, size := walFrames(t, x.Path())
+	for _, f := range frames {
+		if f >= 2 && int(f-2)%(size/5+1) == 0 && owner[f] == "" {
+			owner[f] = "pointer map"
+		}
+	}
 	by := map[string]float64{}
 	for _, f := range frames {
 		by[owner[f]] += 1 / float64(n)
@@ -95,7 +104,7 @@ func TestOneStepLogsFewPages(t *testing.T) {
 		t.Skip("the write-ahead log is SQLite's")
 	}
 	allowed := map[string]bool{"page 1": true, "parts": true, "sqlite_autoindex_parts_1": true, "parts_blob": true,
-		"parts_run": true, "blobs": true, "blobs_digest": true, "counts": true}
+		"parts_run": true, "blobs": true, "blobs_digest": true, "counts": true, "pointer map": true}
 	for _, long := range []bool{false, true} {
 		perStep, by := stepPages(t, long, 60)
 		var names []string
@@ -114,8 +123,9 @@ func TestOneStepLogsFewPages(t *testing.T) {
 		// 12.7 and 14.1 when every new blob changed a counter of its own;
 		// 11.68 and 13.05 when blobs were indexed by whole digest and
 		// extension, 2.50 pages a step of that index against blobs_digest's
-		// 1.92.
-		if bound := map[bool]float64{false: 11.2, true: 12.6}[long]; perStep > bound {
+		// 1.92; 11.13 and 12.48 before incremental auto-vacuum, whose
+		// pointer map adds 0.45 and 0.80 pages a step (see ReclaimFree).
+		if bound := map[bool]float64{false: 11.7, true: 13.4}[long]; perStep > bound {
 			t.Errorf("long ids %v: %.2f pages a step, want at most %.1f", long, perStep, bound)
 		}
 	}

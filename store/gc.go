@@ -86,6 +86,9 @@ type GCResult struct {
 	// in a local directory: the segments it dropped, and the lag left
 	// (which pack, or casctl grep, indexes).
 	Search SearchIndexResult
+	// IndexFreed is what the index database gave back to the file system
+	// afterwards: the pages of the rows gc and the search index dropped.
+	IndexFreed int64
 }
 
 // GCPlan is what a gc decides before it removes anything: which blobs go
@@ -260,6 +263,7 @@ func (s *Store) GC(ctx context.Context, o GCOptions) (GCResult, error) {
 		// On a nearly full disk, what gc freed is for the store's reserve
 		// and its writers, not for postings.
 		res.Search = s.maintainSearch(ctx, false)
+		res.IndexFreed = s.reclaimIndex(ctx)
 	}
 	return res, err
 }

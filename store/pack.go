@@ -56,6 +56,9 @@ type PackResult struct {
 	// Search says what pack did to the search index afterwards (see
 	// IndexSearch).
 	Search SearchIndexResult
+	// IndexFreed is what the index database gave back to the file system
+	// afterwards: the pages of the search segments dropped.
+	IndexFreed int64
 }
 
 // Pack moves loose blobs that no write has used for o.OlderThan into zstd
@@ -73,6 +76,7 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	res, err := p.pack(ctx, o)
 	if err == nil && !o.DryRun {
 		res.Search = s.maintainSearch(ctx, true)
+		res.IndexFreed = s.reclaimIndex(ctx)
 		if le, ok := s.eng.(*localEngine); ok && (res.Search.Segments > 0 || res.Search.Dropped > 0 || res.Search.Empty > 0) {
 			le.truncateLog(ctx) // as pack does: the index's new rows need no log kept
 		}

@@ -20,9 +20,10 @@ const DefaultReserve = 1 << 20
 // MinReserve is the smallest reserve file a store keeps unless WithReserve
 // sets its size. It covers what maintenance on a full disk needs whatever
 // the index's size: the index's shared-memory file (32 KiB) when it opens,
-// then the log of a prune of one run of up to 32 parts and of gc's first
-// batch, which frees space (measured: TestDiskFullGCAndPrune).
-const MinReserve = 64 << 10
+// then the log of a prune of one run of up to 32 parts (31 KiB, measured
+// with TestDiskFullGCAndPrune's store) and of gc's first batch, which frees
+// space, with room to spare.
+const MinReserve = 128 << 10
 
 // autoReserve sizes the reserve from the index (reserveFor).
 const autoReserve = -1

@@ -76,15 +76,15 @@ func TestReserveGrowsWithIndex(t *testing.T) {
 		runs int // of 250 parts, to write first
 		do   func() error
 	}{
-		{"open", 8, func() error {
+		{"open", 16, func() error {
 			o, err := Open(ctx, dir)
 			if err == nil {
 				err = o.Close()
 			}
 			return err
 		}},
-		{"gc", 8, func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
-		{"prune", 16, func() error {
+		{"gc", 16, func() error { _, err := s.GC(ctx, GCOptions{}); return err }},
+		{"prune", 32, func() error {
 			_, err := s.Prune(ctx, PruneOptions{Run: "none such"})
 			return err
 		}},

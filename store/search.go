@@ -907,6 +907,19 @@ func (s *Store) maintainSearch(ctx context.Context, catchUp bool) SearchIndexRes
 	return res
 }
 
+// reclaimIndex gives the index database's free pages back to the file
+// system after gc or pack: without it, a store's index stays as large as
+// the search index ever was before a pack (its segments of loose blobs,
+// dropped once their blobs are packed and indexed again, are the most of
+// it). It is best effort: pages it leaves are reused by later writes.
+func (s *Store) reclaimIndex(ctx context.Context) int64 {
+	if s.readOnly {
+		return 0
+	}
+	n, _ := s.ix.ReclaimFree(ctx)
+	return n
+}
+
 // Segments a gc or pack drops: one of the first format (see
 // index.SearchSegment.Legacy); one whose live blobs are fewer than half of
 // those it lists; after a pack, one of which more than half the blobs were

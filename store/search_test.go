@@ -550,3 +550,34 @@ func TestGrepStopsWhenCanceled(t *testing.T) {
 		}
 	}
 }
+
+// Pack drops the segments of the blobs it packed and indexes them again,
+// frame by frame, in far fewer pages: the pages the dropped segments held
+// go back to the file system instead of staying in the index database.
+func TestPackGivesBackTheIndexPages(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 300, 1)
+	if res, err := s.IndexSearch(ctx); err != nil || res.Blobs == 0 {
+		t.Fatalf("IndexSearch = %+v, %v; want the loose blobs indexed", res, err)
+	}
+	pr, err := s.Pack(ctx, PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Search.Dropped == 0 || pr.IndexFreed == 0 {
+		t.Fatalf("pack: search %+v, index gave back %d bytes; want the loose blobs' segments dropped and their pages given back", pr.Search, pr.IndexFreed)
+	}
+	db, err := sql.Open("sqlite", "file:"+s.IndexLocation()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var free int64
+	if err := db.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil || free != 0 {
+		t.Errorf("after pack, %d free pages in the index (%v); want none", free, err)
+	}
+	checkGrep(t, s, &c, "after pack gave back the index's pages")
+}

@@ -68,6 +68,8 @@ type gcJSON struct {
 	PackFreedBytes int64 `json:"pack_freed_bytes"`
 	UnusedPacked   int   `json:"unused_packed_blobs"`
 	PackedBlobs    int   `json:"packed_blobs"`
+	// What the index database gave back to the file system.
+	IndexFreedBytes int64 `json:"index_freed_bytes"`
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
@@ -104,13 +106,22 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	}
 	if o.json {
 		return writeJSON(g.stdout, gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, res.DryRun,
-			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, packed.Blobs})
+			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, packed.Blobs,
+			res.IndexFreed + packed.IndexFreed})
 	}
 	printResult(g.stdout, res, o.grace)
 	if packed.Blobs > 0 {
 		fmt.Fprintf(g.stdout, "packed %s (%s) into %s\n", count(packed.Blobs, "cold blob"), size(packed.RawBytes), size(packed.PackBytes))
 	}
+	printIndexFreed(g.stdout, res.IndexFreed+packed.IndexFreed)
 	return nil
+}
+
+// printIndexFreed says what the index database gave back, if anything.
+func printIndexFreed(w io.Writer, n int64) {
+	if n > 0 {
+		fmt.Fprintf(w, "index: gave back %s of free pages\n", size(n))
+	}
 }
 
 // missingHint adds to gc's refusal over missing blobs the command that
@@ -186,7 +197,7 @@ func printPlan(w io.Writer, p *store.GCPlan, asJSON bool) error {
 	res := p.DryRun()
 	if asJSON {
 		out := gcPlanJSON{gcJSON: gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, true,
-			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, 0},
+			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, 0, 0},
 			Plan: planJSON{Grace: fmtDuration(p.Grace), Remove: planBlobs(p.Remove), Young: planBlobs(p.Young),
 				Missing: names(p.Missing), Stale: names(p.StaleRows), Temps: []string{}, Packs: []planPackJSON{}}}
 		for _, t := range p.Temps {

@@ -52,6 +52,8 @@ type packJSON struct {
 	PackBytes    int64    `json:"pack_bytes"`
 	RemovedLoose int      `json:"removed_loose"`
 	DryRun       bool     `json:"dry_run"`
+	// What the index database gave back to the file system.
+	IndexFreedBytes int64 `json:"index_freed_bytes"`
 }
 
 func runPack(ctx context.Context, g *globals, o packOptions) error {
@@ -83,7 +85,7 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 		if res.Packs == nil {
 			res.Packs = []string{}
 		}
-		return writeJSON(g.stdout, packJSON{res.Packs, res.Blobs, res.RawBytes, res.PackBytes, res.RemovedLoose, res.DryRun})
+		return writeJSON(g.stdout, packJSON{res.Packs, res.Blobs, res.RawBytes, res.PackBytes, res.RemovedLoose, res.DryRun, res.IndexFreed})
 	}
 	switch {
 	case res.DryRun:
@@ -95,6 +97,7 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 		fmt.Fprintf(g.stdout, "packed %s (%s) into %s of %s (%.1fx smaller)\n",
 			count(res.Blobs, "blob"), size(res.RawBytes), count(len(res.Packs), "pack file"), size(res.PackBytes), ratio)
 	}
+	printIndexFreed(g.stdout, res.IndexFreed)
 	return nil
 }
 
