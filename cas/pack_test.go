@@ -291,7 +291,8 @@ func TestParsePackName(t *testing.T) {
 }
 
 // PackPosition orders a pack's blobs as they are stored, and OpenPacked
-// reads each from its pack, checked, without a file of its own.
+// reads each from its pack, checked, without a file of its own; a frame of
+// small blobs decoded by DecodeFrame holds each at its entry's place.
 func TestPackPositionAndOpenPacked(t *testing.T) {
 	ctx := context.Background()
 	s := MustOpen(t)
@@ -302,10 +303,28 @@ func TestPackPositionAndOpenPacked(t *testing.T) {
 		off   int64
 	}
 	seen := map[at]bool{}
+	var buf []byte
+	decoded := 0
 	for b, data := range contents {
-		pack, frame, off, ok := s.PackPosition(ctx, b)
-		if !ok || pack != info.Name {
-			t.Fatalf("PackPosition(%s) = %q, %v; want %q", b.FileName(), pack, ok, info.Name)
+		pack, e, ok := s.PackPosition(ctx, b)
+		if !ok || pack != info.Name || e.Blob != b || e.Size != int64(len(data)) {
+			t.Fatalf("PackPosition(%s) = %q, %+v, %v; want %q, its entry of %d bytes", b.FileName(), pack, e, ok, info.Name, len(data))
+		}
+		frame, off := e.Frame, e.Offset
+		if len(data) <= FrameSize/4 {
+			frameBytes, err := s.DecodeFrame(ctx, pack, frame, buf)
+			if err != nil {
+				t.Fatalf("DecodeFrame(%s, %d) of %s: %v", pack, frame, b.FileName(), err)
+			}
+			if got := frameBytes[off : off+e.Size]; !bytes.Equal(got, data) {
+				t.Fatalf("DecodeFrame(%s, %d): %s's %d bytes at %d differ", pack, frame, b.FileName(), e.Size, off)
+			}
+			buf = frameBytes
+			decoded++
+		} else if len(data) > FrameSize {
+			if _, err := s.DecodeFrame(ctx, pack, frame, nil); err == nil || errors.Is(err, ErrNotFound) {
+				t.Errorf("DecodeFrame of the frame of one large blob: %v; want an error saying it is not a frame of small blobs", err)
+			}
 		}
 		if len(data) > 0 { // an empty blob takes no room
 			if seen[at{frame, off}] {
@@ -323,9 +342,15 @@ func TestPackPositionAndOpenPacked(t *testing.T) {
 			t.Fatalf("OpenPacked(%s): %d bytes, %v; want its %d bytes", b.FileName(), len(got), err, len(data))
 		}
 	}
+	if decoded == 0 {
+		t.Fatal("no blob of the fixture is in a frame of small blobs")
+	}
 	other := Blob{Digest: Sum([]byte("in no pack")), Ext: ".txt"}
-	if _, _, _, ok := s.PackPosition(ctx, other); ok {
+	if _, _, ok := s.PackPosition(ctx, other); ok {
 		t.Error("PackPosition found a blob no pack holds")
+	}
+	if _, err := s.DecodeFrame(ctx, "pack-"+strings.Repeat("0", 64)+".zst", 0, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DecodeFrame of a pack not there: %v, want ErrNotFound", err)
 	}
 	if _, err := s.OpenPacked(ctx, other); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OpenPacked of a blob no pack holds: %v, want ErrNotFound", err)

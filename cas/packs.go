@@ -61,6 +61,10 @@ type packSet struct {
 	// frames holds the last few frames decoded, newest last: a reader that
 	// pages through a blob, or reads its neighbours, decodes once.
 	frames []cachedFrame
+	// last is the pack the last lookup found a blob in: readers go through
+	// blobs in the order they are packed, so the next one is most often
+	// there too, and one search of its table of contents finds it.
+	last *loadedPack
 }
 
 // cachedFrame is a decoded frame of a pack.
@@ -90,8 +94,17 @@ func (s *Store) lookup(ctx context.Context, b Blob) (*loadedPack, PackEntry, boo
 }
 
 func (s *Store) searchLoaded(b Blob) (*loadedPack, PackEntry, bool) {
-	for _, lp := range s.packs.loaded {
+	if lp := s.packs.last; lp != nil && s.packs.loaded[lp.name] == lp {
 		if e, ok := lp.toc.find(b); ok {
+			return lp, e, true
+		}
+	}
+	for _, lp := range s.packs.loaded {
+		if lp == s.packs.last {
+			continue
+		}
+		if e, ok := lp.toc.find(b); ok {
+			s.packs.last = lp
 			return lp, e, true
 		}
 	}
@@ -245,7 +258,7 @@ func (s *Store) frameBytes(pack string, i int, fr packFrame, f file) ([]byte, er
 	if data, ok := s.cachedFrame(pack, i); ok {
 		return data, nil
 	}
-	data, err := decodeFrame(f, i, fr)
+	data, err := decodeFrame(f, i, fr, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +285,9 @@ func (s *Store) cachedFrame(pack string, i int) ([]byte, bool) {
 }
 
 // decodeFrame reads and decodes one whole frame, checking its checksum and
-// its length against the table of contents.
-func decodeFrame(f file, i int, fr packFrame) ([]byte, error) {
+// its length against the table of contents, into dst's memory when it has
+// room for the frame (nil: new memory).
+func decodeFrame(f file, i int, fr packFrame, dst []byte) ([]byte, error) {
 	ra, ok := f.(io.ReaderAt)
 	if !ok {
 		return nil, errors.New("pack file does not support positioned reads")
@@ -283,7 +297,10 @@ func decodeFrame(f file, i int, fr packFrame) ([]byte, error) {
 		return nil, fmt.Errorf("read frame %d: %w", i, err)
 	}
 	dec := decoders.Get().(*zstd.Decoder)
-	data, err := dec.DecodeAll(comp, make([]byte, 0, fr.Raw))
+	if int64(cap(dst)) < fr.Raw {
+		dst = make([]byte, 0, fr.Raw)
+	}
+	data, err := dec.DecodeAll(comp, dst[:0])
 	decoders.Put(dec)
 	if err != nil {
 		return nil, fmt.Errorf("decode frame %d: %w", i, err)
@@ -600,7 +617,7 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 			var data []byte
 			pf, _, err := s.openPackFile(name)
 			if err == nil {
-				data, err = decodeFrame(pf, i, fr)
+				data, err = decodeFrame(pf, i, fr, nil)
 				pf.Close()
 			}
 			for _, e := range byFrame[i] {
@@ -678,15 +695,52 @@ func (s *Store) RemoveEmptyShards(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// PackPosition says where a packed blob is: its pack, its frame and its
-// offset in the frame; ok is false when no pack holds it. A reader of many
-// blobs reads them in this order, so that each frame is decoded once.
-func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, frame int, offset int64, ok bool) {
+// PackPosition says where a packed blob is: its pack, and its entry in the
+// pack's table of contents (its frame, offset in the frame and size); ok is
+// false when no pack holds it. A reader of many blobs reads them in this
+// order, so that each frame is decoded once.
+func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, e PackEntry, ok bool) {
 	lp, e, ok, err := s.lookup(ctx, b)
 	if err != nil || !ok {
-		return "", 0, 0, false
+		return "", PackEntry{}, false
 	}
-	return lp.name, e.Frame, e.Offset, true
+	return lp.name, e, true
+}
+
+// DecodeFrame decodes a frame of many small blobs of a pack (one that
+// PackPosition named) into dst's memory, grown as needed, and returns its
+// bytes: each blob's at the offset PackPosition gave, none of them checked
+// against its digest (the frame's checksum is, as it decodes; the caller
+// checks a blob with CheckBytes before it trusts it). Unlike PackedBytes,
+// it neither caches the frame nor allocates one, for a reader that goes
+// through many frames once. ErrNotFound says the pack is gone (gc
+// rewrote it since: PackPosition finds the blob's new place).
+func (s *Store) DecodeFrame(ctx context.Context, pack string, frame int, dst []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.packs.mu.Lock()
+	lp := s.packs.loaded[pack]
+	s.packs.mu.Unlock()
+	if lp == nil {
+		return nil, fmt.Errorf("%s: %w", pack, ErrNotFound)
+	}
+	if frame < 0 || frame >= len(lp.toc.frames) || lp.toc.frames[frame].Raw > FrameSize {
+		return nil, fmt.Errorf("%s: no frame %d of small blobs", pack, frame)
+	}
+	f, _, err := s.openPackFile(pack)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", pack, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := decodeFrame(f, frame, lp.toc.frames[frame], dst)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pack, err)
+	}
+	return data, nil
 }
 
 // PackedBytes returns the bytes of a blob held in a small frame of a pack

@@ -95,35 +95,40 @@ const grepBatch = 512
 // A packedBlobs is a blob store with packs, which it can say the position
 // of a blob in and read it from directly (see cas.Store).
 type packedBlobs interface {
-	PackPosition(ctx context.Context, b cas.Blob) (pack string, frame int, offset int64, ok bool)
+	PackPosition(ctx context.Context, b cas.Blob) (pack string, e cas.PackEntry, ok bool)
 	OpenPacked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
 	PackedBytes(ctx context.Context, b cas.Blob) ([]byte, *cas.Reader, error)
+	DecodeFrame(ctx context.Context, pack string, frame int, dst []byte) ([]byte, error)
 }
 
-// sortForReading orders a batch of jobs as their blobs are stored.
-func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) {
+// sortForReading orders a batch of jobs as their blobs are stored, and
+// groups them for the workers: the blobs of one frame of a pack together
+// (a worker decodes the frame once for all of them), every other blob
+// alone.
+func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJob {
 	pb, ok := s.eng.backend().(packedBlobs)
-	if !ok {
-		return
-	}
-	type pos struct {
-		pack   string
-		frame  int
-		offset int64
-	}
-	at := make(map[*grepJob]pos, len(batch))
-	for _, j := range batch {
-		if j.blob.Packed {
-			if pack, frame, off, ok := pb.PackPosition(ctx, j.blob.Blob); ok {
-				at[j] = pos{pack, frame, off}
-				j.packed = true
+	if ok {
+		for _, j := range batch {
+			if j.blob.Packed {
+				j.pack, j.entry, j.packed = pb.PackPosition(ctx, j.blob.Blob)
 			}
 		}
+		slices.SortStableFunc(batch, func(a, b *grepJob) int {
+			return cmp.Or(strings.Compare(a.pack, b.pack), cmp.Compare(a.entry.Frame, b.entry.Frame), cmp.Compare(a.entry.Offset, b.entry.Offset))
+		})
 	}
-	slices.SortStableFunc(batch, func(a, b *grepJob) int {
-		pa, pb := at[a], at[b]
-		return cmp.Or(strings.Compare(pa.pack, pb.pack), cmp.Compare(pa.frame, pb.frame), cmp.Compare(pa.offset, pb.offset))
-	})
+	var units [][]*grepJob
+	for i, j := range batch {
+		if n := len(units); n > 0 && j.packed && j.entry.Size <= cas.FrameSize/2 && i > 0 {
+			prev := batch[i-1]
+			if prev.packed && prev.pack == j.pack && prev.entry.Frame == j.entry.Frame && prev.entry.Size <= cas.FrameSize/2 {
+				units[n-1] = append(units[n-1], j)
+				continue
+			}
+		}
+		units = append(units, batch[i:i+1:i+1])
+	}
+	return units
 }
 
 // grepJob is one blob to read and match.
@@ -135,8 +140,11 @@ type grepJob struct {
 	bytes    int64
 	binary   bool
 	err      error
-	// packed says the blob was found in a pack: read it from there.
+	// packed says the blob was found in a pack, at entry of pack: read it
+	// from there.
 	packed bool
+	pack   string
+	entry  cas.PackEntry
 	// large says the blob is over wholeRead: the worker only looked for a
 	// matching line (matched), and the emitter streams the blob again for
 	// each of its parts.
@@ -186,38 +194,47 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	if err != nil {
 		return res, fmt.Errorf("grep: %w", err)
 	}
-	jobs := make(chan *grepJob)
+	units := make(chan []*grepJob)
 	order := make(chan *grepJob, 4*runtime.GOMAXPROCS(0))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
 			var buf []byte // reused: hits are copied out of it
-			for j := range jobs {
-				buf = s.grepBlob(ctx, m, o, j, buf)
-				close(j.done)
+			for u := range units {
+				if len(u) > 1 {
+					buf = s.grepFrame(ctx, m, o, u, buf)
+				} else {
+					buf = s.grepBlob(ctx, m, o, u[0], buf)
+				}
+				for _, j := range u {
+					close(j.done)
+				}
 			}
 		}()
 	}
 	feedErr := make(chan error, 1)
 	go func() {
 		defer close(order)
-		defer close(jobs)
-		send := func(j *grepJob) error {
+		defer close(units)
+		// A unit goes to a worker before its jobs go to the emitter, which
+		// waits for them in order: workers never wait for the emitter, so
+		// the jobs in flight are a unit for each worker and the order's
+		// buffer.
+		send := func(u []*grepJob) error {
 			select {
-			case order <- j:
+			case units <- u:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			select {
-			case jobs <- j:
-				return nil
-			case <-ctx.Done():
-				// No worker takes it: the emitter waits on it all the same.
-				j.err = ctx.Err()
-				close(j.done)
-				return ctx.Err()
+			for _, j := range u {
+				select {
+				case order <- j:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
+			return nil
 		}
 		for rest := cands; len(rest) > 0; {
 			n := min(grepBatch, len(rest))
@@ -231,9 +248,8 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 			for i, b := range blobs {
 				batch[i] = &grepJob{blob: b, done: make(chan struct{})}
 			}
-			s.sortForReading(ctx, batch)
-			for _, j := range batch {
-				if err := send(j); err != nil {
+			for _, u := range s.sortForReading(ctx, batch) {
+				if err := send(u); err != nil {
 					feedErr <- err
 					return
 				}
@@ -369,17 +385,7 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 		data, r, err := pb.PackedBytes(ctx, j.blob.Blob)
 		switch {
 		case err == nil && r == nil:
-			j.bytes = int64(len(data))
-			if bytes.IndexByte(data, 0) >= 0 {
-				j.binary = true
-				return buf
-			}
-			matchLines(m, o, j, data)
-			if len(j.hits) > 0 {
-				if err := cas.CheckBytes(j.blob.Blob, data); err != nil {
-					j.hits, j.err = nil, fmt.Errorf("read: %w", err)
-				}
-			}
+			matchPacked(m, o, j, data)
 			return buf
 		case err == nil:
 			r.Close()
@@ -436,6 +442,50 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 	}
 	matchLines(m, o, j, data)
 	return buf
+}
+
+// grepFrame matches the jobs of a unit, blobs of one frame of a pack,
+// in the frame decoded once into buf (grown as needed, and returned).
+// Should the frame not decode (gc rewrote the pack since, or it is
+// damaged), each blob is read as grepBlob reads it, which finds it again
+// or says what is wrong with it.
+func (s *Store) grepFrame(ctx context.Context, m *search.Matcher, o GrepOptions, u []*grepJob, buf []byte) []byte {
+	pb := s.eng.backend().(packedBlobs) // sortForReading made the unit
+	data, err := pb.DecodeFrame(ctx, u[0].pack, u[0].entry.Frame, buf)
+	if err != nil || ctx.Err() != nil {
+		for _, j := range u {
+			buf = s.grepBlob(ctx, m, o, j, buf)
+		}
+		return buf
+	}
+	for _, j := range u {
+		if err := ctx.Err(); err != nil {
+			j.err = err
+			continue
+		}
+		if e := j.entry; e.Offset >= 0 && e.Size >= 0 && e.Offset+e.Size <= int64(len(data)) {
+			matchPacked(m, o, j, data[e.Offset:e.Offset+e.Size:e.Offset+e.Size])
+		} else {
+			s.grepBlob(ctx, m, o, j, nil) // not in buf: data is there
+		}
+	}
+	return data
+}
+
+// matchPacked matches a packed blob's bytes, not checked yet against its
+// digest: they are, when they have lines to report.
+func matchPacked(m *search.Matcher, o GrepOptions, j *grepJob, data []byte) {
+	j.bytes = int64(len(data))
+	if bytes.IndexByte(data, 0) >= 0 {
+		j.binary = true
+		return
+	}
+	matchLines(m, o, j, data)
+	if len(j.hits) > 0 {
+		if err := cas.CheckBytes(j.blob.Blob, data); err != nil {
+			j.hits, j.err = nil, fmt.Errorf("read: %w", err)
+		}
+	}
 }
 
 // matchLines finds a blob's matching lines.
@@ -721,8 +771,8 @@ func (ix *searchIndexer) chunk(ctx context.Context, lag []index.UnsearchedBlob) 
 	at := make([]frameOf, len(lag))
 	if pb, ok := ix.s.eng.backend().(packedBlobs); ok {
 		for i, ub := range lag {
-			if pack, frame, off, ok := pb.PackPosition(ctx, ub.Blob); ok {
-				at[i] = frameOf{pack, frame, off}
+			if pack, e, ok := pb.PackPosition(ctx, ub.Blob); ok {
+				at[i] = frameOf{pack, e.Frame, e.Offset}
 			}
 		}
 	}
