@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -195,11 +196,12 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		return res, fmt.Errorf("grep: %w", err)
 	}
 	units := make(chan []*grepJob)
-	order := make(chan *grepJob, 4*runtime.GOMAXPROCS(0))
+	order := make(chan []*grepJob, 2*runtime.GOMAXPROCS(0))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var workers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
-		go func() {
+		workers.Go(func() {
 			var buf []byte // reused: hits are copied out of it
 			for u := range units {
 				if len(u) > 1 {
@@ -211,30 +213,27 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 					close(j.done)
 				}
 			}
-		}()
+		})
 	}
 	feedErr := make(chan error, 1)
 	go func() {
 		defer close(order)
 		defer close(units)
-		// A unit goes to a worker before its jobs go to the emitter, which
-		// waits for them in order: workers never wait for the emitter, so
-		// the jobs in flight are a unit for each worker and the order's
-		// buffer.
+		// A unit goes to a worker before it goes to the emitter, which
+		// waits for its jobs in order: workers never wait for the emitter,
+		// and the units in flight are one a worker and the order's buffer.
 		send := func(u []*grepJob) error {
 			select {
 			case units <- u:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			for _, j := range u {
-				select {
-				case order <- j:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			select {
+			case order <- u:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			return nil
 		}
 		for rest := cands; len(rest) > 0; {
 			n := min(grepBatch, len(rest))
@@ -286,13 +285,11 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	}
 	stop := func(err error) (GrepResult, error) {
 		cancel()
-		for j := range order {
-			<-j.done
-		}
 		<-feedErr
+		workers.Wait()
 		return res, err
 	}
-	for j := range order {
+	next := func(j *grepJob) error {
 		select {
 		case <-j.done:
 		default:
@@ -300,22 +297,22 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 			// costs a statement).
 			if len(pending) > 0 && time.Since(since) >= pendingWait {
 				if err := flush(); err != nil {
-					return stop(err)
+					return err
 				}
 			}
 			<-j.done
 		}
 		if err := ctx.Err(); err != nil {
-			return stop(err)
+			return err
 		}
 		res.Blobs++
 		res.Bytes += j.bytes
 		switch {
 		case j.binary:
 			res.Binary++
-			continue
+			return nil
 		case j.err == nil && len(j.hits) == 0 && !j.matched:
-			continue
+			return nil
 		}
 		if len(pending) == 0 {
 			since = time.Now()
@@ -323,7 +320,13 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		pending = append(pending, j)
 		held += j.hitBytes
 		if len(pending) >= pendingBlobs || held >= pendingBytes {
-			if err := flush(); err != nil {
+			return flush()
+		}
+		return nil
+	}
+	for u := range order {
+		for _, j := range u {
+			if err := next(j); err != nil {
 				return stop(err)
 			}
 		}
