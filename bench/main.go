@@ -519,7 +519,17 @@ func fileSystem(dir string) string {
 		return "unknown"
 	}
 	defer f.Close()
-	abs, _ := filepath.EvalSymlinks(dir)
+	// The stores' directory may not exist yet: its nearest existing
+	// parent is on the same file system.
+	abs, _ := filepath.Abs(dir)
+	for {
+		real, err := filepath.EvalSymlinks(abs)
+		if err == nil || filepath.Dir(abs) == abs {
+			abs = real
+			break
+		}
+		abs = filepath.Dir(abs)
+	}
 	best, fstype := "", "unknown"
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

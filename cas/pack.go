@@ -154,6 +154,10 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 		return nil, errTOC
 	}
 	t.entries = make([]PackEntry, ne)
+	// A pack's blobs share a few extensions: each is made into a string
+	// and checked once, not once an entry.
+	var extBuf [64]byte
+	lastExt := ""
 	for i := range t.entries {
 		e := &t.entries[i]
 		if _, err := io.ReadFull(r, e.Blob.Digest[:]); err != nil {
@@ -163,14 +167,17 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 		if err != nil || n > 64 {
 			return nil, errTOC
 		}
-		ext := make([]byte, n)
+		ext := extBuf[:n]
 		if _, err := io.ReadFull(r, ext); err != nil {
 			return nil, errTOC
 		}
-		e.Blob.Ext = string(ext)
-		if err := CheckExt(e.Blob.Ext); err != nil {
-			return nil, fmt.Errorf("%w: %v", errTOC, err)
+		if i == 0 || string(ext) != lastExt {
+			lastExt = string(ext)
+			if err := CheckExt(lastExt); err != nil {
+				return nil, fmt.Errorf("%w: %v", errTOC, err)
+			}
 		}
+		e.Blob.Ext = lastExt
 		fr, err := num()
 		if err != nil {
 			return nil, err
