@@ -144,7 +144,7 @@ func searchMarkdown(rep searchReport) string {
 	row("search index: search_postings", z.PostingsBytes)
 	row("search index: search_segments", z.SegmentsBytes)
 	row("index.db, whole", z.IndexDBBytes)
-	row("index.db, its free pages (dropped segments' rows, reused by later writes)", z.IndexFreeBytes)
+	row("index.db, its free pages (those gc and pack did not give back)", z.IndexFreeBytes)
 	row("toolcas store on disk (blocks)", z.CASBlocks)
 	row(fmt.Sprintf("directory store on disk (blocks, %d files)", z.DirFiles), z.DirBlocks)
 

@@ -120,7 +120,7 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJ
 	}
 	var units [][]*grepJob
 	for i, j := range batch {
-		if n := len(units); n > 0 && j.packed && j.entry.Size <= cas.FrameSize/2 && i > 0 {
+		if n := len(units); n > 0 && j.packed && j.entry.Size <= cas.FrameSize/2 {
 			prev := batch[i-1]
 			if prev.packed && prev.pack == j.pack && prev.entry.Frame == j.entry.Frame && prev.entry.Size <= cas.FrameSize/2 {
 				units[n-1] = append(units[n-1], j)
