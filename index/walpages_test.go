@@ -65,7 +65,7 @@ func stepPages(t *testing.T, long bool, n int) (float64, map[string]float64) {
 	for i := 1000; i < 1000+n; i++ {
 		mustRecord(t, x, stepPart(i, long))
 	}
-	frames, _ := walFrames(t, x.Path())
+	frames, size := walFrames(t, x.Path())
 	if len(frames) > 900 {
 		t.Fatalf("%d steps logged %d frames, near the automatic checkpoint", n, len(frames))
 	}
@@ -83,7 +83,6 @@ func stepPages(t *testing.T, long bool, n int) (float64, map[string]float64) {
 	// With incremental auto-vacuum, page 2 and every page after another
 	// page's worth of 5-byte entries are the pointer map, which dbstat
 	// does not list.
-	_, size := walFrames(t, x.Path())
 	for _, f := range frames {
 		if f >= 2 && int(f-2)%(size/5+1) == 0 && owner[f] == "" {
 			owner[f] = "pointer map"
