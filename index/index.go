@@ -683,14 +683,17 @@ func (x *Index) ReclaimFree(ctx context.Context) (int64, error) {
 	if x.pg {
 		return 0, nil
 	}
-	var mode, size int64
+	var mode, size, free int64
 	err := x.read(ctx, func() error {
 		if err := x.db.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 			return err
 		}
+		if err := x.db.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+			return err
+		}
 		return x.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&size)
 	})
-	if err != nil || mode != 2 { // 2: incremental
+	if err != nil || mode != 2 || free == 0 { // 2: incremental; nothing to give back takes no write lock
 		return 0, err
 	}
 	// Moving a page from the end of the file into a free one rewrites its
