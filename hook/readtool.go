@@ -322,7 +322,7 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		if re != nil || a.Offset > 0 || a.ByteOffset > 0 {
 			return Result{}, fmt.Errorf("read %s: %s is %d bytes of binary content; offset, byte_offset and pattern apply to text only", a.Ref, or(c.MIME, "it"), len(c.Data))
 		}
-		head := fmt.Sprintf("[%s: %s, %d bytes of binary content]", c.Key, or(c.MIME, "application/octet-stream"), len(c.Data))
+		head := fmt.Sprintf("[%s: %s, %d bytes of binary content]", keyLabel(c), or(c.MIME, "application/octet-stream"), len(c.Data))
 		p := File(c.MIME, c.Filename, c.Data)
 		if c.Kind == KindImage {
 			p = Image(c.MIME, c.Data)
@@ -331,7 +331,7 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		return r, nil
 	}
 	defer text.Close()
-	label, lines := c.Key, io.Reader(text)
+	label, lines := keyLabel(c), io.Reader(text)
 	if code != nil {
 		size := c.Size
 		if c.Data != nil {
@@ -343,7 +343,7 @@ func (t *ReadTool) Read(ctx context.Context, run string, a ReadArgs) (Result, er
 		}
 		qctx, cancel := context.WithTimeout(ctx, t.timeout)
 		defer cancel()
-		label, lines = fmt.Sprintf("%s, query %q", c.Key, clip(a.Query)), newQueryOutput(qctx, code, data)
+		label, lines = fmt.Sprintf("%s, query %q", keyLabel(c), clip(a.Query)), newQueryOutput(qctx, code, data)
 	}
 	page, err := t.page(ctx, label, lines, a, re, code != nil)
 	if err != nil {
@@ -600,4 +600,14 @@ func randomName() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// keyLabel names a part read back in the read tool's headers: its key, and
+// for a packed part, that its path names no file, so that the agent reads
+// it here rather than with a file tool.
+func keyLabel(c *Content) string {
+	if c.Packed == "" {
+		return c.Key
+	}
+	return fmt.Sprintf("%s (packed in %s: no file at its path, read it with this tool)", c.Key, c.Packed)
 }

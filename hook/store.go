@@ -69,6 +69,10 @@ type Content struct {
 	// Size is the part's size in bytes; a streamed read sets it and leaves
 	// Data nil.
 	Size int64
+	// Packed names the pack file that holds the part, for a store that
+	// packs cold blobs: Path then names no file, and file tools cannot
+	// read it there. Empty for a part that is a file of its own.
+	Packed string
 }
 
 // IsText reports whether the bytes are UTF-8, and so read back as text.

@@ -120,7 +120,7 @@ func agreeTranscript(t *testing.T) string {
 	stats("beta", "beta")
 
 	// Packs, prune, and gc's sets.
-	cands, err := x.PackCandidates(ctx, c.t)
+	cands, err := x.PackCandidates(ctx, c.t, time.Time{})
 	say("pack candidates: %d %v", len(cands), err)
 	slices.SortFunc(cands, func(a, b PackCandidate) int { return strings.Compare(a.Blob.String(), b.Blob.String()) })
 	var packed []cas.Blob

@@ -145,6 +145,8 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	9: fixtureV7,
 	// 00011 adds the search index, empty: no blob is covered yet.
 	10: fixtureV7,
+	// 00012 adds the settings and the removal log, both empty.
+	11: fixtureV7,
 }
 
 // moreV9 adds to fixtureV7's rows, at version 9, more to lose: two

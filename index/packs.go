@@ -45,8 +45,9 @@ type PackCandidate struct {
 }
 
 // PackCandidates returns the blobs that some part uses, that no pack holds
-// and that were last referenced before cutoff.
-func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCandidate, error) {
+// and that were last referenced before cutoff; with activeSince set, not
+// those that a part of a run written to since then uses.
+func (x *Index) PackCandidates(ctx context.Context, cutoff, activeSince time.Time) ([]PackCandidate, error) {
 	type row struct {
 		Digest []byte `db:"digest"`
 		Ext    string `db:"ext"`
@@ -55,9 +56,15 @@ func (x *Index) PackCandidates(ctx context.Context, cutoff time.Time) ([]PackCan
 		Run    string `db:"run"`
 		Key    string `db:"key"`
 	}
+	active, args := "", []any{cutoff.UnixNano()}
+	if !activeSince.IsZero() {
+		active = ` AND NOT EXISTS (SELECT 1 FROM parts q WHERE q.blob_id = b.id
+			AND q.run_id IN (SELECT run_id FROM counts WHERE last_at >= ?))`
+		args = append(args, activeSince.UnixNano())
+	}
 	rows, err := selectRows[row](ctx, x, `SELECT b.digest, b.ext, b.size, p.tool, r.name AS run, r.prefix || p.key AS key
 		FROM blobs b JOIN parts p ON p.id = (SELECT min(q.id) FROM parts q WHERE q.blob_id = b.id) JOIN runs r ON r.id = p.run_id
-		WHERE b.pack_id IS NULL AND b.last_referenced < ?`, cutoff.UnixNano())
+		WHERE b.pack_id IS NULL AND b.last_referenced < ?`+active, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pack candidates: %w", err)
 	}

@@ -20,6 +20,13 @@ type PruneOptions struct {
 	KeepRuns int
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
+	// ActiveSince, when set, keeps every part of the runs with a part
+	// created at or after it, whatever the criterion picks: a run still
+	// being written to is never cut short.
+	ActiveSince time.Time
+	// Rule names, in the removal log, what asked for the prune
+	// (RuleByName when empty).
+	Rule string
 	// Batch, when set, removes the parts Batch at a time, each batch in a
 	// transaction of its own, folding the log into the database after
 	// each: on a disk with little room, a prune of any size then needs
@@ -80,33 +87,52 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 			GROUP BY r.name ORDER BY max(p.created_at) DESC, r.name LIMIT ?))`
 		args = []any{o.KeepRuns}
 	}
+	if !o.ActiveSince.IsZero() {
+		active := ` AND run_id NOT IN (SELECT run_id FROM counts WHERE last_at >= ?)`
+		cond += active
+		args = append(args, o.ActiveSince.UnixNano())
+		if dates != "" {
+			dates += active
+			datesArgs = append(datesArgs, o.ActiveSince.UnixNano())
+		}
+	}
+	if o.Rule == "" {
+		o.Rule = RuleByName
+	}
 	if dates == "" {
 		// Every group of a run removed keeps no part.
 		dates, datesArgs = `UPDATE counts SET first_at = NULL, last_at = NULL WHERE `+cond, args
 	}
 	var res PruneResult
+	var log []Removal
 	err := x.write(ctx, func(tx *sql.Tx) error {
-		res = PruneResult{}
-		rows, err := tx.QueryContext(ctx, `SELECT (SELECT name FROM runs WHERE id = run_id) AS run, count(*) FROM parts WHERE `+cond+`
-			GROUP BY run ORDER BY run`, args...)
+		res, log = PruneResult{}, nil
+		rows, err := tx.QueryContext(ctx, `SELECT (SELECT name FROM runs WHERE id = run_id) AS run, count(*), min(created_at), max(created_at)
+			FROM parts WHERE `+cond+` GROUP BY run ORDER BY run`, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		now := x.now()
 		for rows.Next() {
 			var run string
-			var n int64
-			if err := rows.Scan(&run, &n); err != nil {
+			var n, first, last int64
+			if err := rows.Scan(&run, &n, &first, &last); err != nil {
 				return err
 			}
 			res.Runs = append(res.Runs, run)
 			res.RemovedParts += n
+			log = append(log, Removal{At: now, Run: run, Rule: o.Rule, Parts: n,
+				FirstCreated: time.Unix(0, first), LastCreated: time.Unix(0, last)})
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
 		if o.DryRun || res.RemovedParts == 0 || o.Batch > 0 {
 			return nil
+		}
+		if err := logRemovals(ctx, tx, log); err != nil {
+			return err
 		}
 		// The triggers of parts look a group's oldest or newest part up
 		// again each time the part at that bound goes, which a prune, as
@@ -121,6 +147,11 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	})
 	if err == nil && o.Batch > 0 && !o.DryRun && res.RemovedParts > 0 {
 		err = x.pruneBatches(ctx, o.Batch, cond, args, dates, datesArgs)
+		if err == nil {
+			// Logged once every batch is done: a prune that stops
+			// partway logs nothing, and the next one logs what it removes.
+			err = x.write(ctx, func(tx *sql.Tx) error { return logRemovals(ctx, tx, log) })
+		}
 	}
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("prune where %s: %w", what, err)
@@ -164,4 +195,15 @@ func (x *Index) pruneBatches(ctx context.Context, n int, cond string, args []any
 			return err
 		}
 	}
+}
+
+// logRemovals adds log to the removal log, in tx.
+func logRemovals(ctx context.Context, tx *sql.Tx, log []Removal) error {
+	for _, m := range log {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO removals (at, run, rule, parts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			m.At.UnixNano(), m.Run, m.Rule, m.Parts, m.FirstCreated.UnixNano(), m.LastCreated.UnixNano()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

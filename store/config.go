@@ -19,6 +19,9 @@ type params struct {
 	// ReadOnly opens an existing store read-only (ReadOnly), for a read-back
 	// tool in a sandbox that cannot write.
 	ReadOnly bool `json:"read_only,omitempty"`
+	// AutoMaintenance, when false, stops writes from starting maintenance
+	// on their own (WithoutAutoMaintenance); unset or true, they do.
+	AutoMaintenance *bool `json:"auto_maintenance,omitempty"`
 }
 
 func init() {
@@ -43,6 +46,9 @@ func loadStore(raw json.RawMessage) (hook.Store, error) {
 			return nil, fmt.Errorf("%s: %w", TypeStore, err)
 		}
 	}
+	if p.AutoMaintenance != nil && !*p.AutoMaintenance {
+		opts = append(opts, WithoutAutoMaintenance())
+	}
 	if p.ReadOnly {
 		return Open(context.Background(), p.Dir, append(opts, ReadOnly())...)
 	}
@@ -51,5 +57,10 @@ func loadStore(raw json.RawMessage) (hook.Store, error) {
 
 // StoreConfig returns the store's configuration, for saving a hook.
 func (s *Store) StoreConfig() (string, any) {
-	return TypeStore, params{Dir: s.Location(), Durability: s.Durability(), ReadOnly: s.readOnly}
+	p := params{Dir: s.Location(), Durability: s.Durability(), ReadOnly: s.readOnly}
+	if s.auto.off && !s.readOnly {
+		off := false
+		p.AutoMaintenance = &off
+	}
+	return TypeStore, p
 }

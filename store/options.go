@@ -23,6 +23,7 @@ type config struct {
 	lockWait            time.Duration
 	reserve             int64
 	maintenance         bool
+	noAutoMaintain      bool
 	// indexURL is WithIndexURL's URL, "" for the default.
 	indexURL string
 	// The options of a store in an object store.
@@ -194,6 +195,16 @@ func WithReserve(bytes int64) Option {
 func Maintenance() Option {
 	return func(c *config) error {
 		c.maintenance = true
+		return nil
+	}
+}
+
+// WithoutAutoMaintenance stops the store's writes from starting
+// maintenance on their own when the store is past its retention policy
+// (see Store.Maintain); casctl gc and Maintain still apply it.
+func WithoutAutoMaintenance() Option {
+	return func(c *config) error {
+		c.noAutoMaintain = true
 		return nil
 	}
 }

@@ -33,6 +33,11 @@ type PackOptions struct {
 	// reused to be packed. DefaultPackAge is the usual value; zero packs
 	// every loose blob some part uses.
 	OlderThan time.Duration
+	// Active, when set, leaves loose every blob that a part of a run
+	// written to within it uses, whatever its age: the run's pointers are
+	// likely still in a conversation, to be read by file tools. casctl
+	// pack and maintenance set it to the retention policy's window.
+	Active time.Duration
 	// DryRun reports what would be packed and changes nothing.
 	DryRun bool
 	// Progress, when set, is called as blobs are packed.
@@ -89,13 +94,20 @@ func (e *localEngine) pack(ctx context.Context, o PackOptions) (PackResult, erro
 	if o.OlderThan < 0 {
 		return PackResult{}, fmt.Errorf("pack: negative age %v", o.OlderThan)
 	}
+	if o.Active < 0 {
+		return PackResult{}, fmt.Errorf("pack: negative active window %v", o.Active)
+	}
 	res := PackResult{DryRun: o.DryRun}
 	unlockPack, err := e.packLock(ctx)
 	if err != nil {
 		return res, err
 	}
 	defer unlockPack()
-	cands, err := e.ix.PackCandidates(ctx, e.now().Add(-o.OlderThan))
+	var activeSince time.Time
+	if o.Active > 0 {
+		activeSince = e.now().Add(-o.Active)
+	}
+	cands, err := e.ix.PackCandidates(ctx, e.now().Add(-o.OlderThan), activeSince)
 	if err != nil {
 		return res, fmt.Errorf("pack: %w", err)
 	}

@@ -142,6 +142,7 @@ func (s *Store) Read(ctx context.Context, run, ref string) (*hook.Content, error
 	}
 	c := contentOf(s.Path(p.Blob), p)
 	c.Data = data
+	c.Packed = s.PackOf(ctx, p.Blob)
 	return c, nil
 }
 
@@ -159,6 +160,7 @@ func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, i
 	}
 	c := contentOf(s.Path(p.Blob), p)
 	c.Size = r.Size()
+	c.Packed = r.Pack()
 	return c, r, nil
 }
 
@@ -397,4 +399,14 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	d.Versions = partsOf(vs)
 	d.OnDisk, d.OnDiskErr = s.eng.backend().Stat(ctx, p.Blob)
 	return d, nil
+}
+
+// PackOf returns the name of the pack file holding b, or "" when b is a
+// loose file (whose path file tools can read) or cannot be found.
+func (s *Store) PackOf(ctx context.Context, b cas.Blob) string {
+	info, err := s.eng.backend().Stat(ctx, b)
+	if err != nil {
+		return ""
+	}
+	return info.Pack
 }

@@ -60,6 +60,8 @@ type Store struct {
 	readOnly bool
 	// recovered are the parts Open dropped (see Recovered).
 	recovered []index.Part
+	// auto is the automatic maintenance that writes start.
+	auto autoMaintain
 }
 
 var _ hook.StreamStore = (*Store)(nil)
@@ -88,6 +90,8 @@ func Open(ctx context.Context, location string, opts ...Option) (*Store, error) 
 		return nil, err
 	}
 	s := &Store{now: c.now, readOnly: c.readOnly}
+	s.auto.off = c.noAutoMaintain || c.readOnly
+	s.auto.ctx, s.auto.cancel = context.WithCancel(context.Background())
 	if remote {
 		e, err := openShared(ctx, location, &c)
 		if err != nil {
@@ -126,7 +130,10 @@ func IsRemoteLocation(location string) bool {
 func Exists(dir string) bool { return cas.Exists(dir) }
 
 // Close closes the index and the blobs.
-func (s *Store) Close() error { return s.eng.close() }
+func (s *Store) Close() error {
+	s.stopAuto()
+	return s.eng.close()
+}
 
 // Dir returns the store root's absolute path; for a store in an object
 // store, the absolute path of its local cache, under which its pointers'

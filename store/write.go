@@ -45,6 +45,7 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 	for i := range items {
 		out[i] = s.stored(puts[i], recs[i])
 	}
+	s.afterWrite()
 	return out, nil
 }
 
@@ -122,6 +123,7 @@ func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, 
 	for i := range items {
 		out[i] = s.stored(puts[i], recs[i])
 	}
+	s.afterWrite()
 	return out, nil
 }
 
@@ -264,6 +266,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err != nil {
 		return PutResult{}, err
 	}
+	s.afterWrite()
 	return PutResult{
 		Stored: s.stored(res, rec[0]), Blob: res.Blob,
 		Info: probe.Info(res.Size), Kind: part.Kind, MIME: part.MIME, Size: res.Size, Chars: probe.Chars(),

@@ -19,6 +19,7 @@ type gcOptions struct {
 	force       bool
 	json        bool
 	packOver    int64
+	noRetention bool
 }
 
 func newGCCommand(g *globals) *cobra.Command {
@@ -36,8 +37,13 @@ blobs no index row names when they are more than half of the store (and
 more than a handful): an index that lost its rows makes every blob look
 so. Blobs whose parts were pruned keep their rows until gc, and do not
 count. Packs whose blobs are mostly unused are rewritten without them.
-When the blobs unused for a day that are still loose pass --pack-over, gc
-then packs them, as casctl pack does.`,
+When the blobs unused for a day (the policy's keep_loose_for) that are still
+loose pass --pack-over, gc then packs them, as casctl pack does, leaving
+loose those of runs written to within the policy's active window.
+
+With a retention policy (casctl retention), gc applies it first: it removes
+the parts the policy's rules pick, never from a run written to within its
+active window, and logs each removal (casctl ls --removed).`,
 		Example: `  casctl gc --dry-run
   casctl gc --grace 0s
   casctl gc --grace 7d --json`,
@@ -52,6 +58,7 @@ then packs them, as casctl pack does.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would go, and why; remove nothing")
 	f.BoolVar(&o.force, "force", false, "remove blobs no index row names even when they are more than half of the store")
 	f.BoolVar(&o.json, "json", false, "print JSON")
+	f.BoolVar(&o.noRetention, "no-retention", false, "do not apply the store's retention policy first")
 	f.Var(sizeFlag{&o.packOver}, "pack-over", "pack loose blobs unused for a day once they pass this size (0: never)")
 	return cmd
 }
@@ -70,6 +77,54 @@ type gcJSON struct {
 	PackedBlobs    int   `json:"packed_blobs"`
 	// What the index database gave back to the file system.
 	IndexFreedBytes int64 `json:"index_freed_bytes"`
+	// What the retention policy removed first, when the store has one.
+	Retention *retentionRunJSON `json:"retention,omitempty"`
+}
+
+// retentionRunJSON is what applying the retention policy removed.
+type retentionRunJSON struct {
+	RemovedParts int64               `json:"removed_parts"`
+	Rules        []retentionRuleJSON `json:"rules"`
+	DiskBytes    int64               `json:"disk_bytes"`
+	OverQuota    int64               `json:"over_quota_bytes"`
+}
+
+type retentionRuleJSON struct {
+	Rule  string   `json:"rule"`
+	Parts int64    `json:"parts"`
+	Runs  []string `json:"runs"`
+}
+
+func retentionRunOf(r store.RetentionResult) *retentionRunJSON {
+	if r.Policy.IsZero() {
+		return nil
+	}
+	out := &retentionRunJSON{RemovedParts: r.RemovedParts(), Rules: []retentionRuleJSON{}, DiskBytes: r.DiskBytes, OverQuota: r.OverQuota}
+	for _, x := range r.Rules {
+		out.Rules = append(out.Rules, retentionRuleJSON{x.Rule, x.Parts, x.Runs})
+	}
+	return out
+}
+
+// printRetentionRun says what applying the retention policy removed.
+func printRetentionRun(w io.Writer, r store.RetentionResult) {
+	if r.Policy.IsZero() {
+		return
+	}
+	verb := "removed"
+	if r.DryRun {
+		verb = "would remove"
+	}
+	if len(r.Rules) == 0 {
+		fmt.Fprintln(w, "retention: nothing to remove")
+	}
+	for _, x := range r.Rules {
+		fmt.Fprintf(w, "retention: %s %s of %s by %s\n", verb, count(x.Parts, "part"), count(len(x.Runs), "run"), x.Rule)
+	}
+	if r.OverQuota > 0 {
+		fmt.Fprintf(w, "retention: the store takes %s, %s over its quota: what is left is in runs written to within the active window (%s)\n",
+			size(r.DiskBytes), size(r.OverQuota), fmtDuration(r.Policy.ActiveWindow()))
+	}
 }
 
 func runGC(ctx context.Context, g *globals, o gcOptions) error {
@@ -86,12 +141,22 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 			defer bar.Finish()
 		}
 	}
+	var kept store.RetentionResult
+	if !o.noRetention {
+		kept, err = s.ApplyRetention(ctx, store.RetentionOptions{DryRun: o.dryRun, LockTimeout: o.lockTimeout})
+		if err != nil {
+			return fail("gc", missingHint(s, err))
+		}
+		if !o.json {
+			printRetentionRun(g.stdout, kept)
+		}
+	}
 	if o.dryRun {
 		plan, err := s.PlanGC(ctx, opts)
 		if err != nil {
 			return fail("gc", missingHint(s, err))
 		}
-		return printPlan(g.stdout, plan, o.json)
+		return printPlan(g.stdout, plan, o.json, retentionRunOf(kept))
 	}
 	res, err := s.GC(ctx, opts)
 	if err != nil {
@@ -99,7 +164,13 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	}
 	var packed store.PackResult
 	if o.packOver > 0 {
-		packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: store.DefaultPackAge})
+		// As the retention policy says (its defaults without one): blobs
+		// unused for keep_loose_for, none of a run still active.
+		r, err := s.Retention(ctx)
+		if err != nil {
+			return fail("gc", err)
+		}
+		packed, _, err = s.PackIfOver(ctx, o.packOver, store.PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow()})
 		if err != nil && !errors.Is(err, store.ErrLocalOnly) { // packs are local-only
 			return fail("gc", err)
 		}
@@ -107,7 +178,7 @@ func runGC(ctx context.Context, g *globals, o gcOptions) error {
 	if o.json {
 		return writeJSON(g.stdout, gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, res.DryRun,
 			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, packed.Blobs,
-			res.IndexFreed + packed.IndexFreed})
+			res.IndexFreed + packed.IndexFreed, retentionRunOf(kept)})
 	}
 	printResult(g.stdout, res, o.grace)
 	if packed.Blobs > 0 {
@@ -193,11 +264,11 @@ type planPackJSON struct {
 
 // printPlan prints what gc would do and why: its figures, then the blobs
 // it would remove, those it keeps as young, and what it would do to packs.
-func printPlan(w io.Writer, p *store.GCPlan, asJSON bool) error {
+func printPlan(w io.Writer, p *store.GCPlan, asJSON bool, kept *retentionRunJSON) error {
 	res := p.DryRun()
 	if asJSON {
 		out := gcPlanJSON{gcJSON: gcJSON{res.RemovedBlobs, res.FreedBytes, res.KeptYoung, res.RemovedTemp, true,
-			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, 0, 0},
+			res.Packs.Rewritten, res.Packs.Dropped, res.Packs.FreedBytes, res.UnusedPacked, 0, 0, kept},
 			Plan: planJSON{Grace: fmtDuration(p.Grace), Remove: planBlobs(p.Remove), Young: planBlobs(p.Young),
 				Missing: names(p.Missing), Stale: names(p.StaleRows), Temps: []string{}, Packs: []planPackJSON{}}}
 		for _, t := range p.Temps {

@@ -19,6 +19,7 @@ type lsOptions struct {
 	since     time.Duration
 	limit     int
 	versions  bool
+	removed   bool
 	json      bool
 }
 
@@ -41,6 +42,7 @@ func newLsCommand(g *globals) *cobra.Command {
 	f.Var(durationFlag{&o.since}, "since", "only parts stored in this last while (90m, 2h, 7d)")
 	f.IntVar(&o.limit, "limit", 0, "at most this many (0: all)")
 	f.BoolVar(&o.versions, "versions", false, "every version of each key, not only the newest")
+	f.BoolVar(&o.removed, "removed", false, "list what prune and the retention policy removed, and why, newest first")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	completeRunsAndTools(g, cmd)
 	return cmd
@@ -48,24 +50,27 @@ func newLsCommand(g *globals) *cobra.Command {
 
 // partJSON is a part as scripts see it; the field names are a contract.
 type partJSON struct {
-	Key       string    `json:"key"`
-	Run       string    `json:"run"`
-	Step      int       `json:"step"`
-	Tool      string    `json:"tool"`
-	CallID    string    `json:"call_id"`
-	Part      *int      `json:"part"`
-	Version   int       `json:"version"`
-	Kind      string    `json:"kind"`
-	MIME      string    `json:"mime"`
-	Filename  string    `json:"filename"`
-	Size      int64     `json:"size"`
-	Chars     int64     `json:"chars"`
-	Digest    string    `json:"digest"`
-	Path      string    `json:"path"`
+	Key      string `json:"key"`
+	Run      string `json:"run"`
+	Step     int    `json:"step"`
+	Tool     string `json:"tool"`
+	CallID   string `json:"call_id"`
+	Part     *int   `json:"part"`
+	Version  int    `json:"version"`
+	Kind     string `json:"kind"`
+	MIME     string `json:"mime"`
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+	Chars    int64  `json:"chars"`
+	Digest   string `json:"digest"`
+	Path     string `json:"path"`
+	// Packed names the pack file holding the part's blob: Path then names
+	// no file, and only toolcas reads it back (casctl get, the read tool).
+	Packed    *string   `json:"packed"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func partOf(s *store.Store, p store.Part) partJSON {
+func partOf(ctx context.Context, s *store.Store, p store.Part) partJSON {
 	out := partJSON{
 		Key: p.Key, Run: p.Run, Step: p.Step, Tool: p.Tool, CallID: p.CallID, Version: p.Version,
 		Kind: string(p.Kind), MIME: p.MIME, Filename: p.Filename, Size: p.Bytes, Chars: p.Chars,
@@ -74,6 +79,9 @@ func partOf(s *store.Store, p store.Part) partJSON {
 	if p.Part >= 0 {
 		n := p.Part
 		out.Part = &n
+	}
+	if pack := s.PackOf(ctx, p.Blob); pack != "" {
+		out.Packed = &pack
 	}
 	return out
 }
@@ -87,6 +95,15 @@ func runLs(ctx context.Context, g *globals, o lsOptions) error {
 		return fail("ls", err)
 	}
 	defer s.Close()
+	if o.removed {
+		if o.tool != "" || o.versions {
+			return usagef("ls --removed: --tool and --versions list parts; the removal log is by run")
+		}
+		if err := listRemovals(ctx, g.stdout, s, o); err != nil {
+			return fail("ls", err)
+		}
+		return nil
+	}
 	if err := checkNames(ctx, s, o.run, o.tool); err != nil {
 		// As stats and prune do: a run or tool the store does not hold
 		// is a mistake to say, not an empty listing.
@@ -136,7 +153,7 @@ func listJSON(ctx context.Context, out io.Writer, s *store.Store, lo store.ListO
 	sep := "[\n  "
 	err := listEach(ctx, s, lo, func(p store.Part) error {
 		buf.Reset()
-		if err := enc.Encode(partOf(s, p)); err != nil {
+		if err := enc.Encode(partOf(ctx, s, p)); err != nil {
 			return err
 		}
 		w.WriteString(sep)

@@ -36,7 +36,7 @@ func TestListJSONAsWhole(t *testing.T) {
 		}
 		whole := make([]partJSON, 0, len(ps))
 		for _, p := range ps {
-			whole = append(whole, partOf(s, p))
+			whole = append(whole, partOf(ctx, s, p))
 		}
 		var want, got bytes.Buffer
 		if err := writeJSON(&want, whole); err != nil {

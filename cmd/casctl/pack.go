@@ -15,6 +15,7 @@ import (
 
 type packOptions struct {
 	olderThan time.Duration
+	active    time.Duration
 	dryRun    bool
 	json      bool
 }
@@ -29,17 +30,26 @@ default 24h) out of their own files into zstd pack files, similar blobs side
 by side, which stores agent output in a fraction of the space. Reads are
 unchanged: get, show, verify and the read-back tool find a packed blob by its
 digest, also through the path an old pointer names. Each pack is durable and
-recorded before any loose file is removed. Writers go on meanwhile.`,
+recorded before any loose file is removed. Writers go on meanwhile.
+
+The blobs of a run written to within --active (the store's retention
+window, 1h unless casctl retention set --active says otherwise) stay loose
+whatever their age: that run's pointers are likely still in a conversation,
+and file tools read them by their paths. --active 0s packs them too.`,
 		Example: `  casctl pack --dry-run
   casctl pack --older-than 0s
   casctl pack --older-than 7d --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("active") {
+				o.active = -1 // the store's window
+			}
 			return runPack(cmd.Context(), g, o)
 		},
 	}
 	f := cmd.Flags()
 	f.Var(durationFlag{&o.olderThan}, "older-than", "only pack blobs unused for this long (0s, 90m, 24h, 7d)")
+	f.Var(durationFlag{&o.active}, "active", "leave loose the blobs of runs written to this recently (default: the retention policy's window, 1h)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would be packed, change nothing")
 	f.BoolVar(&o.json, "json", false, "print JSON")
 	return cmd
@@ -62,7 +72,14 @@ func runPack(ctx context.Context, g *globals, o packOptions) error {
 		return fail("pack", err)
 	}
 	defer s.Close()
-	opts := store.PackOptions{OlderThan: o.olderThan, DryRun: o.dryRun}
+	if o.active < 0 {
+		r, err := s.Retention(ctx)
+		if err != nil {
+			return fail("pack", err)
+		}
+		o.active = r.ActiveWindow()
+	}
+	opts := store.PackOptions{OlderThan: o.olderThan, Active: o.active, DryRun: o.dryRun}
 	var bar *progressbar.ProgressBar
 	opts.Progress = func(done, total int) {
 		if bar == nil {

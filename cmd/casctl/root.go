@@ -173,6 +173,10 @@ var storeAccess = []struct {
 	{"gc", true},
 	{"pack", true},
 	{"prune", true},
+	{"retention", false},
+	{"retention show", false},
+	{"retention set", true},
+	{"retention clear", true},
 	{"verify", false},
 	{"repair", true},
 	{"copy", true},
@@ -186,6 +190,9 @@ var storeAccess = []struct {
 func accessList(writes bool) string {
 	var names []string
 	for _, a := range storeAccess {
+		if a.command == "retention" {
+			continue // a group: its commands are listed
+		}
 		if a.writes == writes {
 			names = append(names, a.command)
 		}
@@ -313,8 +320,8 @@ func newRootCommand(g *globals) *cobra.Command {
 			"results of LLM agents' tool calls, with an index of every key.\n\n"+
 			"The store is --store DIR, else $CASCTL_STORE, else ./tool_results; a store "+
 			"shared by many machines keeps its blobs on S3 and its index in PostgreSQL "+
-			"(casctl help stores). "+accessList(false)+" only read the store, and work on a "+
-			"read-only one; "+accessList(true)+" write to it.\n\n"+
+			"(casctl help stores). "+accessList(false)+" only read the store (a read-only one too); "+
+			accessList(true)+" write to it.\n\n"+
 			"Try it: casctl demo, then casctl ls, show, get, stats, verify.", 80),
 		Version:       version(),
 		SilenceErrors: true,
@@ -342,6 +349,7 @@ func newRootCommand(g *globals) *cobra.Command {
 		newGCCommand(g),
 		newPackCommand(g),
 		newPruneCommand(g),
+		newRetentionCommand(g),
 		newVerifyCommand(g),
 		newRepairCommand(g),
 		newCopyCommand(g),

@@ -38,8 +38,11 @@ type showJSON struct {
 		LastReferenced time.Time  `json:"last_referenced"`
 		VerifiedAt     *time.Time `json:"verified_at"`
 		Parts          int64      `json:"parts"`
-		OnDisk         bool       `json:"on_disk"`
-		Problem        *string    `json:"problem"`
+		// OnDisk says whether the blob is a file of its own at the part's
+		// path; Packed names the pack holding it instead.
+		OnDisk  bool    `json:"on_disk"`
+		Packed  *string `json:"packed"`
+		Problem *string `json:"problem"`
 	} `json:"blob"`
 	Versions   []partJSON `json:"versions"`
 	SharedWith []partJSON `json:"shared_with"`
@@ -66,7 +69,7 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 		return fail("show", err)
 	}
 	if o.json {
-		return writeJSON(g.stdout, showOf(s, d))
+		return writeJSON(g.stdout, showOf(ctx, s, d))
 	}
 	p = d.Part
 	w := table(g.stdout)
@@ -99,6 +102,8 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 	row("verified", ago(d.Blob.VerifiedAt))
 	if d.OnDiskErr != nil {
 		row("on disk", "PROBLEM: "+d.OnDiskErr.Error())
+	} else if d.OnDisk.Pack != "" {
+		row("on disk", fmt.Sprintf("packed in %s: no file at the path; casctl get and the read tool read it", d.OnDisk.Pack))
 	} else {
 		row("on disk", size(d.OnDisk.Size))
 	}
@@ -129,9 +134,9 @@ func runShow(ctx context.Context, g *globals, o showOptions, ref string) error {
 // showSharing is how many of the parts sharing a blob show lists.
 const showSharing = 10
 
-func showOf(s *store.Store, d store.Detail) showJSON {
+func showOf(ctx context.Context, s *store.Store, d store.Detail) showJSON {
 	var out showJSON
-	out.partJSON = partOf(s, d.Part)
+	out.partJSON = partOf(ctx, s, d.Part)
 	out.Blob.Size = d.Blob.Size
 	out.Blob.FirstStored = d.Blob.FirstStored.UTC()
 	out.Blob.LastReferenced = d.Blob.LastReferenced.UTC()
@@ -140,18 +145,22 @@ func showOf(s *store.Store, d store.Detail) showJSON {
 		out.Blob.VerifiedAt = &t
 	}
 	out.Blob.Parts = d.Blob.Parts
-	out.Blob.OnDisk = d.OnDiskErr == nil
+	out.Blob.OnDisk = d.OnDiskErr == nil && d.OnDisk.Pack == ""
+	if d.OnDiskErr == nil && d.OnDisk.Pack != "" {
+		pack := d.OnDisk.Pack
+		out.Blob.Packed = &pack
+	}
 	if d.OnDiskErr != nil {
 		msg := d.OnDiskErr.Error()
 		out.Blob.Problem = &msg
 	}
 	out.Versions = []partJSON{}
 	for _, v := range d.Versions {
-		out.Versions = append(out.Versions, partOf(s, v))
+		out.Versions = append(out.Versions, partOf(ctx, s, v))
 	}
 	out.SharedWith = []partJSON{}
 	for _, o := range d.Sharing {
-		out.SharedWith = append(out.SharedWith, partOf(s, o))
+		out.SharedWith = append(out.SharedWith, partOf(ctx, s, o))
 	}
 	return out
 }

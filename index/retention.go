@@ -1,0 +1,139 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Setting returns the value of the named setting, and whether it is set.
+func (x *Index) Setting(ctx context.Context, name string) (string, bool, error) {
+	var v string
+	err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, `SELECT value FROM settings WHERE name = ?`, name).Scan(&v)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("setting %s: %w", name, err)
+	}
+	return v, true, nil
+}
+
+// SetSetting sets the named setting to value, or removes it when value is
+// empty.
+func (x *Index) SetSetting(ctx context.Context, name, value string) error {
+	err := x.write(ctx, func(tx *sql.Tx) error {
+		if value == "" {
+			_, err := tx.ExecContext(ctx, `DELETE FROM settings WHERE name = ?`, name)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO settings (name, value) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set %s: %w", name, err)
+	}
+	return nil
+}
+
+// Removal is one entry of the removal log: parts of one run that one
+// prune removed, and the rule that removed them.
+type Removal struct {
+	At   time.Time
+	Run  string
+	Rule string
+	// Parts counts the parts removed; FirstCreated and LastCreated span
+	// their creation times.
+	Parts        int64
+	FirstCreated time.Time
+	LastCreated  time.Time
+}
+
+// RuleByName is the removal log's rule for a prune asked for directly
+// (casctl prune), rather than by the store's retention policy.
+const RuleByName = "prune"
+
+// Removals returns the removal log, newest first: the most recent limit
+// entries (all when limit is 0), and since, when set, only entries from
+// then on.
+func (x *Index) Removals(ctx context.Context, since time.Time, limit int) ([]Removal, error) {
+	type row struct {
+		At      int64         `db:"at"`
+		Run     string        `db:"run"`
+		Rule    string        `db:"rule"`
+		Parts   int64         `db:"parts"`
+		FirstAt sql.NullInt64 `db:"first_at"`
+		LastAt  sql.NullInt64 `db:"last_at"`
+	}
+	q := `SELECT at, run, rule, parts, first_at, last_at FROM removals WHERE at >= ? ORDER BY at DESC, id DESC`
+	args := []any{since.UnixNano()}
+	if since.IsZero() {
+		args[0] = int64(0)
+	}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := selectRows[row](ctx, x, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("removals: %w", err)
+	}
+	return convertRows(rows, func(r row) (Removal, error) {
+		m := Removal{At: time.Unix(0, r.At), Run: r.Run, Rule: r.Rule, Parts: r.Parts}
+		if r.FirstAt.Valid {
+			m.FirstCreated = time.Unix(0, r.FirstAt.Int64)
+		}
+		if r.LastAt.Valid {
+			m.LastCreated = time.Unix(0, r.LastAt.Int64)
+		}
+		return m, nil
+	})
+}
+
+// RemovalTotals sums the removal log: its entries, the parts they removed,
+// and when the last was.
+func (x *Index) RemovalTotals(ctx context.Context) (entries, parts int64, last time.Time, err error) {
+	var at sql.NullInt64
+	err = x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(parts), 0), max(at) FROM removals`).Scan(&entries, &parts, &at)
+	})
+	if err != nil {
+		return 0, 0, time.Time{}, fmt.Errorf("removals: %w", err)
+	}
+	if at.Valid {
+		last = time.Unix(0, at.Int64)
+	}
+	return entries, parts, last, nil
+}
+
+// RunActivity is when a run was last written to: its newest part's time.
+type RunActivity struct {
+	Run  string
+	Last time.Time
+	// Parts counts the run's parts.
+	Parts int64
+}
+
+// RunsByActivity returns every run that has parts, the least recently
+// written first, from the kept counters.
+func (x *Index) RunsByActivity(ctx context.Context) ([]RunActivity, error) {
+	type row struct {
+		Run   string `db:"run"`
+		Last  int64  `db:"last"`
+		Parts int64  `db:"parts"`
+	}
+	rows, err := selectRows[row](ctx, x, `SELECT r.name AS run, max(c.last_at) AS last, sum(c.parts) AS parts
+		FROM counts c JOIN runs r ON r.id = c.run_id WHERE c.parts > 0 AND c.last_at IS NOT NULL
+		GROUP BY r.name ORDER BY last, r.name`)
+	if err != nil {
+		return nil, fmt.Errorf("runs by activity: %w", err)
+	}
+	return convertRows(rows, func(r row) (RunActivity, error) {
+		return RunActivity{Run: r.Run, Last: time.Unix(0, r.Last), Parts: r.Parts}, nil
+	})
+}

@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// MaintainResult says what one maintenance did.
+type MaintainResult struct {
+	Retention RetentionResult
+	Pack      PackResult
+}
+
+// MaintenanceLease is the index lease that keeps maintenances apart: one
+// at a time per store, across processes and machines.
+const MaintenanceLease = "maintenance"
+
+// maintenanceTTL is how long the maintenance lease lasts without renewal:
+// a holder that dies frees it after this long.
+const maintenanceTTL = time.Minute
+
+// ErrMaintenanceBusy is returned by Maintain when another process's
+// maintenance holds the store's maintenance lease.
+var ErrMaintenanceBusy = errors.New("another maintenance is running on this store")
+
+// Maintain looks after the store as its retention policy says, as one
+// maintenance that no other process runs at the same time: it packs the
+// blobs unused for the policy's KeepLooseFor (all of them, when the store
+// is over its quota) outside the active window, on a local store, then
+// applies the policy (ApplyRetention), whose gc frees what it removed.
+// It returns ErrMaintenanceBusy when another maintenance holds the lease.
+func (s *Store) Maintain(ctx context.Context) (MaintainResult, error) {
+	var res MaintainResult
+	if s.readOnly {
+		return res, fmt.Errorf("maintain: %w", ErrReadOnly)
+	}
+	holder := maintenanceHolder()
+	ok, err := s.ix.TryLease(ctx, MaintenanceLease, holder, maintenanceTTL)
+	if err != nil {
+		return res, fmt.Errorf("maintain: %w", err)
+	}
+	if !ok {
+		return res, ErrMaintenanceBusy
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(maintenanceTTL / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if ok, err := s.ix.TryLease(ctx, MaintenanceLease, holder, maintenanceTTL); err == nil && !ok {
+					cancel(errors.New("maintain: lost the maintenance lease"))
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-renewed
+		// Released on a context of its own: a maintenance cancelled
+		// midway still frees the lease for the next.
+		_ = s.ix.ReleaseLease(context.WithoutCancel(ctx), MaintenanceLease, holder)
+	}()
+	r, err := s.Retention(ctx)
+	if err != nil {
+		return res, err
+	}
+	if _, err := capability[packer](s, "pack", true); err == nil {
+		limit := int64(DefaultPackOver)
+		if r.MaxBytes > 0 {
+			if disk, err := s.DiskBytes(ctx); err == nil && disk > r.MaxBytes {
+				limit = 0
+			}
+		}
+		res.Pack, _, err = s.PackIfOver(ctx, limit, PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow()})
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{})
+	if err == nil && context.Cause(ctx) != ctx.Err() {
+		err = context.Cause(ctx)
+	}
+	return res, err
+}
+
+// maintenanceHolder names this process as the lease's holder.
+func maintenanceHolder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
+}
+
+// Due reports whether the store is past its retention policy, from the kept
+// counters: over its quota, or holding parts that max_age or keep_runs
+// would remove. It is what a write checks before it starts a maintenance.
+func (s *Store) Due(ctx context.Context) (bool, error) {
+	r, err := s.Retention(ctx)
+	if err != nil || r.IsZero() {
+		return false, err
+	}
+	st, err := s.Stats(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	return due(r, st, s.now()), nil
+}
+
+func due(r Retention, st Stats, now time.Time) bool {
+	if r.MaxBytes > 0 && diskBytes(st) > r.MaxBytes {
+		return true
+	}
+	activeSince := now.Add(-r.ActiveWindow())
+	runs := append([]GroupStats(nil), st.ByRun...)
+	sortRunsByLast(runs)
+	for i, g := range runs {
+		if !g.Last.Before(activeSince) {
+			continue
+		}
+		if r.MaxAge > 0 && g.First.Before(now.Add(-r.MaxAge)) {
+			return true
+		}
+		if r.KeepRuns > 0 && len(runs)-i > r.KeepRuns {
+			return true
+		}
+	}
+	return false
+}
+
+// How often writes look at whether the store is due for maintenance, and
+// how long they wait after a maintenance that left it past its policy
+// (only active runs were left to remove) before they try again.
+const (
+	maintainCheckEvery = time.Second
+	maintainBackoff    = time.Minute
+)
+
+// autoMaintain is the state of a store's automatic maintenance.
+type autoMaintain struct {
+	mu      sync.Mutex
+	off     bool
+	running bool
+	closed  bool
+	next    time.Time
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	// done, when set (by tests), is called after each maintenance a
+	// write started, with its outcome.
+	done func(MaintainResult, error)
+}
+
+// afterWrite starts a maintenance in the background when the store is due
+// for one and none runs in this process; at most once a second it looks.
+// The write that calls it does not wait.
+func (s *Store) afterWrite() {
+	m := &s.auto
+	if m.off || s.readOnly {
+		return
+	}
+	now := s.now()
+	m.mu.Lock()
+	if m.running || m.closed || now.Before(m.next) {
+		m.mu.Unlock()
+		return
+	}
+	m.running = true
+	m.next = now.Add(maintainCheckEvery)
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		res, ran, err := s.maintainIfDue(m.ctx)
+		m.mu.Lock()
+		m.running = false
+		if ran && (err != nil || res.Retention.OverQuota > 0) {
+			m.next = s.now().Add(maintainBackoff)
+		}
+		m.mu.Unlock()
+		if ran && m.done != nil {
+			m.done(res, err)
+		}
+	}()
+}
+
+// maintainIfDue runs Maintain when the store is due for it, and reports
+// whether it ran.
+func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error) {
+	ok, err := s.Due(ctx)
+	if err != nil || !ok {
+		return MaintainResult{}, false, err
+	}
+	res, err := s.Maintain(ctx)
+	if errors.Is(err, ErrMaintenanceBusy) {
+		return res, false, nil
+	}
+	return res, true, err
+}
+
+// stopAuto cancels a maintenance under way and waits for it.
+func (s *Store) stopAuto() {
+	m := &s.auto
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+}

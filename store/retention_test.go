@@ -1,0 +1,519 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/hook"
+)
+
+// safeClock is a test clock that a store's background maintenance may
+// read while the test moves it.
+type safeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *safeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *safeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// runKeys lists the keys of a run's parts, sorted.
+func runKeys(t *testing.T, s *Store, run string) []string {
+	t.Helper()
+	parts, err := s.List(context.Background(), ListOptions{Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range parts {
+		keys = append(keys, p.Key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestRetentionSetAndValidate(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t, WithoutAutoMaintenance())
+	if r, err := s.Retention(ctx); err != nil || r != (Retention{}) {
+		t.Fatalf("Retention of a new store = %+v, %v; want none", r, err)
+	}
+	want := Retention{MaxAge: 7 * 24 * time.Hour, KeepRuns: 5, MaxBytes: 1 << 30, Active: 2 * time.Hour, KeepLooseFor: 48 * time.Hour}
+	if err := s.SetRetention(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Retention(ctx); err != nil || got != want {
+		t.Errorf("Retention = %+v, %v; want %+v", got, err, want)
+	}
+	b, _ := json.Marshal(want)
+	if got := string(b); got != `{"max_age":"168h0m0s","keep_runs":5,"max_bytes":1073741824,"active":"2h0m0s","keep_loose_for":"48h0m0s"}` {
+		t.Errorf("JSON = %s", got)
+	}
+	for _, tc := range []struct {
+		r    Retention
+		want string
+	}{
+		{Retention{MaxAge: -time.Hour}, "max_age -1h0m0s is negative"},
+		{Retention{KeepRuns: -1}, "keep_runs -1 is negative"},
+		{Retention{MaxBytes: -5}, "max_bytes -5 is negative"},
+		{Retention{Active: -time.Second}, "active -1s is negative"},
+		{Retention{KeepLooseFor: -time.Second}, "keep_loose_for -1s is negative"},
+		{Retention{MaxAge: 30 * time.Minute}, "max_age 30m0s is shorter than the active window 1h0m0s"},
+	} {
+		err := s.SetRetention(ctx, tc.r)
+		if !errors.Is(err, ErrRetention) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("SetRetention(%+v) = %v, want an ErrRetention saying %q", tc.r, err, tc.want)
+		}
+	}
+	if got, _ := s.Retention(ctx); got != want {
+		t.Errorf("a refused policy changed the policy: %+v", got)
+	}
+	var r Retention
+	if err := json.Unmarshal([]byte(`{"max_age":"7d"}`), &r); !errors.Is(err, ErrRetention) {
+		t.Errorf("a bad duration = %v, want ErrRetention", err)
+	}
+	if err := json.Unmarshal([]byte(`{"max_ages":"7h"}`), &r); !errors.Is(err, ErrRetention) {
+		t.Errorf("an unknown field = %v, want ErrRetention", err)
+	}
+	if err := s.SetRetention(ctx, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Retention(ctx); err != nil || r != (Retention{}) {
+		t.Errorf("Retention after clearing = %+v, %v", r, err)
+	}
+}
+
+// TestRetentionRules applies each rule, and the rules together, to runs
+// written at known times, and checks what stays, what the removal log
+// says, and that a run written to within the active window keeps every
+// part whatever the rules say.
+func TestRetentionRules(t *testing.T) {
+	ctx := context.Background()
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name   string
+		policy Retention
+		// gone lists the runs that lose every part, with the rule named in
+		// the log; "active" and "young" always keep theirs.
+		gone map[string]string
+	}{
+		{"max_age", Retention{MaxAge: 5 * day}, map[string]string{"r10": RuleMaxAge, "r8": RuleMaxAge}},
+		{"keep_runs", Retention{KeepRuns: 3}, map[string]string{"r10": RuleKeepRuns, "r8": RuleKeepRuns}},
+		// keep_runs counts the active runs among those kept.
+		{"keep_runs_1", Retention{KeepRuns: 1}, map[string]string{"r10": RuleKeepRuns, "r8": RuleKeepRuns, "r4": RuleKeepRuns, "young": RuleKeepRuns}},
+		{"both", Retention{MaxAge: 9 * day, KeepRuns: 3}, map[string]string{"r10": RuleMaxAge, "r8": RuleKeepRuns}},
+		{"none", Retention{MaxAge: 30 * day, KeepRuns: 10}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+			s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+			start := c.now()
+			// Runs last written 10, 8 and 4 days ago, one two hours ago
+			// (past the window, young) and one that started 10 days ago and
+			// is written to still (active).
+			for _, r := range []struct {
+				run string
+				ago time.Duration
+			}{{"r10", 10 * day}, {"active", 10 * day}, {"r8", 8 * day}, {"r4", 4 * day}, {"young", 2 * time.Hour}} {
+				c.t = start.Add(-r.ago)
+				mustWrite(t, s, item(r.run, 1, r.run+" one"), item(r.run, 2, r.run+" two"))
+			}
+			c.t = start.Add(-10 * time.Minute)
+			mustWrite(t, s, item("active", 3, "active three"))
+			c.t = start
+			if err := s.SetRetention(ctx, tc.policy); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := s.Due(ctx); err != nil || ok != (len(tc.gone) > 0) {
+				t.Errorf("Due = %v, %v; want %v", ok, err, len(tc.gone) > 0)
+			}
+			dry, err := s.ApplyRetention(ctx, RetentionOptions{DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.ApplyRetention(ctx, RetentionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A dry run counts each rule as if it ran alone.
+			if len(tc.policy.Rules()) == 1 && dry.RemovedParts() != res.RemovedParts() {
+				t.Errorf("dry run removed %d parts, the run %d", dry.RemovedParts(), res.RemovedParts())
+			}
+			if want := int64(2 * len(tc.gone)); res.RemovedParts() != want {
+				t.Errorf("removed %d parts, want %d: %+v", res.RemovedParts(), want, res.Rules)
+			}
+			for _, run := range []string{"r10", "active", "r8", "r4", "young"} {
+				keys := runKeys(t, s, run)
+				_, gone := tc.gone[run]
+				if gone != (len(keys) == 0) {
+					t.Errorf("run %s keeps %v; want gone %v", run, keys, gone)
+				}
+			}
+			if n := len(runKeys(t, s, "active")); n != 3 {
+				t.Errorf("the active run keeps %d parts, want all 3", n)
+			}
+			log, err := s.Removals(ctx, time.Time{}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, m := range log {
+				got[m.Run] = m.Rule
+				if m.Parts != 2 || !m.At.Equal(start) {
+					t.Errorf("log entry %+v: want 2 parts at %v", m, start)
+				}
+			}
+			if len(got) != len(tc.gone) || len(log) != len(tc.gone) {
+				t.Errorf("removal log %+v, want one entry for each of %v", log, tc.gone)
+			}
+			for run, rule := range tc.gone {
+				if got[run] != rule {
+					t.Errorf("log says run %s went by %q, want %q", run, got[run], rule)
+				}
+			}
+			if ok, err := s.Due(ctx); err != nil || ok {
+				t.Errorf("Due after applying = %v, %v; want false", ok, err)
+			}
+			// Applied again, it removes nothing more.
+			if res, err := s.ApplyRetention(ctx, RetentionOptions{}); err != nil || res.RemovedParts() != 0 {
+				t.Errorf("applied again: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestRetentionMaxAgeCutsInactiveRuns: max_age removes a run's old parts
+// and keeps its newer ones, and leaves an active run whole.
+func TestRetentionMaxAgeCutsInactiveRuns(t *testing.T) {
+	ctx := context.Background()
+	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	start := c.now()
+	c.t = start.Add(-48 * time.Hour)
+	mustWrite(t, s, item("long", 1, "old part"), item("busy", 1, "busy old part"))
+	c.t = start.Add(-3 * time.Hour)
+	mustWrite(t, s, item("long", 2, "new part"))
+	c.t = start.Add(-time.Minute)
+	mustWrite(t, s, item("busy", 2, "busy new part"))
+	c.t = start
+	if err := s.SetRetention(ctx, Retention{MaxAge: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyRetention(ctx, RetentionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := runKeys(t, s, "long"); len(got) != 1 || !strings.HasPrefix(got[0], "long/2_") {
+		t.Errorf("long keeps %v, want its step 2 only", got)
+	}
+	if got := runKeys(t, s, "busy"); len(got) != 2 {
+		t.Errorf("the active run keeps %v, want both parts", got)
+	}
+	st, err := s.Stats(ctx, "")
+	if err != nil || st.Parts != 3 {
+		t.Errorf("stats: %d parts, %v; want 3", st.Parts, err)
+	}
+}
+
+// TestRetentionQuota fills a store past its quota with runs of unique
+// content: the oldest go until it fits, gc frees their blobs, and a quota
+// that only active runs could meet is reported, not met by removing them.
+func TestRetentionQuota(t *testing.T) {
+	ctx := context.Background()
+	// gc ages blobs by their files' times, which the clock does not set:
+	// the clock starts at the real time, the runs are written "in the
+	// past", and the clock then moves past the grace period.
+	c := &safeClock{t: time.Now()}
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	start := c.now()
+	const runs, size = 10, 64 << 10
+	for i := range runs {
+		c.t = start.Add(time.Duration(i-runs) * 2 * time.Hour)
+		text := strings.Repeat(fmt.Sprintf("run %d unique ", i), size/12)
+		mustWrite(t, s, item(fmt.Sprintf("run%02d", i), 1, text))
+	}
+	c.t = start.Add(2 * time.Hour)
+	disk, err := s.DiskBytes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The policy's own row may take the index a page further.)
+	if err := s.SetRetention(ctx, Retention{MaxBytes: disk + 64<<10}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Due(ctx); ok {
+		t.Fatal("due before the quota is passed")
+	}
+	st, _ := s.Stats(ctx, "")
+	quota := disk - st.StoredBytes/2
+	if err := s.SetRetention(ctx, Retention{MaxBytes: quota}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Due(ctx); !ok {
+		t.Fatal("not due past the quota")
+	}
+	res, err := s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.DiskBytes(ctx)
+	if after > quota || res.DiskBytes != after || res.OverQuota != 0 {
+		t.Errorf("after: %d bytes on disk (result says %d, over by %d), quota %d", after, res.DiskBytes, res.OverQuota, quota)
+	}
+	if res.GC.RemovedBlobs == 0 {
+		t.Errorf("gc removed no blob: %+v", res.GC)
+	}
+	// The oldest went, in order: every run left is newer than every run gone.
+	var kept []int
+	for i := range runs {
+		if len(runKeys(t, s, fmt.Sprintf("run%02d", i))) > 0 {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) == 0 || len(kept) == runs || kept[0] != runs-len(kept) {
+		t.Errorf("kept runs %v: want the newest few", kept)
+	}
+	log, _ := s.Removals(ctx, time.Time{}, 0)
+	if len(log) != runs-len(kept) {
+		t.Errorf("log has %d entries, want %d", len(log), runs-len(kept))
+	}
+	for _, m := range log {
+		if m.Rule != RuleMaxBytes {
+			t.Errorf("log entry %+v: want rule max_bytes", m)
+		}
+	}
+	// A quota below what the active runs take: everything else goes, the
+	// active run stays, and the result says how far over it still is.
+	mustWrite(t, s, item("fresh", 1, strings.Repeat("fresh ", 1000)))
+	c.add(30 * time.Minute)
+	if err := s.SetRetention(ctx, Retention{MaxBytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OverQuota <= 0 {
+		t.Errorf("over quota by %d, want more than 0", res.OverQuota)
+	}
+	if got := runKeys(t, s, "fresh"); len(got) != 1 {
+		t.Errorf("active run keeps %v", got)
+	}
+	if st, _ := s.Stats(ctx, ""); st.Runs != 1 {
+		t.Errorf("%d runs left, want only the active one", st.Runs)
+	}
+}
+
+// TestPackLeavesActiveRunsLoose: pack with an active window keeps every
+// blob of a run written to within it loose, however old the blob, so
+// that its pointers stay readable by file tools.
+func TestPackLeavesActiveRunsLoose(t *testing.T) {
+	ctx := context.Background()
+	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	start := c.now()
+	c.t = start.Add(-48 * time.Hour)
+	live := mustWrite(t, s, item("live", 1, strings.Repeat("live old ", 100)))[0]
+	cold := mustWrite(t, s, item("cold", 1, strings.Repeat("cold old ", 100)))[0]
+	c.t = start.Add(-5 * time.Minute)
+	mustWrite(t, s, item("live", 2, "live new"))
+	c.t = start
+	res, err := s.Pack(ctx, PackOptions{OlderThan: 24 * time.Hour, Active: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Blobs != 1 {
+		t.Errorf("packed %d blobs, want the cold run's only", res.Blobs)
+	}
+	if _, err := os.Stat(live.Path); err != nil {
+		t.Errorf("the active run's old blob is not loose: %v", err)
+	}
+	if _, err := os.Stat(cold.Path); !os.IsNotExist(err) {
+		t.Errorf("the cold blob is still loose: %v", err)
+	}
+	d, err := s.Show(ctx, cold.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.OnDisk.Pack == "" || d.OnDiskErr != nil {
+		t.Errorf("show of a packed part: pack %q, err %v", d.OnDisk.Pack, d.OnDiskErr)
+	}
+	// Reads say which part is packed; the read tool tells the agent.
+	for _, tc := range []struct {
+		st     hook.Stored
+		packed bool
+	}{{live, false}, {cold, true}} {
+		c, err := s.Read(ctx, "", tc.st.Key)
+		if err != nil || (c.Packed != "") != tc.packed {
+			t.Errorf("Read(%s).Packed = %q, %v; want packed %v", tc.st.Key, c.Packed, err, tc.packed)
+		}
+		_, rc, err := s.OpenRead(ctx, "", tc.st.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	rt, err := hook.NewReadTool(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rt.Call(ctx, "cold", "c", []byte(`{"ref": "`+cold.Key+`"}`))
+	if got.Error || !strings.Contains(got.Parts[0].Text, "(packed in pack-") {
+		t.Errorf("read tool on a packed part: %q", got.Parts[0].Text)
+	}
+	got = rt.Call(ctx, "live", "c", []byte(`{"ref": "`+live.Key+`"}`))
+	if got.Error || strings.Contains(got.Parts[0].Text, "packed") {
+		t.Errorf("read tool on a loose part: %q", got.Parts[0].Text)
+	}
+	if _, err := s.Pack(ctx, PackOptions{Active: -time.Second}); err == nil {
+		t.Error("a negative window was taken")
+	}
+}
+
+// TestAutoMaintenance: a write that finds the store past its policy starts
+// one maintenance in the background, which applies it; the write does not
+// wait for it, and Close stops it.
+func TestAutoMaintenance(t *testing.T) {
+	ctx := context.Background()
+	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+	s := MustOpen(t, WithClock(c.now))
+	done := make(chan error, 10)
+	s.auto.done = func(_ MaintainResult, err error) { done <- err }
+	for i := range 3 {
+		mustWrite(t, s, item(fmt.Sprintf("old%d", i), 1, fmt.Sprintf("old run %d", i)))
+		c.add(time.Hour)
+	}
+	if err := s.SetRetention(ctx, Retention{KeepRuns: 2, Active: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(time.Hour)
+	mustWrite(t, s, item("new", 1, "new run"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no maintenance started")
+	}
+	for run, want := range map[string]int{"old0": 0, "old1": 0, "old2": 1, "new": 1} {
+		if got := len(runKeys(t, s, run)); got != want {
+			t.Errorf("run %s has %d parts, want %d", run, got, want)
+		}
+	}
+	if n, err := s.ix.LeaseTaken(ctx, MaintenanceLease); err != nil || n != 1 {
+		t.Errorf("maintenance lease taken %d times, %v; want 1", n, err)
+	}
+	// Under the policy, writes start nothing more.
+	c.add(2 * time.Second)
+	mustWrite(t, s, item("new", 2, "new run again"))
+	s.auto.wg.Wait()
+	select {
+	case err := <-done:
+		t.Errorf("a maintenance ran under the policy: %v", err)
+	default:
+	}
+}
+
+// TestMaintenanceLease: one maintenance at a time, across stores opened
+// on the same index; a holder that died frees it when its time passes.
+func TestMaintenanceLease(t *testing.T) {
+	ctx := context.Background()
+	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	other, err := Open(ctx, s.Location(), WithClock(c.now), WithoutAutoMaintenance())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if ok, err := s.ix.TryLease(ctx, MaintenanceLease, "dead", maintenanceTTL); err != nil || !ok {
+		t.Fatalf("TryLease = %v, %v", ok, err)
+	}
+	if _, err := other.Maintain(ctx); !errors.Is(err, ErrMaintenanceBusy) {
+		t.Errorf("Maintain while another holds the lease = %v, want ErrMaintenanceBusy", err)
+	}
+	c.add(maintenanceTTL + time.Second)
+	if _, err := other.Maintain(ctx); err != nil {
+		t.Errorf("Maintain once the dead holder's time passed = %v", err)
+	}
+	if _, err := s.Maintain(ctx); err != nil {
+		t.Errorf("Maintain after another released the lease = %v", err)
+	}
+	if n, _ := s.ix.LeaseTaken(ctx, MaintenanceLease); n != 3 {
+		t.Errorf("lease taken %d times, want 3", n)
+	}
+}
+
+func init() {
+	// maintainer DIR RUN N: write N parts of run RUN into DIR, each its
+	// own step, letting writes start maintenance, with a clock an hour
+	// ahead; then wait for the maintenance.
+	lockRoles["maintainer"] = func(a []string) error {
+		ctx := context.Background()
+		s, err := Open(ctx, a[0], WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.Atoi(a[2])
+		for i := range n {
+			if _, err := s.Write(ctx, []hook.Item{item(a[1], i, fmt.Sprintf("%s part %d %s", a[1], i, strings.Repeat("x", 100)))}); err != nil {
+				return err
+			}
+		}
+		s.auto.wg.Wait()
+		return s.Close()
+	}
+}
+
+// TestTwoProcessesOneMaintenance: two processes whose writes both find the
+// store past its policy run one maintenance between them.
+func TestTwoProcessesOneMaintenance(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, WithCreate(), WithoutAutoMaintenance())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		mustWrite(t, s, item(fmt.Sprintf("old%02d", i), 1, fmt.Sprintf("old run %d", i)))
+	}
+	// The children's clocks are an hour ahead: to them, every old run is
+	// past the window and past keep_runs.
+	if err := s.SetRetention(ctx, Retention{KeepRuns: 2, Active: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	a := startChild(t, "maintainer", dir, "a", "3")
+	b := startChild(t, "maintainer", dir, "b", "3")
+	for _, cmd := range []*exec.Cmd{a, b} {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v: %s", err, cmd.Stdout)
+		}
+	}
+	if n, err := s.ix.LeaseTaken(ctx, MaintenanceLease); err != nil || n != 1 {
+		t.Errorf("maintenance ran %d times, %v; want once", n, err)
+	}
+	for i := range 20 {
+		if got := runKeys(t, s, fmt.Sprintf("old%02d", i)); len(got) != 0 {
+			t.Errorf("old run %d kept %v", i, got)
+		}
+	}
+	s.Close()
+}
