@@ -131,7 +131,8 @@ func TestStatsToolFieldNames(t *testing.T) {
 		t.Fatalf("stats: %v %s", err, jsonOf(t, res))
 	}
 	want := []string{"blobs", "by_tool", "compression_ratio", "dedup_ratio", "index_bytes", "logical_bytes", "loose_bytes",
-		"pack_file_bytes", "pack_raw_bytes", "packed_blobs", "packed_bytes", "packs", "parts", "runs", "saved_bytes", "stored_bytes"}
+		"pack_file_bytes", "pack_raw_bytes", "packed_blobs", "packed_bytes", "packs", "parts", "removals", "removed_parts", "runs",
+		"saved_bytes", "stored_bytes"}
 	var text map[string]any
 	if err := jsonUnmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &text); err != nil {
 		t.Fatal(err)

@@ -58,6 +58,10 @@ func TestOnPostgres(t *testing.T) {
 		{"Show", TestShow},
 		{"Prune", testPrune},
 		{"GrepMatchesBruteForce", TestGrepMatchesBruteForce},
+		{"RetentionRules", TestRetentionRules},
+		{"RetentionQuota", TestRetentionQuota},
+		{"AutoMaintenance", TestAutoMaintenance},
+		{"MaintenanceLease", TestMaintenanceLease},
 	} {
 		t.Run("postgres/"+tc.name, tc.f)
 	}

@@ -224,7 +224,11 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]Part, error) {
 // Stats summarises the store, or one run of it.
 func (s *Store) Stats(ctx context.Context, run string) (Stats, error) {
 	st, err := s.ix.Stats(ctx, run)
-	return statsOf(st), err
+	out := statsOf(st)
+	if err == nil && run == "" {
+		out.Removals, out.RemovedParts, out.LastRemoval, err = s.ix.RemovalTotals(ctx)
+	}
+	return out, err
 }
 
 // StatsReport is Stats as scripts and agents read it, as JSON (casctl
@@ -240,14 +244,17 @@ type StatsReport struct {
 	DedupRatio   float64 `json:"dedup_ratio"`
 	IndexBytes   int64   `json:"index_bytes"`
 	// Loose and packed shares of stored_bytes; the packs' own sizes.
-	LooseBytes       int64        `json:"loose_bytes"`
-	PackedBlobs      int64        `json:"packed_blobs"`
-	PackedBytes      int64        `json:"packed_bytes"`
-	Packs            int64        `json:"packs"`
-	PackRawBytes     int64        `json:"pack_raw_bytes"`
-	PackFileBytes    int64        `json:"pack_file_bytes"`
-	CompressionRatio float64      `json:"compression_ratio"`
-	ByTool           []ToolReport `json:"by_tool"`
+	LooseBytes       int64   `json:"loose_bytes"`
+	PackedBlobs      int64   `json:"packed_blobs"`
+	PackedBytes      int64   `json:"packed_bytes"`
+	Packs            int64   `json:"packs"`
+	PackRawBytes     int64   `json:"pack_raw_bytes"`
+	PackFileBytes    int64   `json:"pack_file_bytes"`
+	CompressionRatio float64 `json:"compression_ratio"`
+	// What prune and the retention policy removed over the store's life.
+	Removals     int64        `json:"removals"`
+	RemovedParts int64        `json:"removed_parts"`
+	ByTool       []ToolReport `json:"by_tool"`
 }
 
 // ToolReport is one tool's share in a StatsReport.
@@ -264,7 +271,7 @@ func (st Stats) Report() StatsReport {
 		StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
 		LooseBytes: st.StoredBytes - st.PackedBytes, PackedBlobs: st.PackedBlobs, PackedBytes: st.PackedBytes,
 		Packs: st.Packs, PackRawBytes: st.PackRawBytes, PackFileBytes: st.PackFileBytes, CompressionRatio: st.CompressionRatio,
-		ByTool: make([]ToolReport, 0, len(st.ByTool))}
+		Removals: st.Removals, RemovedParts: st.RemovedParts, ByTool: make([]ToolReport, 0, len(st.ByTool))}
 	for _, t := range st.ByTool {
 		out.ByTool = append(out.ByTool, ToolReport{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
 	}

@@ -104,8 +104,14 @@ type Stats struct {
 	PackFileBytes int64
 	// CompressionRatio is PackRawBytes / PackFileBytes, 1 without packs.
 	CompressionRatio float64
-	ByTool           []GroupStats
-	ByRun            []GroupStats
+	// Removals counts the entries of the removal log (see Removals),
+	// RemovedParts the parts they removed, LastRemoval when the last was;
+	// only in a whole store's stats.
+	Removals     int64
+	RemovedParts int64
+	LastRemoval  time.Time
+	ByTool       []GroupStats
+	ByRun        []GroupStats
 }
 
 // GroupStats is the share of one tool or run. StoredBytes counts, in a

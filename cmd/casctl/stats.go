@@ -77,6 +77,10 @@ func printStats(out io.Writer, st store.Stats) {
 	if st.UnreferencedBlobs > 0 {
 		fmt.Fprintf(w, "garbage\t%s\t(%s no part uses: casctl gc frees them)\n", size(st.UnreferencedBytes), count(st.UnreferencedBlobs, "blob"))
 	}
+	if st.Removals > 0 {
+		fmt.Fprintf(w, "removed\t%s\t(by %s, the last at %s)\n", count(st.RemovedParts, "part"),
+			count(st.Removals, "prune"), st.LastRemoval.Local().Format("2006-01-02 15:04"))
+	}
 	w.Flush()
 	if len(st.ByTool) == 0 {
 		return
