@@ -158,6 +158,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	traceScale := fs.Int("trace-scale", 1, "with -search: copies of the real trace's offloaded results to search")
 	searchRounds := fs.Int("search-rounds", 7, "with -search: rounds of timed searches")
 	searchCasctl := fs.String("casctl", "", "with -search: also time this casctl binary's grep command")
+	retention := fs.Bool("retention", false, "measure a retention quota instead: the real trace replayed -retention-copies times into a store with no policy and one with a quota of a tenth of that (bench/results/RETENTION.md)")
+	retentionCopies := fs.Int("retention-copies", 100, "with -retention: copies of the real trace to replay")
+	retentionActive := fs.Duration("retention-active", 5*time.Second, "with -retention: the policy's active window (and keep_loose_for)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -175,6 +178,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
 		}
 		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
+	if *retention {
+		if *retentionCopies < 1 || *retentionActive <= 0 {
+			return usageError{fmt.Errorf("-retention-copies %d -retention-active %v: both must be positive", *retentionCopies, *retentionActive)}
+		}
+		if o.trace == "" {
+			o.trace = filepath.Join("bench", "traces", "mini-swe-agent-deepseek.jsonl.gz")
+		}
+		if o.rounds == 0 {
+			o.rounds = 2
+		}
+		dir, removeDir, err := workDir(o.dir, "toolcas-retention-")
+		if err != nil {
+			return err
+		}
+		defer removeDir()
+		return runRetention(ctx, retentionRun{trace: o.trace, threshold: o.threshold, copies: *retentionCopies, rounds: o.rounds,
+			active: *retentionActive, dir: dir, out: o.out, command: o.command}, stdout, stderr)
 	}
 	if *searchBench {
 		if *traceScale < 1 || *searchRounds < 1 {

@@ -138,8 +138,9 @@ func due(r Retention, st Stats, now time.Time) bool {
 }
 
 // How often writes look at whether the store is due for maintenance, and
-// how long they wait after a maintenance that left it past its policy
-// (only active runs were left to remove) before they try again.
+// how long they wait after a maintenance that failed, or, at most, after
+// one that left the store over its quota (only active runs were left to
+// remove) before they try again.
 const (
 	maintainCheckEvery = time.Second
 	maintainBackoff    = time.Minute
@@ -183,8 +184,13 @@ func (s *Store) afterWrite() {
 		res, ran, err := s.maintainIfDue(m.ctx)
 		m.mu.Lock()
 		m.running = false
-		if ran && (err != nil || res.Retention.OverQuota > 0) {
+		switch {
+		case ran && err != nil:
 			m.next = s.now().Add(maintainBackoff)
+		case ran && res.Retention.OverQuota > 0:
+			// Only active runs were left: the oldest leaves the window
+			// within it, so look again after a share of it.
+			m.next = s.now().Add(min(maintainBackoff, max(res.Retention.Policy.ActiveWindow()/4, maintainCheckEvery)))
 		}
 		m.mu.Unlock()
 		if ran && m.done != nil {
@@ -217,4 +223,10 @@ func (s *Store) stopAuto() {
 		m.cancel()
 	}
 	m.wg.Wait()
+}
+
+// Maintenances counts the maintenances run on the store over its life, by
+// any process: the times the maintenance lease was taken.
+func (s *Store) Maintenances(ctx context.Context) (int64, error) {
+	return s.ix.LeaseTaken(ctx, MaintenanceLease)
 }

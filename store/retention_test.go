@@ -517,3 +517,50 @@ func TestTwoProcessesOneMaintenance(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestRetentionQuotaStopsWhenGCFreesNothing: when the blobs of the runs a
+// quota removes are younger than gc's grace, gc frees nothing, and the
+// quota stops there instead of removing every other run too; once they
+// have aged, applying the policy again frees them.
+func TestRetentionQuotaStopsWhenGCFreesNothing(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	// The runs are written "two hours ago" by the clock, which stamps the
+	// rows, while their files are made now, which ages them for gc.
+	c := &safeClock{t: now.Add(-2 * time.Hour)}
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	const runs = 10
+	for i := range runs {
+		mustWrite(t, s, item(fmt.Sprintf("run%02d", i), 1, strings.Repeat(fmt.Sprintf("run %d ", i), 5000)))
+		c.add(time.Second)
+	}
+	c.t = now
+	disk, _ := s.DiskBytes(ctx)
+	st, _ := s.Stats(ctx, "")
+	quota := disk - st.StoredBytes/2
+	if err := s.SetRetention(ctx, Retention{MaxBytes: quota}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for i := range runs {
+		if len(runKeys(t, s, fmt.Sprintf("run%02d", i))) > 0 {
+			left++
+		}
+	}
+	if res.GC.RemovedBlobs != 0 || res.OverQuota <= 0 || left == 0 || left == runs {
+		t.Fatalf("young blobs: gc removed %d, over quota by %d, %d of %d runs left; want nothing freed, the quota unmet, some runs kept",
+			res.GC.RemovedBlobs, res.OverQuota, left, runs)
+	}
+	c.add(2 * time.Hour)
+	res, err = s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GC.RemovedBlobs == 0 || res.OverQuota != 0 || res.DiskBytes > quota {
+		t.Errorf("aged: gc removed %d, over quota by %d, %d bytes for a quota of %d", res.GC.RemovedBlobs, res.OverQuota, res.DiskBytes, quota)
+	}
+}
