@@ -564,3 +564,55 @@ func TestRetentionQuotaStopsWhenGCFreesNothing(t *testing.T) {
 		t.Errorf("aged: gc removed %d, over quota by %d, %d bytes for a quota of %d", res.GC.RemovedBlobs, res.OverQuota, res.DiskBytes, quota)
 	}
 }
+
+// TestRemoteRetention: on a store shared through S3 and PostgreSQL, the
+// policy one machine sets is the one another applies; the maintenance
+// lease keeps them apart; the removed runs' objects go by the shared gc's
+// leases.
+func TestRemoteRetention(t *testing.T) {
+	ctx := context.Background()
+	e := startRemote(t)
+	c := &safeClock{t: time.Now().Add(-3 * time.Hour)}
+	a := mustOpenRemote(t, e, WithClock(c.now), WithoutAutoMaintenance())
+	for i := range 4 {
+		mustWrite(t, a, item(fmt.Sprintf("r%d", i), 1, fmt.Sprintf("remote run %d", i)))
+		c.add(time.Minute)
+	}
+	c.t = time.Now().Add(2 * time.Hour) // past every blob's grace, by rows and objects alike
+	if err := a.SetRetention(ctx, Retention{KeepRuns: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, e.url, e.options(t.TempDir(), WithClock(c.now), WithoutAutoMaintenance())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if r, err := b.Retention(ctx); err != nil || r.KeepRuns != 1 {
+		t.Fatalf("the other machine's policy = %+v, %v", r, err)
+	}
+	if ok, err := a.ix.TryLease(ctx, MaintenanceLease, "machine-a", maintenanceTTL); err != nil || !ok {
+		t.Fatalf("TryLease = %v, %v", ok, err)
+	}
+	if _, err := b.Maintain(ctx); !errors.Is(err, ErrMaintenanceBusy) {
+		t.Errorf("Maintain while machine a holds the lease = %v, want ErrMaintenanceBusy", err)
+	}
+	if err := a.ix.ReleaseLease(ctx, MaintenanceLease, "machine-a"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Maintain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Retention.RemovedParts(); got != 3 {
+		t.Errorf("removed %d parts, want the 3 older runs'", got)
+	}
+	if res.Retention.GC.RemovedBlobs != 3 {
+		t.Errorf("gc removed %d objects, want 3: %+v", res.Retention.GC.RemovedBlobs, res.Retention.GC)
+	}
+	if got := runKeys(t, a, "r3"); len(got) != 1 {
+		t.Errorf("the newest run keeps %v", got)
+	}
+	if log, err := a.Removals(ctx, time.Time{}, 0); err != nil || len(log) != 3 {
+		t.Errorf("removal log seen from machine a: %d entries, %v; want 3", len(log), err)
+	}
+}
