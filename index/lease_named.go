@@ -38,13 +38,17 @@ func (x *Index) TryLease(ctx context.Context, name, holder string, ttl time.Dura
 	})
 }
 
-// ReleaseLease frees the lease name if holder has it.
-func (x *Index) ReleaseLease(ctx context.Context, name, holder string) error {
+// ReleaseLease frees the lease name if holder has it. With unused, the
+// taking is not counted: the holder found nothing to do with it.
+func (x *Index) ReleaseLease(ctx context.Context, name, holder string, unused bool) error {
 	_, err := x.changeLease(ctx, name, holder, func(l *namedLease, _ time.Time) bool {
 		if l.Holder != holder {
 			return false
 		}
 		l.Holder, l.Until = "", 0
+		if unused && l.Taken > 0 {
+			l.Taken--
+		}
 		return true
 	})
 	return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,8 @@ import (
 type PruneOptions struct {
 	// Run removes every part of the run.
 	Run string
+	// Runs removes every part of these runs, in one transaction.
+	Runs []string
 	// Before removes every part created before this time.
 	Before time.Time
 	// KeepRuns removes every part of all but the KeepRuns runs with the
@@ -58,6 +61,9 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if o.Run != "" {
 		set++
 	}
+	if len(o.Runs) > 0 {
+		set++
+	}
 	if !o.Before.IsZero() {
 		set++
 	}
@@ -65,7 +71,7 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		set++
 	}
 	if set != 1 {
-		return PruneResult{}, errors.New("prune: give exactly one of a run, an age or a number of runs to keep")
+		return PruneResult{}, errors.New("prune: give exactly one of a run (or runs), an age or a number of runs to keep")
 	}
 	if o.KeepRuns < 0 {
 		return PruneResult{}, fmt.Errorf("prune: cannot keep %d runs", o.KeepRuns)
@@ -76,6 +82,12 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	case o.Run != "":
 		what = "run"
 		cond, args = "run_id IN (SELECT id FROM runs WHERE name = ?)", []any{o.Run}
+	case len(o.Runs) > 0:
+		what = "runs"
+		cond = "run_id IN (SELECT id FROM runs WHERE name IN (?" + strings.Repeat(", ?", len(o.Runs)-1) + "))"
+		for _, r := range o.Runs {
+			args = append(args, r)
+		}
 	case !o.Before.IsZero():
 		what = "created_at"
 		cond, args = "created_at < ?", []any{o.Before.UnixNano()}

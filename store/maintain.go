@@ -34,20 +34,31 @@ var ErrMaintenanceBusy = errors.New("another maintenance is running on this stor
 // applies the policy (ApplyRetention), whose gc frees what it removed.
 // It returns ErrMaintenanceBusy when another maintenance holds the lease.
 func (s *Store) Maintain(ctx context.Context) (MaintainResult, error) {
-	var res MaintainResult
 	if s.readOnly {
-		return res, fmt.Errorf("maintain: %w", ErrReadOnly)
+		return MaintainResult{}, fmt.Errorf("maintain: %w", ErrReadOnly)
 	}
+	ctx, release, err := s.maintenanceLease(ctx)
+	if err != nil {
+		return MaintainResult{}, err
+	}
+	defer release(false)
+	return s.maintain(ctx)
+}
+
+// maintenanceLease takes the store's maintenance lease, or returns
+// ErrMaintenanceBusy, and keeps it renewed until release; the context it
+// returns is cancelled if the lease is lost. release(unused) frees it,
+// uncounted when unused.
+func (s *Store) maintenanceLease(ctx context.Context) (context.Context, func(unused bool), error) {
 	holder := maintenanceHolder()
 	ok, err := s.ix.TryLease(ctx, MaintenanceLease, holder, maintenanceTTL)
 	if err != nil {
-		return res, fmt.Errorf("maintain: %w", err)
+		return ctx, nil, fmt.Errorf("maintain: %w", err)
 	}
 	if !ok {
-		return res, ErrMaintenanceBusy
+		return ctx, nil, ErrMaintenanceBusy
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
@@ -65,13 +76,19 @@ func (s *Store) Maintain(ctx context.Context) (MaintainResult, error) {
 			}
 		}
 	}()
-	defer func() {
+	release := func(unused bool) {
 		cancel(nil)
 		<-renewed
 		// Released on a context of its own: a maintenance cancelled
 		// midway still frees the lease for the next.
-		_ = s.ix.ReleaseLease(context.WithoutCancel(ctx), MaintenanceLease, holder)
-	}()
+		_ = s.ix.ReleaseLease(context.WithoutCancel(ctx), MaintenanceLease, holder, unused)
+	}
+	return ctx, release, nil
+}
+
+// maintain is Maintain with the lease held.
+func (s *Store) maintain(ctx context.Context) (MaintainResult, error) {
+	var res MaintainResult
 	r, err := s.Retention(ctx)
 	if err != nil {
 		return res, err
@@ -83,7 +100,12 @@ func (s *Store) Maintain(ctx context.Context) (MaintainResult, error) {
 				limit = 0
 			}
 		}
-		res.Pack, _, err = s.PackIfOver(ctx, limit, PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow()})
+		po := PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow(), SearchLater: true}
+		if limit == 0 {
+			res.Pack, err = s.Pack(ctx, po) // no dry run first: anything cold goes
+		} else {
+			res.Pack, _, err = s.PackIfOver(ctx, limit, po)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -206,10 +228,21 @@ func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error)
 	if err != nil || !ok {
 		return MaintainResult{}, false, err
 	}
-	res, err := s.Maintain(ctx)
+	ctx, release, err := s.maintenanceLease(ctx)
 	if errors.Is(err, ErrMaintenanceBusy) {
-		return res, false, nil
+		return MaintainResult{}, false, nil
 	}
+	if err != nil {
+		return MaintainResult{}, true, err
+	}
+	// Looked at again under the lease: another process's maintenance may
+	// have brought the store back under its policy since.
+	if ok, err = s.Due(ctx); err != nil || !ok {
+		release(true)
+		return MaintainResult{}, false, err
+	}
+	defer release(false)
+	res, err := s.maintain(ctx)
 	return res, true, err
 }
 

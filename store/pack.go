@@ -40,6 +40,11 @@ type PackOptions struct {
 	Active time.Duration
 	// DryRun reports what would be packed and changes nothing.
 	DryRun bool
+	// SearchLater leaves the search index as gc does (see maintainSearch):
+	// what it lags is indexed by a later pack or grep, so that the pack's
+	// time does not grow with the blobs written since the last. Automatic
+	// maintenance sets it.
+	SearchLater bool
 	// Progress, when set, is called as blobs are packed.
 	Progress func(done, total int)
 }
@@ -80,7 +85,7 @@ func (s *Store) Pack(ctx context.Context, o PackOptions) (PackResult, error) {
 	}
 	res, err := p.pack(ctx, o)
 	if err == nil && !o.DryRun {
-		res.Search = s.maintainSearch(ctx, true)
+		res.Search = s.maintainSearch(ctx, !o.SearchLater)
 		res.IndexFreed = s.reclaimIndex(ctx)
 		if le, ok := s.eng.(*localEngine); ok && (res.Search.Segments > 0 || res.Search.Dropped > 0 || res.Search.Empty > 0) {
 			le.truncateLog(ctx) // as pack does: the index's new rows need no log kept

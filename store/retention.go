@@ -320,16 +320,22 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		res.GC.IndexFreed += g.IndexFreed
 		return err
 	}
-	if res.RemovedParts() > 0 || r.MaxBytes > 0 {
-		if err := gc(); err != nil {
-			return res, fmt.Errorf("retention: %w", err)
-		}
-	}
 	st, err := s.Stats(ctx, "")
 	if err != nil {
 		return res, err
 	}
 	res.DiskBytes = diskBytes(st)
+	// gc frees what the rules removed, and, over a quota, what earlier
+	// removals left for a later gc; a store under its policy is left be.
+	if res.RemovedParts() > 0 || (r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes) {
+		if err := gc(); err != nil {
+			return res, fmt.Errorf("retention: %w", err)
+		}
+		if st, err = s.Stats(ctx, ""); err != nil {
+			return res, err
+		}
+		res.DiskBytes = diskBytes(st)
+	}
 	if r.MaxBytes <= 0 {
 		return res, nil
 	}
@@ -347,16 +353,18 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		if len(runs) == 0 {
 			break
 		}
-		for _, run := range runs {
-			gone[run] = true
-			pr, err := prune(index.PruneOptions{Run: run, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
+		// A statement names at most pruneRunsAtOnce runs: SQLite and
+		// PostgreSQL bound a statement's parameters.
+		for chunk := range slices.Chunk(runs, pruneRunsAtOnce) {
+			for _, run := range chunk {
+				gone[run] = true
+			}
+			pr, err := prune(index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
 			if err != nil {
 				return res, fmt.Errorf("retention: %w", err)
 			}
-			if pr.RemovedParts > 0 {
-				quota.Parts += pr.RemovedParts
-				quota.Runs = append(quota.Runs, run)
-			}
+			quota.Parts += pr.RemovedParts
+			quota.Runs = append(quota.Runs, pr.Runs...)
 		}
 		if o.DryRun {
 			break // a dry run removes nothing, so cannot measure again
@@ -386,8 +394,12 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 }
 
 // quotaHeadroom is the share of a quota that removals aim under, so that
-// a store at its quota does not remove a run on every write.
-const quotaHeadroom = 0.9
+// a store at its quota does not remove a run on every write, and the
+// writes that go on while a maintenance runs fit under the quota.
+const quotaHeadroom = 0.8
+
+// pruneRunsAtOnce is the most runs one prune of a quota names.
+const pruneRunsAtOnce = 500
 
 // quotaRuns picks the runs to remove, least recently written first, for
 // the store whose stats are st to come under quota×quotaHeadroom: each

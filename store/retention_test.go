@@ -496,12 +496,13 @@ func TestTwoProcessesOneMaintenance(t *testing.T) {
 		mustWrite(t, s, item(fmt.Sprintf("old%02d", i), 1, fmt.Sprintf("old run %d", i)))
 	}
 	// The children's clocks are an hour ahead: to them, every old run is
-	// past the window and past keep_runs.
-	if err := s.SetRetention(ctx, Retention{KeepRuns: 2, Active: time.Minute}); err != nil {
+	// past the window and past keep_runs, once either has written to the
+	// run both write to.
+	if err := s.SetRetention(ctx, Retention{KeepRuns: 1, Active: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	a := startChild(t, "maintainer", dir, "a", "3")
-	b := startChild(t, "maintainer", dir, "b", "3")
+	a := startChild(t, "maintainer", dir, "new", "3")
+	b := startChild(t, "maintainer", dir, "new", "3")
 	for _, cmd := range []*exec.Cmd{a, b} {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("child: %v: %s", err, cmd.Stdout)
@@ -596,7 +597,7 @@ func TestRemoteRetention(t *testing.T) {
 	if _, err := b.Maintain(ctx); !errors.Is(err, ErrMaintenanceBusy) {
 		t.Errorf("Maintain while machine a holds the lease = %v, want ErrMaintenanceBusy", err)
 	}
-	if err := a.ix.ReleaseLease(ctx, MaintenanceLease, "machine-a"); err != nil {
+	if err := a.ix.ReleaseLease(ctx, MaintenanceLease, "machine-a", false); err != nil {
 		t.Fatal(err)
 	}
 	res, err := b.Maintain(ctx)
@@ -614,5 +615,33 @@ func TestRemoteRetention(t *testing.T) {
 	}
 	if log, err := a.Removals(ctx, time.Time{}, 0); err != nil || len(log) != 3 {
 		t.Errorf("removal log seen from machine a: %d entries, %v; want 3", len(log), err)
+	}
+}
+
+// TestAutoMaintenanceConfig: a hook's store configuration turns automatic
+// maintenance off with "auto_maintenance": false, and saves it so.
+func TestAutoMaintenanceConfig(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		off   bool
+	}{{``, false}, {`, "auto_maintenance": true`, false}, {`, "auto_maintenance": false`, true}} {
+		dir := t.TempDir()
+		st, err := loadStore([]byte(`{"dir": "` + dir + `"` + tc.field + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := st.(*Store)
+		if s.auto.off != tc.off {
+			t.Errorf("%s: automatic maintenance off = %v, want %v", tc.field, s.auto.off, tc.off)
+		}
+		_, p := s.StoreConfig()
+		b, _ := json.Marshal(p)
+		if got := strings.Contains(string(b), `"auto_maintenance":false`); got != tc.off {
+			t.Errorf("%s: saved as %s", tc.field, b)
+		}
+		s.Close()
+	}
+	if _, err := loadStore([]byte(`{"dir": "` + t.TempDir() + `", "auto_maintenance": "no"}`)); err == nil {
+		t.Error("a string for auto_maintenance was taken")
 	}
 }

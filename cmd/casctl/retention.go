@@ -178,16 +178,26 @@ func listRemovals(ctx context.Context, out io.Writer, s *store.Store, o lsOption
 	if o.since > 0 {
 		since = time.Now().Add(-o.since)
 	}
-	log, err := s.Removals(ctx, since, o.limit)
+	limit := o.limit
+	if o.run != "" {
+		limit = 0 // the log is cut to --limit once filtered by run
+	}
+	log, err := s.Removals(ctx, since, limit)
 	if err != nil {
 		return err
+	}
+	if o.run != "" {
+		kept := log[:0]
+		for _, m := range log {
+			if m.Run == o.run && (o.limit == 0 || len(kept) < o.limit) {
+				kept = append(kept, m)
+			}
+		}
+		log = kept
 	}
 	if o.json {
 		rows := make([]removalJSON, 0, len(log))
 		for _, m := range log {
-			if o.run != "" && m.Run != o.run {
-				continue
-			}
 			rows = append(rows, removalJSON{m.At.UTC(), m.Run, m.Rule, m.Parts, m.FirstCreated.UTC(), m.LastCreated.UTC()})
 		}
 		return writeJSON(out, rows)
@@ -195,9 +205,6 @@ func listRemovals(ctx context.Context, out io.Writer, s *store.Store, o lsOption
 	w := table(out)
 	fmt.Fprintln(w, "REMOVED\tRUN\tPARTS\tRULE\tCREATED")
 	for _, m := range log {
-		if o.run != "" && m.Run != o.run {
-			continue
-		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s to %s\n", m.At.Local().Format(time.DateTime), m.Run, m.Parts, m.Rule,
 			m.FirstCreated.Local().Format(time.DateTime), m.LastCreated.Local().Format(time.DateTime))
 	}

@@ -1,0 +1,101 @@
+package index
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPruneLog: a prune of several runs at once, one that spares the runs
+// written to since a time, and the removal log each leaves.
+func TestPruneLog(t *testing.T) { forEachBackend(t, testPruneLog) }
+
+func testPruneLog(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Unix(1000, 0)}
+	x := MustOpen(t, WithClock(c.now))
+	for _, run := range []string{"a", "b", "c", "d"} {
+		mustRecord(t, x, newPart(run, 1, "t", "x", run+"1"), newPart(run, 2, "t", "y", run+"2"))
+		c.t = c.t.Add(time.Hour)
+	}
+	// d was written last, at 1000 s + 3 h: a window from then spares it.
+	res, err := x.Prune(ctx, PruneOptions{Runs: []string{"a", "d", "none"}, ActiveSince: time.Unix(1000, 0).Add(3 * time.Hour), Rule: "max_bytes"})
+	if err != nil || res.RemovedParts != 2 || strings.Join(res.Runs, ",") != "a" {
+		t.Errorf("prune of runs a, d = %+v, %v; want a's 2 parts", res, err)
+	}
+	res, err = x.Prune(ctx, PruneOptions{Before: time.Unix(1000, 0).Add(5 * time.Hour), ActiveSince: time.Unix(1000, 0).Add(2 * time.Hour)})
+	if err != nil || res.RemovedParts != 2 || strings.Join(res.Runs, ",") != "b" {
+		t.Errorf("prune by age sparing c and d = %+v, %v; want b's 2 parts", res, err)
+	}
+	// The dates kept for the runs spared are untouched: c still counts
+	// as written at 1000 s + 2 h.
+	runs, err := x.RunsByActivity(ctx)
+	if err != nil || len(runs) != 2 || runs[0].Run != "c" || !runs[0].Last.Equal(time.Unix(1000, 0).Add(2*time.Hour)) || runs[0].Parts != 2 {
+		t.Errorf("RunsByActivity = %+v, %v", runs, err)
+	}
+	log, err := x.Removals(ctx, time.Time{}, 0)
+	if err != nil || len(log) != 2 {
+		t.Fatalf("Removals = %+v, %v; want 2 entries", log, err)
+	}
+	if m := log[0]; m.Run != "b" || m.Rule != RuleByName || m.Parts != 2 || !m.FirstCreated.Equal(time.Unix(1000, 0).Add(time.Hour)) {
+		t.Errorf("newest entry %+v: want b's 2 parts by prune", m)
+	}
+	if m := log[1]; m.Run != "a" || m.Rule != "max_bytes" || m.Parts != 2 {
+		t.Errorf("oldest entry %+v: want a's 2 parts by max_bytes", m)
+	}
+	if got, _ := x.Removals(ctx, time.Time{}, 1); len(got) != 1 || got[0].Run != "b" {
+		t.Errorf("Removals limited to 1 = %+v", got)
+	}
+	if n, parts, last, err := x.RemovalTotals(ctx); err != nil || n != 2 || parts != 4 || !last.Equal(c.t) {
+		t.Errorf("RemovalTotals = %d, %d, %v, %v", n, parts, last, err)
+	}
+	// A dry run and a batched prune log nothing, and all once done.
+	if _, err := x.Prune(ctx, PruneOptions{Run: "c", DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Prune(ctx, PruneOptions{Run: "c", Batch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n, parts, _, _ := x.RemovalTotals(ctx); n != 3 || parts != 6 {
+		t.Errorf("after a dry run and a batched prune: %d entries, %d parts; want 3, 6", n, parts)
+	}
+}
+
+// TestNamedLease: one holder at a time; the holder renews; a lease whose
+// time has passed is free; a release for nothing is not counted.
+func TestNamedLease(t *testing.T) { forEachBackend(t, testNamedLease) }
+
+func testNamedLease(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Unix(1000, 0)}
+	x := MustOpen(t, WithClock(c.now))
+	try := func(holder string, want bool) {
+		t.Helper()
+		if ok, err := x.TryLease(ctx, "m", holder, time.Minute); err != nil || ok != want {
+			t.Errorf("TryLease(%s) = %v, %v; want %v", holder, ok, err, want)
+		}
+	}
+	try("a", true)
+	try("b", false)
+	try("a", true) // renewed, not taken again
+	c.t = c.t.Add(2 * time.Minute)
+	try("b", true) // a's time passed
+	if err := x.ReleaseLease(ctx, "m", "a", false); err != nil {
+		t.Fatal(err)
+	}
+	try("c", false) // a no longer held it: b still does
+	if err := x.ReleaseLease(ctx, "m", "b", false); err != nil {
+		t.Fatal(err)
+	}
+	try("c", true)
+	if err := x.ReleaseLease(ctx, "m", "c", true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := x.LeaseTaken(ctx, "m"); err != nil || n != 2 {
+		t.Errorf("LeaseTaken = %d, %v; want 2 (a, b; c's for nothing)", n, err)
+	}
+	if n, err := x.LeaseTaken(ctx, "other"); err != nil || n != 0 {
+		t.Errorf("LeaseTaken of a lease never taken = %d, %v", n, err)
+	}
+}
