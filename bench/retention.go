@@ -49,10 +49,13 @@ type retentionPass struct {
 	// Samples counts the once-a-second samples of the store's size (its
 	// blobs, packs and index, as the quota counts them); MaxBytes is the
 	// largest, MaxOver the largest share of the quota it came to.
-	Samples   int     `json:"samples"`
-	MaxBytes  int64   `json:"max_sampled_bytes"`
-	MaxOver   float64 `json:"max_share_of_quota"`
-	FinalSize int64   `json:"final_bytes"`
+	Samples  int   `json:"samples"`
+	MaxBytes int64 `json:"max_sampled_bytes"`
+	// MaxCounted is what the store's own counters (Store.DiskBytes, what
+	// the quota is checked against) said at the largest sample.
+	MaxCounted int64   `json:"counted_at_largest_sample"`
+	MaxOver    float64 `json:"max_share_of_quota"`
+	FinalSize  int64   `json:"final_bytes"`
 	// Maintenances counts the maintenances writes started; Removals the
 	// entries of the removal log and RemovedParts the parts they removed.
 	Maintenances int64 `json:"maintenances"`
@@ -151,7 +154,7 @@ func retentionReplay(ctx context.Context, rr retentionRun, rt *realTrace, dir st
 	// The sampler: the store's blobs, packs and index, once a second.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var samples []int64
+	var samples, counted []int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -163,7 +166,9 @@ func retentionReplay(ctx context.Context, rr retentionRun, rt *realTrace, dir st
 				return
 			case <-t.C:
 				u := du(dir)
+				n, _ := s.DiskBytes(ctx)
 				samples = append(samples, u.data+u.index)
+				counted = append(counted, n)
 			}
 		}
 	}()
@@ -199,9 +204,12 @@ func retentionReplay(ctx context.Context, rr retentionRun, rt *realTrace, dir st
 	u := du(dir)
 	p.FinalSize = u.data + u.index
 	p.Samples = len(samples)
-	for _, n := range append(samples, p.FinalSize) {
-		p.MaxBytes = max(p.MaxBytes, n)
+	for i, n := range samples {
+		if n > p.MaxBytes {
+			p.MaxBytes, p.MaxCounted = n, counted[i]
+		}
 	}
+	p.MaxBytes = max(p.MaxBytes, p.FinalSize)
 	if quota > 0 {
 		p.MaxOver = float64(p.MaxBytes) / float64(quota)
 	}
@@ -323,15 +331,15 @@ func retentionMarkdown(rep retentionReport) string {
 	for _, t := range rep.Targets {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.What, t.Target, t.Measured, map[bool]string{true: "yes", false: "**no**"}[t.Met])
 	}
-	fmt.Fprintln(&b, "\n| round | store | quota | steps | seconds | p50 ms | p99 ms | max ms | samples | largest sample | × quota | at the end | maintenances | removals (parts) | active runs removed |")
+	fmt.Fprintln(&b, "\n| round | store | quota | steps | seconds | p50 ms | p99 ms | max ms | samples | largest sample (counted then) | × quota | at the end | maintenances | removals (parts) | active runs removed |")
 	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, p := range rep.Passes {
 		q, over := "none", ""
 		if p.Quota > 0 {
 			q, over = mib(p.Quota), fmt.Sprintf("%.2f", p.MaxOver)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.2f | %.1f | %d | %s | %s | %s | %d | %d (%d) | %d |\n",
-			p.Round, p.Store, q, p.Steps, p.Seconds, p.P50, p.P99, p.Max, p.Samples, mib(p.MaxBytes), over, mib(p.FinalSize),
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.1f | %.2f | %.2f | %.1f | %d | %s (%s) | %s | %s | %d | %d (%d) | %d |\n",
+			p.Round, p.Store, q, p.Steps, p.Seconds, p.P50, p.P99, p.Max, p.Samples, mib(p.MaxBytes), mib(p.MaxCounted), over, mib(p.FinalSize),
 			p.Maintenances, p.Removals, p.RemovedParts, p.ActiveRemoved)
 	}
 	return b.String()

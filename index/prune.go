@@ -209,7 +209,13 @@ func (x *Index) pruneBatches(ctx context.Context, n int, cond string, args []any
 	}
 }
 
-// logRemovals adds log to the removal log, in tx.
+// RemovalLogMax is how many entries the removal log keeps: the oldest go
+// as new ones come, so that a store pruned for years keeps a log of
+// bounded size.
+const RemovalLogMax = 100_000
+
+// logRemovals adds log to the removal log, in tx, and trims the log to
+// RemovalLogMax entries.
 func logRemovals(ctx context.Context, tx *sql.Tx, log []Removal) error {
 	for _, m := range log {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO removals (at, run, rule, parts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -217,5 +223,9 @@ func logRemovals(ctx context.Context, tx *sql.Tx, log []Removal) error {
 			return err
 		}
 	}
-	return nil
+	if len(log) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM removals WHERE id <= (SELECT max(id) FROM removals) - ?`, RemovalLogMax)
+	return err
 }

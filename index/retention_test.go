@@ -99,3 +99,25 @@ func testNamedLease(t *testing.T) {
 		t.Errorf("LeaseTaken of a lease never taken = %d, %v", n, err)
 	}
 }
+
+// TestRemovalLogBounded: the removal log keeps its newest RemovalLogMax
+// entries.
+func TestRemovalLogBounded(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	if _, err := x.db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO removals (at, run, rule, parts) SELECT i, 'old', 'prune', 1 FROM n`, RemovalLogMax+5); err != nil {
+		t.Fatal(err)
+	}
+	mustRecord(t, x, newPart("r", 1, "t", "x", "one"))
+	if _, err := x.Prune(ctx, PruneOptions{Run: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	n, parts, _, err := x.RemovalTotals(ctx)
+	if err != nil || n != RemovalLogMax || parts != RemovalLogMax {
+		t.Errorf("log after a prune: %d entries, %d parts, %v; want %d", n, parts, err, RemovalLogMax)
+	}
+	if log, _ := x.Removals(ctx, time.Time{}, 1); len(log) != 1 || log[0].Run != "r" {
+		t.Errorf("newest entry %+v, want run r's", log)
+	}
+}

@@ -28,10 +28,10 @@ const maintenanceTTL = time.Minute
 var ErrMaintenanceBusy = errors.New("another maintenance is running on this store")
 
 // Maintain looks after the store as its retention policy says, as one
-// maintenance that no other process runs at the same time: it packs the
-// blobs unused for the policy's KeepLooseFor (all of them, when the store
-// is over its quota) outside the active window, on a local store, then
-// applies the policy (ApplyRetention), whose gc frees what it removed.
+// maintenance that no other process runs at the same time: it applies the
+// policy (ApplyRetention), whose gc frees what it removed, then, on a local
+// store, packs the blobs unused for the policy's KeepLooseFor outside the
+// active window once they pass DefaultPackOver, or a quarter of the quota.
 // It returns ErrMaintenanceBusy when another maintenance holds the lease.
 func (s *Store) Maintain(ctx context.Context) (MaintainResult, error) {
 	if s.readOnly {
@@ -89,32 +89,34 @@ func (s *Store) maintenanceLease(ctx context.Context) (context.Context, func(unu
 // maintain is Maintain with the lease held.
 func (s *Store) maintain(ctx context.Context) (MaintainResult, error) {
 	var res MaintainResult
-	r, err := s.Retention(ctx)
+	// The policy first, then pack: no blob is packed only to go, and a
+	// store over its quota is brought under it at once, by pruning and
+	// gc, which cost a fraction of a pack.
+	var err error
+	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{})
 	if err != nil {
 		return res, err
 	}
+	r := res.Retention.Policy
 	if _, err := capability[packer](s, "pack", true); err == nil {
+		po := PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow(), SearchLater: true}
+		// Under a quota, cold blobs are packed once they are a quarter of
+		// it: often enough that the store holds five times more history
+		// in packs, seldom enough that most maintenances, which a quota
+		// makes frequent, are a prune and a gc only.
 		limit := int64(DefaultPackOver)
 		if r.MaxBytes > 0 {
-			if disk, err := s.DiskBytes(ctx); err == nil && disk > r.MaxBytes {
-				limit = 0
-			}
+			limit = min(limit, r.MaxBytes/4)
 		}
-		po := PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow(), SearchLater: true}
-		if limit == 0 {
-			res.Pack, err = s.Pack(ctx, po) // no dry run first: anything cold goes
-		} else {
-			res.Pack, _, err = s.PackIfOver(ctx, limit, po)
-		}
+		res.Pack, _, err = s.PackIfOver(ctx, limit, po)
 		if err != nil {
 			return res, err
 		}
 	}
-	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{})
-	if err == nil && context.Cause(ctx) != ctx.Err() {
-		err = context.Cause(ctx)
+	if context.Cause(ctx) != ctx.Err() {
+		return res, context.Cause(ctx)
 	}
-	return res, err
+	return res, nil
 }
 
 // maintenanceHolder names this process as the lease's holder.

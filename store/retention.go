@@ -325,9 +325,9 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		return res, err
 	}
 	res.DiskBytes = diskBytes(st)
-	// gc frees what the rules removed, and, over a quota, what earlier
-	// removals left for a later gc; a store under its policy is left be.
-	if res.RemovedParts() > 0 || (r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes) {
+	// gc frees what the rules removed; over a quota, the quota's own gc
+	// below does, once it has removed runs too: one listing, not two.
+	if res.RemovedParts() > 0 && !(r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes) {
 		if err := gc(); err != nil {
 			return res, fmt.Errorf("retention: %w", err)
 		}
@@ -348,7 +348,11 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 			}
 		}
 	}
-	for round := 0; round < quotaRounds && res.DiskBytes > r.MaxBytes; round++ {
+	// Once past the quota, runs go until the store is under quotaHeadroom
+	// of it, not just under it: the writes that go on meanwhile, and until
+	// the next maintenance, have room.
+	aim := int64(float64(r.MaxBytes) * quotaHeadroom)
+	for round := 0; round < quotaRounds && res.DiskBytes > r.MaxBytes || (round > 0 && round < quotaRounds && res.DiskBytes > aim); round++ {
 		runs := quotaRuns(st, r.MaxBytes, activeSince, gone)
 		if len(runs) == 0 {
 			break

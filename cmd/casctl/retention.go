@@ -31,7 +31,7 @@ its own, readable by file tools at the path its pointers name, before
 maintenance packs it.
 
 A write that finds the store past its policy starts one maintenance in the
-background (prune by the policy, gc, pack), one per store at a time;
+background (prune by the policy, gc, then pack), one per store at a time;
 casctl gc applies the policy too. ls --removed lists what went and why.`,
 		Example: `  casctl retention show
   casctl retention set --max-age 30d --max-bytes 10GiB
