@@ -97,26 +97,31 @@ func (s *Store) maintain(ctx context.Context) (MaintainResult, error) {
 	if err != nil {
 		return res, err
 	}
-	r := res.Retention.Policy
-	if _, err := capability[packer](s, "pack", true); err == nil {
-		po := PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow(), SearchLater: true}
-		// Under a quota, cold blobs are packed once they are a quarter of
-		// it: often enough that the store holds five times more history
-		// in packs, seldom enough that most maintenances, which a quota
-		// makes frequent, are a prune and a gc only.
-		limit := int64(DefaultPackOver)
-		if r.MaxBytes > 0 {
-			limit = min(limit, r.MaxBytes/4)
-		}
-		res.Pack, _, err = s.PackIfOver(ctx, limit, po)
-		if err != nil {
-			return res, err
-		}
+	if res.Pack, err = s.packByPolicy(ctx, res.Retention.Policy); err != nil {
+		return res, err
 	}
 	if context.Cause(ctx) != ctx.Err() {
 		return res, context.Cause(ctx)
 	}
 	return res, nil
+}
+
+// packByPolicy packs, on a local store, the blobs unused for the policy's
+// KeepLooseFor outside its active window, once they pass DefaultPackOver,
+// or a quarter of the quota: often enough that the store holds several
+// times more history in packs, seldom enough that most maintenances, which
+// a quota makes frequent, are a prune and a gc only. pack.lock keeps
+// packers apart.
+func (s *Store) packByPolicy(ctx context.Context, r Retention) (PackResult, error) {
+	if _, err := capability[packer](s, "pack", true); err != nil {
+		return PackResult{}, nil // packs are local-only
+	}
+	limit := int64(DefaultPackOver)
+	if r.MaxBytes > 0 {
+		limit = min(limit, r.MaxBytes/4)
+	}
+	res, _, err := s.PackIfOver(ctx, limit, PackOptions{OlderThan: r.LooseWindow(), Active: r.ActiveWindow(), SearchLater: true})
+	return res, err
 }
 
 // maintenanceHolder names this process as the lease's holder.
@@ -175,6 +180,7 @@ type autoMaintain struct {
 	mu      sync.Mutex
 	off     bool
 	running bool
+	packing bool
 	closed  bool
 	next    time.Time
 	wg      sync.WaitGroup
@@ -217,14 +223,40 @@ func (s *Store) afterWrite() {
 			m.next = s.now().Add(min(maintainBackoff, max(res.Retention.Policy.ActiveWindow()/4, maintainCheckEvery)))
 		}
 		m.mu.Unlock()
+		if ran && err == nil {
+			s.packInBackground(res.Retention.Policy)
+		}
 		if ran && m.done != nil {
 			m.done(res, err)
 		}
 	}()
 }
 
-// maintainIfDue runs Maintain when the store is due for it, and reports
-// whether it ran.
+// packInBackground packs by the policy (packByPolicy) in a goroutine of its
+// own, unless one of this process's runs already: a pack takes seconds,
+// in which writes go on and the next maintenance must be free to prune.
+func (s *Store) packInBackground(r Retention) {
+	m := &s.auto
+	m.mu.Lock()
+	if m.packing || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.packing = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		_, _ = s.packByPolicy(m.ctx, r) // best effort: cold blobs stay loose, and readable
+		m.mu.Lock()
+		m.packing = false
+		m.mu.Unlock()
+	}()
+}
+
+// maintainIfDue applies the retention policy, as Maintain does under the
+// maintenance lease, when the store is due for it, and reports whether it
+// ran. The caller packs afterwards, outside the lease.
 func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error) {
 	ok, err := s.Due(ctx)
 	if err != nil || !ok {
@@ -244,7 +276,8 @@ func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error)
 		return MaintainResult{}, false, err
 	}
 	defer release(false)
-	res, err := s.maintain(ctx)
+	var res MaintainResult
+	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{})
 	return res, true, err
 }
 
