@@ -306,10 +306,14 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		}
 		add(RuleKeepRuns, PruneResult(pr))
 	}
-	gc := func() error {
+	// gc frees what the rules and the quota removed, and reports what it
+	// freed: blobs, and dead packs dropped or rewritten.
+	collected := false
+	gc := func() (freed int64, err error) {
 		if o.DryRun {
-			return nil
+			return 0, nil
 		}
+		collected = true
 		g, err := s.GC(ctx, GCOptions{Grace: r.ActiveWindow(), LockTimeout: o.LockTimeout})
 		res.GC.RemovedBlobs += g.RemovedBlobs
 		res.GC.FreedBytes += g.FreedBytes
@@ -318,80 +322,78 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		res.GC.Packs.Dropped += g.Packs.Dropped
 		res.GC.Packs.FreedBytes += g.Packs.FreedBytes
 		res.GC.IndexFreed += g.IndexFreed
-		return err
+		return g.FreedBytes + g.Packs.FreedBytes, err
 	}
 	st, err := s.Stats(ctx, "")
 	if err != nil {
 		return res, err
 	}
 	res.DiskBytes = diskBytes(st)
-	// gc frees what the rules removed; over a quota, the quota's own gc
-	// below does, once it has removed runs too: one listing, not two.
-	if res.RemovedParts() > 0 && !(r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes) {
-		if err := gc(); err != nil {
-			return res, fmt.Errorf("retention: %w", err)
-		}
-		if st, err = s.Stats(ctx, ""); err != nil {
-			return res, err
-		}
-		res.DiskBytes = diskBytes(st)
-	}
-	if r.MaxBytes <= 0 {
-		return res, nil
-	}
 	quota := RuleResult{Rule: RuleMaxBytes}
-	gone := map[string]bool{}
-	for _, rr := range res.Rules {
-		if rr.Rule == RuleKeepRuns {
-			for _, run := range rr.Runs {
-				gone[run] = true
+	if r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes {
+		gone := map[string]bool{}
+		for _, rr := range res.Rules {
+			if rr.Rule == RuleKeepRuns {
+				for _, run := range rr.Runs {
+					gone[run] = true
+				}
 			}
 		}
-	}
-	// Once past the quota, runs go until the store is under quotaHeadroom
-	// of it, not just under it: the writes that go on meanwhile, and until
-	// the next maintenance, have room.
-	aim := int64(float64(r.MaxBytes) * quotaHeadroom)
-	for round := 0; round < quotaRounds && res.DiskBytes > r.MaxBytes || (round > 0 && round < quotaRounds && res.DiskBytes > aim); round++ {
-		runs := quotaRuns(st, r.MaxBytes, activeSince, gone)
-		if len(runs) == 0 {
-			break
-		}
-		// A statement names at most pruneRunsAtOnce runs: SQLite and
-		// PostgreSQL bound a statement's parameters.
-		for chunk := range slices.Chunk(runs, pruneRunsAtOnce) {
-			for _, run := range chunk {
-				gone[run] = true
+		// Once past the quota, runs go until the store is under
+		// quotaHeadroom of it, not just under it: the writes that go on
+		// meanwhile, and until the next maintenance, have room. The gc
+		// after each round also frees what the rules above removed.
+		aim := int64(float64(r.MaxBytes) * quotaHeadroom)
+		for round := 0; round < quotaRounds && res.DiskBytes > aim; round++ {
+			runs := quotaRuns(st, r.MaxBytes, activeSince, gone)
+			if len(runs) == 0 {
+				break
 			}
-			pr, err := prune(index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
+			// A statement names at most pruneRunsAtOnce runs: SQLite
+			// and PostgreSQL bound a statement's parameters.
+			for chunk := range slices.Chunk(runs, pruneRunsAtOnce) {
+				for _, run := range chunk {
+					gone[run] = true
+				}
+				pr, err := prune(index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
+				if err != nil {
+					return res, fmt.Errorf("retention: %w", err)
+				}
+				quota.Parts += pr.RemovedParts
+				quota.Runs = append(quota.Runs, pr.Runs...)
+			}
+			if o.DryRun {
+				break // a dry run removes nothing, so cannot measure again
+			}
+			freed, err := gc()
 			if err != nil {
 				return res, fmt.Errorf("retention: %w", err)
 			}
-			quota.Parts += pr.RemovedParts
-			quota.Runs = append(quota.Runs, pr.Runs...)
+			if st, err = s.Stats(ctx, ""); err != nil {
+				return res, err
+			}
+			res.DiskBytes = diskBytes(st)
+			if freed == 0 {
+				// The blobs of the runs removed are younger than gc's
+				// grace period (or runs that stay share them): removing
+				// more runs would free no more now; a later gc frees them.
+				break
+			}
 		}
-		if o.DryRun {
-			break // a dry run removes nothing, so cannot measure again
-		}
-		if err := gc(); err != nil {
+	}
+	if res.RemovedParts()+quota.Parts > 0 && !collected {
+		if _, err := gc(); err != nil {
 			return res, fmt.Errorf("retention: %w", err)
 		}
 		if st, err = s.Stats(ctx, ""); err != nil {
 			return res, err
 		}
-		before := res.DiskBytes
 		res.DiskBytes = diskBytes(st)
-		if res.DiskBytes >= before {
-			// gc freed nothing: the blobs of the runs removed are younger
-			// than its grace period (or other runs share them). Removing
-			// more runs would free no more now; a later gc frees them.
-			break
-		}
 	}
 	if quota.Parts > 0 {
 		res.Rules = append(res.Rules, quota)
 	}
-	if !o.DryRun && res.DiskBytes > r.MaxBytes {
+	if !o.DryRun && r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes {
 		res.OverQuota = res.DiskBytes - r.MaxBytes
 	}
 	return res, nil
