@@ -62,8 +62,11 @@ func runUpstreamProcess() int {
 		return nil, ctx.Err()
 	})
 	add("partial", func(ctx context.Context) (*sdk.CallToolResult, error) {
-		// Half a message, and nothing more from this call.
+		// Half a message, and nothing more from this process: a
+		// notification the SDK sends meanwhile would otherwise finish the
+		// line, and the proxy rightly calls that not JSON-RPC.
 		os.Stdout.Write([]byte(`{"jsonrpc":"2.0","id":99,"result":{"content":[{"type":"text","text":"abc`))
+		silenceStdout()
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
