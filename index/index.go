@@ -350,7 +350,10 @@ func create(ctx context.Context, abs string) error {
 	if fi, err := os.Stat(abs); err == nil && fi.Size() > 0 {
 		return nil
 	}
-	db, err := sql.Open("sqlite", "file:"+uriPath(abs)+"?_pragma=page_size("+strconv.Itoa(pageSize)+")")
+	// Another process may open the file as soon as its first page is
+	// written, while this one still turns the log on: it waits for that
+	// process's lock as every other connection does, with a busy timeout.
+	db, err := sql.Open("sqlite", "file:"+uriPath(abs)+"?_pragma=busy_timeout(5000)&_pragma=page_size("+strconv.Itoa(pageSize)+")")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", abs, err)
 	}

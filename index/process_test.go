@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -138,4 +139,72 @@ func writerChild(spec string) {
 		n++
 	}
 	fmt.Println("BATCHES", n)
+}
+
+const openerChildEnv = "TOOLCAS_TEST_INDEX_OPENER"
+
+// TestManyProcessesCreate starts processes that open one new index file at
+// the same moment, round after round: whichever creates the file, the
+// others must wait for it, never fail with "database is locked".
+func TestManyProcessesCreate(t *testing.T) {
+	if path := os.Getenv(openerChildEnv); path != "" {
+		openerChild(path)
+		return
+	}
+	procs, rounds := 6, 8
+	if testing.Short() {
+		rounds = 3
+	}
+	for r := range rounds {
+		path := filepath.Join(t.TempDir(), "index.db")
+		var cmds []*exec.Cmd
+		var outs []*strings.Builder
+		for range procs {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestManyProcessesCreate$")
+			cmd.Env = append(os.Environ(), openerChildEnv+"="+path)
+			out := new(strings.Builder)
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, out)
+		}
+		for i, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("round %d, opener %d: %v\n%s", r, i, err, outs[i])
+			}
+		}
+		if t.Failed() {
+			return
+		}
+		x, err := Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := x.List(context.Background(), ListOptions{Run: "created"})
+		x.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != procs {
+			t.Fatalf("round %d: %d parts recorded, want %d", r, len(ps), procs)
+		}
+	}
+}
+
+// openerChild opens the index, which its siblings open at the same time,
+// and records one part.
+func openerChild(path string) {
+	ctx := context.Background()
+	x, err := Open(ctx, path)
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	defer x.Close()
+	p := newPart("created", os.Getpid(), "t", "c", fmt.Sprint("opener ", os.Getpid()))
+	if _, err := x.Record(ctx, []NewPart{p}); err != nil {
+		fmt.Println("record:", err)
+		os.Exit(1)
+	}
 }
