@@ -433,6 +433,70 @@ func TestAutoMaintenance(t *testing.T) {
 	}
 }
 
+// TestAutoMaintenanceStartsBeforeTheQuota: a store at 95 % of its quota is
+// not past its policy, and gc run by hand removes nothing, but a write
+// starts a maintenance, which brings the store under quotaHeadroom of it:
+// the writes that go on while it runs must still fit under the quota.
+func TestAutoMaintenanceStartsBeforeTheQuota(t *testing.T) {
+	ctx := context.Background()
+	// gc ages blobs by their files' times: the runs are written "in the
+	// past", then the clock moves past the grace period.
+	c := &safeClock{t: time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	done := make(chan MaintainResult, 10)
+	s.auto.done = func(res MaintainResult, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}
+	start := c.now()
+	const runs, size = 10, 64 << 10
+	for i := range runs {
+		c.t = start.Add(time.Duration(i-runs) * 2 * time.Hour)
+		mustWrite(t, s, item(fmt.Sprintf("run%02d", i), 1, strings.Repeat(fmt.Sprintf("run %d unique ", i), size/12)))
+	}
+	c.t = start.Add(2 * time.Hour)
+	s.auto.wg.Wait()
+	disk, err := s.DiskBytes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := disk * 100 / 95
+	if err := s.SetRetention(ctx, Retention{MaxBytes: quota, Active: time.Hour, KeepLooseFor: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Due(ctx); err != nil || ok {
+		t.Fatalf("Due at 95 %% of the quota = %v, %v; want false", ok, err)
+	}
+	res, err := s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil || res.RemovedParts() != 0 {
+		t.Fatalf("ApplyRetention at 95 %% of the quota removed %d parts, %v; want none", res.RemovedParts(), err)
+	}
+	mustWrite(t, s, item("new", 1, "a small new run"))
+	var got MaintainResult
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("no maintenance started")
+	}
+	if got.Retention.RemovedParts() == 0 {
+		t.Fatalf("the maintenance removed nothing: %+v", got.Retention)
+	}
+	after, _ := s.DiskBytes(ctx)
+	if limit := int64(float64(quota) * quotaHeadroom); after > limit {
+		t.Errorf("after the maintenance: %d bytes on disk, want at most %d (%.0f %% of the quota %d)", after, limit, quotaHeadroom*100, quota)
+	}
+	if got := runKeys(t, s, "new"); len(got) != 1 {
+		t.Errorf("the active run keeps %v", got)
+	}
+	// The pack that follows is part of the same maintenance, done before
+	// the next can start: a gc beside a pack frees nothing packed.
+	if st, _ := s.Stats(ctx, ""); st.PackedBytes == 0 || got.Pack.Blobs == 0 {
+		t.Errorf("after the maintenance: %d bytes packed, the result says %d blobs; want the cold runs packed", st.PackedBytes, got.Pack.Blobs)
+	}
+}
+
 // TestMaintenanceLease: one maintenance at a time, across stores opened
 // on the same index; a holder that died frees it when its time passes.
 func TestMaintenanceLease(t *testing.T) {
