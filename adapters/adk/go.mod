@@ -34,6 +34,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pkoukk/tiktoken-go-loader v0.0.2 // indirect
 )
 
 require (
