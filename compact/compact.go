@@ -11,10 +11,8 @@ package compact
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"maps"
-	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/hook"
 )
@@ -82,52 +80,6 @@ func (m Message) meta() map[string]any {
 		return m.Result.Meta
 	}
 	return m.Meta
-}
-
-// TokenCounter measures messages as the model would.
-type TokenCounter interface {
-	// Count returns the tokens the messages take together.
-	Count(msgs []Message) int
-}
-
-// Approximate counts a token per CharsPerToken code points (default 4) of
-// text, tool call arguments and results, with binary parts counted by
-// their base64 length, rounded up per message, plus Overhead per message.
-// It is what Haystack's ApproximateTokenCounter does without a tokenizer.
-type Approximate struct {
-	CharsPerToken int
-	Overhead      int
-}
-
-// Count implements TokenCounter; it adds up CountOne.
-func (a Approximate) Count(msgs []Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += a.CountOne(m)
-	}
-	return n
-}
-
-// CountOne counts one message.
-func (a Approximate) CountOne(m Message) int {
-	per := a.CharsPerToken
-	if per <= 0 {
-		per = 4
-	}
-	chars := utf8.RuneCountInString(m.Text)
-	for _, c := range m.ToolCalls {
-		chars += utf8.RuneCountInString(c.Tool) + utf8.RuneCountInString(c.Arguments)
-	}
-	if m.Result != nil {
-		for _, p := range m.Result.Parts {
-			if p.Kind == hook.KindText {
-				chars += utf8.RuneCountInString(p.Text)
-			} else {
-				chars += base64.StdEncoding.EncodedLen(len(p.Data))
-			}
-		}
-	}
-	return (chars+per-1)/per + a.Overhead
 }
 
 // A Compactor shortens a conversation towards a target size.
@@ -237,7 +189,7 @@ type rewrite func(ctx context.Context, i int, m Message, original int) (Message,
 // deltas, until the conversation is under target.
 func run(ctx context.Context, o Options, msgs []Message, target int, counter TokenCounter, f rewrite) ([]Message, bool, error) {
 	if counter == nil {
-		counter = Approximate{}
+		counter = Approximate()
 	}
 	current := counter.Count(msgs)
 	if current <= target {

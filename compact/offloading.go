@@ -51,7 +51,7 @@ func NewOffloading(store hook.Store, run string, o Options, hookOpts ...hook.Opt
 // then returned unchanged with the error.
 func (c *Offloading) Compact(ctx context.Context, msgs []Message, target int, counter TokenCounter) ([]Message, bool, error) {
 	if counter == nil {
-		counter = Approximate{}
+		counter = Approximate()
 	}
 	where := locate(msgs)
 	return run(ctx, c.opts, msgs, target, counter, func(ctx context.Context, i int, m Message, original int) (Message, int, bool, error) {

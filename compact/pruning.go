@@ -39,7 +39,7 @@ func NewToolResultPruning(o Options, placeholder string) (*ToolResultPruning, er
 // Compact implements Compactor.
 func (p *ToolResultPruning) Compact(ctx context.Context, msgs []Message, target int, counter TokenCounter) ([]Message, bool, error) {
 	if counter == nil {
-		counter = Approximate{}
+		counter = Approximate()
 	}
 	return run(ctx, p.opts, msgs, target, counter, func(_ context.Context, _ int, m Message, original int) (Message, int, bool, error) {
 		r := withRecord(*m.Result, StrategyPruning, original)
