@@ -2,6 +2,7 @@ package hook
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolcas/toolcas/internal/strictjson"
 	"github.com/toolcas/toolcas/policy"
+	"github.com/toolcas/toolcas/tokens"
 )
 
 // Type names written in configuration. Haystack's names are accepted when
@@ -136,6 +138,14 @@ type hookParams struct {
 	Strategies   *policy.Strategies `json:"offload_strategies"`
 	PreviewChars *int               `json:"preview_chars"`
 	ReadTool     string             `json:"read_tool,omitempty"`
+	StepBudget   *stepBudgetParams  `json:"step_budget,omitempty"`
+}
+
+// stepBudgetParams configure WithStepBudget: {"max_tokens": N, "counter":
+// NAME}, NAME one of tokens.ByName's (default "approximate").
+type stepBudgetParams struct {
+	MaxTokens int    `json:"max_tokens"`
+	Counter   string `json:"counter,omitempty"`
 }
 
 // MarshalJSON saves the hook, its store and its strategies in Haystack's
@@ -158,6 +168,9 @@ func (h *Hook) MarshalJSON() ([]byte, error) {
 	p := hookParams{Store: store, Strategies: h.strategies, PreviewChars: &n}
 	if h.readTool != ReadToolName {
 		p.ReadTool = h.readTool
+	}
+	if b := h.budget; b != nil {
+		p.StepBudget = &stepBudgetParams{MaxTokens: b.MaxTokens, Counter: b.Counter.Name()}
 	}
 	params, err := json.Marshal(p)
 	if err != nil {
@@ -200,6 +213,13 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	}
 	if p.ReadTool != "" {
 		opts = append([]Option{WithReadToolName(p.ReadTool)}, opts...)
+	}
+	if b := p.StepBudget; b != nil {
+		c, err := tokens.ByName(cmp.Or(b.Counter, tokens.ApproximateName))
+		if err != nil {
+			return nil, fmt.Errorf("load %s: step_budget: %w", t.Type, err)
+		}
+		opts = append([]Option{WithStepBudget(b.MaxTokens, c)}, opts...)
 	}
 	// Everything but the store is checked before the store is opened, so
 	// that a bad configuration creates nothing.

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/policy"
+	"github.com/toolcas/toolcas/tokens"
 )
 
 // Hook rewrites a step's tool results, offloading those its strategies pick.
@@ -38,6 +39,7 @@ type Hook struct {
 	previewChars int
 	readTool     string
 	log          *slog.Logger
+	budget       *StepBudget
 }
 
 // An Option configures New or NewReadTool. An option that one of them has
@@ -53,6 +55,7 @@ type settings struct {
 	log          *slog.Logger
 	maxBytes     int
 	timeout      time.Duration
+	budget       *StepBudget
 }
 
 // apply applies opts to s.
@@ -116,6 +119,25 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithStepBudget bounds what one step's results may take in context
+// together: when the results the policies leave in context come to more
+// than maxTokens, as counter counts them (policy.SubjectTokens;
+// tokens.Approximate{} when nil), the largest are offloaded too, whatever
+// their tools' policies say, until the rest fit. Results the hook never
+// offloads (errors, pointers, the read tool's) count but stay.
+func WithStepBudget(maxTokens int, counter tokens.Counter) Option {
+	return func(s *settings) error {
+		if maxTokens < 1 {
+			return fmt.Errorf("step budget of %d tokens: want at least 1", maxTokens)
+		}
+		if counter == nil {
+			counter = tokens.Approximate{}
+		}
+		s.budget = &StepBudget{MaxTokens: maxTokens, Counter: counter}
+		return s.only("WithStepBudget", false)
+	}
+}
+
 // New returns a hook writing to store, offloading what strategies pick. The
 // store may be nil if every run brings its own through WithStore.
 func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, error) {
@@ -126,7 +148,7 @@ func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, err
 	if err := st.apply(opts); err != nil {
 		return nil, err
 	}
-	return &Hook{store: store, strategies: strategies, previewChars: st.previewChars, readTool: st.readTool, log: st.log}, nil
+	return &Hook{store: store, strategies: strategies, previewChars: st.previewChars, readTool: st.readTool, log: st.log, budget: st.budget}, nil
 }
 
 // Step identifies the step whose results are offloaded.
@@ -145,9 +167,37 @@ type Step struct {
 // nothing is rewritten and the results stay as they were in the caller's
 // hands.
 func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Result, error) {
-	return h.offload(ctx, step, results, func(store Store, _ int, r Result) bool {
-		return h.shouldOffload(store, step, r)
+	return h.offload(ctx, step, results, func(store Store) []bool {
+		return h.picks(store, step, results)
 	})
+}
+
+// picks returns which of a step's results the hook offloads: Haystack's
+// rules in Haystack's order, then the tool's policy; then, under a step
+// budget, the largest of the others until what stays fits it.
+func (h *Hook) picks(store Store, step Step, results []Result) []bool {
+	picked := make([]bool, len(results))
+	var eligible []bool
+	if h.budget != nil {
+		eligible = make([]bool, len(results))
+	}
+	for i, r := range results {
+		if r.Tool == h.readTool || r.Error || IsPointer(r) {
+			continue
+		}
+		pol, ok := h.strategies.For(r.Tool)
+		if !ok && h.budget == nil || !h.eligible(store, r) {
+			continue
+		}
+		if eligible != nil {
+			eligible[i] = true
+		}
+		picked[i] = ok && pol.ShouldOffload(subject(step, r))
+	}
+	if h.budget != nil {
+		h.budget.pick(step, results, eligible, picked)
+	}
+	return picked
 }
 
 // OffloadPicked offloads the results at the positions picked of a step's
@@ -162,13 +212,18 @@ func (h *Hook) OffloadPicked(ctx context.Context, step Step, results []Result, p
 			return nil, fmt.Errorf("picked result %d of a block of %d", i, len(results))
 		}
 	}
-	return h.offload(ctx, step, results, func(store Store, i int, r Result) bool {
-		return slices.Contains(picked, i) && h.eligible(store, r)
+	return h.offload(ctx, step, results, func(store Store) []bool {
+		out := make([]bool, len(results))
+		for i, r := range results {
+			out[i] = slices.Contains(picked, i) && h.eligible(store, r)
+		}
+		return out
 	})
 }
 
-// offload rewrites the results pick selects.
-func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick func(store Store, i int, r Result) bool) ([]Result, error) {
+// offload rewrites the results picks selects in the store the step
+// writes to.
+func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks func(store Store) []bool) ([]Result, error) {
 	if step.Run == "" {
 		step.Run = DefaultRun
 	}
@@ -192,8 +247,9 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 		jobs  []job
 		items []Item
 	)
+	picked := picks(store)
 	for i, r := range results {
-		if !pick(store, i, r) {
+		if !picked[i] {
 			continue
 		}
 		if store == nil {
@@ -262,19 +318,6 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, pick fu
 func (h *Hook) previewMode(tool string) policy.PreviewMode {
 	p, _ := h.strategies.For(tool)
 	return policy.PreviewOf(p)
-}
-
-// shouldOffload applies Haystack's rules in Haystack's order, then the
-// policy.
-func (h *Hook) shouldOffload(store Store, step Step, r Result) bool {
-	if r.Tool == h.readTool || r.Error || IsPointer(r) {
-		return false
-	}
-	pol, ok := h.strategies.For(r.Tool)
-	if !ok {
-		return false
-	}
-	return h.eligible(store, r) && pol.ShouldOffload(subject(step, r))
 }
 
 // eligible applies every rule but the policy: a result that is an error, a

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolcas/toolcas/internal/strictjson"
+	"github.com/toolcas/toolcas/tokens"
 )
 
 // Type names written in configuration. Haystack's names for the same
@@ -18,6 +20,9 @@ const (
 	TypeAlways    = "toolcas.policy.Always"
 	TypeNever     = "toolcas.policy.Never"
 	TypeOverChars = "toolcas.policy.OverChars"
+	// TypeOverTokens has init parameters {"threshold": N, "counter":
+	// NAME}, NAME one of tokens.ByName's (default "approximate").
+	TypeOverTokens = "toolcas.policy.OverTokens"
 )
 
 // haystackNames maps the class names of Haystack's policies, under any
@@ -49,6 +54,11 @@ func CanonicalType(name string) string {
 
 type overCharsParams struct {
 	Threshold *int `json:"threshold"`
+}
+
+type overTokensParams struct {
+	Threshold *int   `json:"threshold"`
+	Counter   string `json:"counter,omitempty"`
 }
 
 // Marshal saves a policy as {"type", "init_parameters"}: a built-in one, or
@@ -92,6 +102,10 @@ func marshalTyped(p Policy) (Typed, error) {
 		n := int(v)
 		b, _ := json.Marshal(overCharsParams{Threshold: &n})
 		t.Type, t.InitParameters = TypeOverChars, b
+	case OverTokens:
+		n := v.Max
+		b, _ := json.Marshal(overTokensParams{Threshold: &n, Counter: counterName(v.Counter)})
+		t.Type, t.InitParameters = TypeOverTokens, b
 	case Configurable:
 		ct, err := marshalCustom(v)
 		if err != nil {
@@ -157,6 +171,22 @@ func unmarshalBase(t Typed, params json.RawMessage) (Policy, error) {
 			return nil, fmt.Errorf("policy: %s: no threshold", t.Type)
 		}
 		return OverChars(*p.Threshold), nil
+	case TypeOverTokens:
+		var p overTokensParams
+		if err := strictjson.Decode(params, &p); err != nil {
+			return nil, fmt.Errorf("policy: %s: %w", t.Type, err)
+		}
+		if p.Threshold == nil {
+			return nil, fmt.Errorf("policy: %s: no threshold", t.Type)
+		}
+		if *p.Threshold < 0 {
+			return nil, fmt.Errorf("policy: %s: threshold %d: want 0 or more tokens", t.Type, *p.Threshold)
+		}
+		c, err := tokens.ByName(cmp.Or(p.Counter, tokens.ApproximateName))
+		if err != nil {
+			return nil, fmt.Errorf("policy: %s: counter: %w", t.Type, err)
+		}
+		return OverTokens{Max: *p.Threshold, Counter: c}, nil
 	}
 	if strings.HasSuffix(t.Type, ".CallableOffloadPolicy") && loader(t.Type) == nil {
 		return nil, fmt.Errorf("policy: %s wraps a Python function, which cannot run here; give the tool a Go policy", t.Type)
