@@ -39,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolcas/toolcas/compact"
 	"github.com/toolcas/toolcas/internal/trace"
 )
 
@@ -161,6 +162,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	retention := fs.Bool("retention", false, "measure a retention quota instead: the real trace replayed -retention-copies times into a store with no policy and one with a quota of a tenth of that (bench/results/RETENTION.md)")
 	retentionCopies := fs.Int("retention-copies", 100, "with -retention: copies of the real trace to replay")
 	retentionActive := fs.Duration("retention-active", 5*time.Second, "with -retention: the policy's active window (and keep_loose_for)")
+	contextBench := fs.Bool("context", false, "measure what offloading saves in context instead: each run of -trace (default the real trace) replayed as a conversation, the tokens every model call sends counted with o200k_base, per configuration (bench/results/CONTEXT.md)")
+	contextTokens := fs.Int("context-tokens", 500, "with -context: toolcas's OverTokens threshold")
+	contextBudget := fs.Int("context-step-budget", 2000, "with -context: toolcas's step budget, in tokens")
+	contextWindow := fs.Int("context-window", 16384, "with -context: the trigger's context window, in tokens")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -178,6 +183,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("-mcp-calls %d -mcp-rounds %d: both must be positive", *mcpCalls, *mcpRounds)}
 		}
 		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
+	}
+	if *contextBench {
+		if *contextTokens < 0 || *contextBudget < 1 || *contextWindow < 1 {
+			return usageError{fmt.Errorf("-context-tokens %d -context-step-budget %d -context-window %d: the threshold must be 0 or more, the others positive", *contextTokens, *contextBudget, *contextWindow)}
+		}
+		if o.trace == "" {
+			o.trace = filepath.Join("bench", "traces", "mini-swe-agent-deepseek.jsonl.gz")
+		}
+		dir, removeDir, err := workDir(o.dir, "toolcas-context-")
+		if err != nil {
+			return err
+		}
+		defer removeDir()
+		return runContext(ctx, contextRun{trace: o.trace, tokens: *contextTokens, stepBudget: *contextBudget, window: *contextWindow,
+			compactAt: compact.DefaultCompactAt, compactTo: compact.DefaultCompactTo, dir: dir, out: o.out, json: o.json, command: o.command}, stdout, stderr)
 	}
 	if *retention {
 		if *retentionCopies < 1 || *retentionActive <= 0 {
