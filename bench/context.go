@@ -121,7 +121,6 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		policy   *policy.Strategies // nil: nothing offloaded by the hook
 		budget   bool
 		trigger  func(s *store.Store, run string) (compact.Compactor, error)
-		pointers bool
 	}
 	offloading := func(s *store.Store, run string) (compact.Compactor, error) {
 		return compact.NewOffloading(s, run, compact.Options{})

@@ -110,29 +110,48 @@ func Render(msgs []Message) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		renderMessage(&b, m)
+		renderMessage(&b, m, renderOptions{})
 	}
 	return b.String()
 }
 
-func renderMessage(b *strings.Builder, m Message) {
+// renderOptions change how renderMessage writes a message for a reader
+// rather than a counter: with the tool call ids, and images and files
+// described by their type and name.
+type renderOptions struct {
+	ids      bool
+	describe bool
+}
+
+// placeholder stands for an image or file part.
+func (o renderOptions) placeholder(p hook.Part) string {
+	switch {
+	case p.Kind == hook.KindImage && o.describe:
+		return "<image: " + cmp0(p.MIME, "unknown type") + ">"
+	case p.Kind == hook.KindImage:
+		return "<image>"
+	case o.describe:
+		return "<file: " + cmp0(p.Filename, "unnamed") + ", " + cmp0(p.MIME, "unknown type") + ">"
+	}
+	return "<file: " + cmp0(p.Filename, "unnamed") + ">"
+}
+
+func renderMessage(b *strings.Builder, m Message, o renderOptions) {
 	if m.Result != nil {
 		b.WriteString("[tool:")
 		b.WriteString(m.Result.Tool)
+		if o.ids && m.Result.CallID != "" {
+			b.WriteString(" id=" + m.Result.CallID)
+		}
 		if m.Result.Error {
 			b.WriteString(" (error)")
 		}
 		b.WriteString("] ")
 		for _, p := range m.Result.Parts {
-			switch p.Kind {
-			case hook.KindText:
+			if p.Kind == hook.KindText {
 				b.WriteString(p.Text)
-			case hook.KindImage:
-				b.WriteString("<image>")
-			default:
-				b.WriteString("<file: ")
-				b.WriteString(cmp0(p.Filename, "unnamed"))
-				b.WriteString(">")
+			} else {
+				b.WriteString(o.placeholder(p))
 			}
 		}
 		return
@@ -148,7 +167,11 @@ func renderMessage(b *strings.Builder, m Message) {
 		if lines > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString("[" + role + " -> tool_call] ")
+		b.WriteString("[" + role + " -> tool_call")
+		if o.ids && c.ID != "" {
+			b.WriteString(" id=" + c.ID)
+		}
+		b.WriteString("] ")
 		b.WriteString(c.Tool)
 		b.WriteByte('(')
 		b.WriteString(PythonJSON(c.Arguments))
