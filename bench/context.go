@@ -117,10 +117,10 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		rep.Calls += len(r) + 1
 	}
 	type config struct {
-		name     string
-		policy   *policy.Strategies // nil: nothing offloaded by the hook
-		budget   bool
-		trigger  func(s *store.Store, run string) (compact.Compactor, error)
+		name    string
+		policy  *policy.Strategies // nil: nothing offloaded by the hook
+		budget  bool
+		trigger func(s *store.Store, run string) (compact.Compactor, error)
 	}
 	offloading := func(s *store.Store, run string) (compact.Compactor, error) {
 		return compact.NewOffloading(s, run, compact.Options{})
