@@ -134,12 +134,6 @@ func maintenanceHolder() string {
 // counters: over its quota, or holding parts that max_age or keep_runs
 // would remove. It is what a write checks before it starts a maintenance.
 func (s *Store) Due(ctx context.Context) (bool, error) {
-	return s.due(ctx, 1)
-}
-
-// due is Due with the quota counted as passed once the store takes more
-// than quotaAt of it.
-func (s *Store) due(ctx context.Context, quotaAt float64) (bool, error) {
 	r, err := s.Retention(ctx)
 	if err != nil || r.IsZero() {
 		return false, err
@@ -148,11 +142,11 @@ func (s *Store) due(ctx context.Context, quotaAt float64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return due(r, st, s.now(), quotaAt), nil
+	return due(r, st, s.now()), nil
 }
 
-func due(r Retention, st Stats, now time.Time, quotaAt float64) bool {
-	if r.MaxBytes > 0 && float64(diskBytes(st)) > float64(r.MaxBytes)*quotaAt {
+func due(r Retention, st Stats, now time.Time) bool {
+	if r.MaxBytes > 0 && diskBytes(st) > r.MaxBytes {
 		return true
 	}
 	activeSince := now.Add(-r.ActiveWindow())
@@ -172,11 +166,6 @@ func due(r Retention, st Stats, now time.Time, quotaAt float64) bool {
 	return false
 }
 
-// autoQuotaAt is the share of its quota past which a write starts a
-// maintenance: before the quota itself, so that what is written while the
-// maintenance prunes and collects still fits under the quota.
-const autoQuotaAt = 0.9
-
 // How often writes look at whether the store is due for maintenance, and
 // how long they wait after a maintenance that failed, or, at most, after
 // one that left the store over its quota (only active runs were left to
@@ -191,6 +180,7 @@ type autoMaintain struct {
 	mu      sync.Mutex
 	off     bool
 	running bool
+	packing bool
 	closed  bool
 	next    time.Time
 	wg      sync.WaitGroup
@@ -222,14 +212,6 @@ func (s *Store) afterWrite() {
 	go func() {
 		defer m.wg.Done()
 		res, ran, err := s.maintainIfDue(m.ctx)
-		if ran && err == nil {
-			// Packing comes after, outside the lease, but before the next
-			// maintenance: gc sweeps no pack while a packer writes one, so
-			// a maintenance that ran beside this process's pack would
-			// free nothing of the packed runs it removed. A failed pack
-			// leaves cold blobs loose, and readable.
-			res.Pack, _ = s.packByPolicy(m.ctx, res.Retention.Policy)
-		}
 		m.mu.Lock()
 		m.running = false
 		switch {
@@ -241,9 +223,34 @@ func (s *Store) afterWrite() {
 			m.next = s.now().Add(min(maintainBackoff, max(res.Retention.Policy.ActiveWindow()/4, maintainCheckEvery)))
 		}
 		m.mu.Unlock()
+		if ran && err == nil {
+			s.packInBackground(res.Retention.Policy)
+		}
 		if ran && m.done != nil {
 			m.done(res, err)
 		}
+	}()
+}
+
+// packInBackground packs by the policy (packByPolicy) in a goroutine of its
+// own, unless one of this process's runs already: a pack takes seconds,
+// in which writes go on and the next maintenance must be free to prune.
+func (s *Store) packInBackground(r Retention) {
+	m := &s.auto
+	m.mu.Lock()
+	if m.packing || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.packing = true
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		_, _ = s.packByPolicy(m.ctx, r) // best effort: cold blobs stay loose, and readable
+		m.mu.Lock()
+		m.packing = false
+		m.mu.Unlock()
 	}()
 }
 
@@ -251,7 +258,7 @@ func (s *Store) afterWrite() {
 // maintenance lease, when the store is due for it, and reports whether it
 // ran. The caller packs afterwards, outside the lease.
 func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error) {
-	ok, err := s.due(ctx, autoQuotaAt)
+	ok, err := s.Due(ctx)
 	if err != nil || !ok {
 		return MaintainResult{}, false, err
 	}
@@ -264,13 +271,13 @@ func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error)
 	}
 	// Looked at again under the lease: another process's maintenance may
 	// have brought the store back under its policy since.
-	if ok, err = s.due(ctx, autoQuotaAt); err != nil || !ok {
+	if ok, err = s.Due(ctx); err != nil || !ok {
 		release(true)
 		return MaintainResult{}, false, err
 	}
 	defer release(false)
 	var res MaintainResult
-	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{quotaAt: autoQuotaAt})
+	res.Retention, err = s.ApplyRetention(ctx, RetentionOptions{})
 	return res, true, err
 }
 

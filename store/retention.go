@@ -213,9 +213,6 @@ type RetentionOptions struct {
 	// LockTimeout is GCOptions.LockTimeout for the gc that frees what the
 	// policy removed.
 	LockTimeout time.Duration
-	// quotaAt, when set, is the share of the quota past which runs are
-	// removed to meet it (the whole quota when 0).
-	quotaAt float64
 }
 
 // RuleResult is what one rule of the policy removed.
@@ -333,8 +330,7 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 	}
 	res.DiskBytes = diskBytes(st)
 	quota := RuleResult{Rule: RuleMaxBytes}
-	quotaAt := cmp.Or(o.quotaAt, 1)
-	if r.MaxBytes > 0 && float64(res.DiskBytes) > float64(r.MaxBytes)*quotaAt {
+	if r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes {
 		gone := map[string]bool{}
 		for _, rr := range res.Rules {
 			if rr.Rule == RuleKeepRuns {
