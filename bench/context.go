@@ -111,7 +111,7 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 	runs := groupRuns(rt.steps)
 	rep := contextReport{Command: cr.command, Date: time.Now().UTC().Truncate(time.Second), Trace: filepath.Base(cr.trace),
 		Runs: len(runs), Counter: tokens.O200kBase,
-		Setup: fmt.Sprintf("OverTokens(%d) and a step budget of %d tokens; a trigger on a window of %d tokens at %.2g, to %.2g",
+		Setup: fmt.Sprintf("OverTokens(%d) and a step budget of %d tokens; a trigger on a window of %d tokens at %.2g, to %.2g; the offloading compactor leaves short pointers (size and key) for results over 50 tokens, the pruning compactor Haystack's defaults",
 			cr.tokens, cr.stepBudget, cr.window, cr.compactAt, cr.compactTo)}
 	for _, r := range runs {
 		rep.Calls += len(r) + 1
@@ -122,8 +122,11 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		budget  bool
 		trigger func(s *store.Store, run string) (compact.Compactor, error)
 	}
+	// The compactor offloads results the model has read already: short
+	// pointers (size and key) stand for them, and a result of more than
+	// 50 tokens is worth one.
 	offloading := func(s *store.Store, run string) (compact.Compactor, error) {
-		return compact.NewOffloading(s, run, compact.Options{})
+		return compact.NewOffloading(s, run, compact.Options{MinTokens: 50}, hook.WithShortPointers())
 	}
 	pruning := func(*store.Store, string) (compact.Compactor, error) {
 		return compact.NewToolResultPruning(compact.Options{}, "")

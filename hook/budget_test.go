@@ -128,3 +128,44 @@ func TestStepBudgetLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestShortPointers: a pointer with sizes and keys only, which the read
+// tool reads back by key, and which the hook's configuration keeps.
+func TestShortPointers(t *testing.T) {
+	ctx := context.Background()
+	s := hook.NewMemStore()
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)), hook.WithShortPointers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Offload(ctx, hook.Step{Run: "r", Number: 3}, []hook.Result{
+		textResult("bash", "c1", 5000),
+		{Tool: "shot", CallID: "c2", Parts: []hook.Part{hook.Text("caption"), hook.Image("image/png", []byte("png bytes"))}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{
+		"Tool result offloaded (5000 characters, key 'r/3_bash_c1.txt').",
+		"Tool result offloaded (7 characters, key 'r/3_shot_c2_0.txt'; image/png, 9 bytes, key 'r/3_shot_c2_1.png').",
+	} {
+		if !hook.IsPointer(out[i]) || out[i].Parts[0].Text != want {
+			t.Errorf("pointer %d = %q, want %q", i, out[i].Parts[0].Text, want)
+		}
+	}
+	c, err := s.Read(ctx, "r", "r/3_bash_c1.txt")
+	if err != nil || string(c.Data) != strings.Repeat("x", 5000) {
+		t.Errorf("read back by key: %v", err)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := hook.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2, _ := json.Marshal(back); !strings.Contains(string(b2), `"short_pointers":true`) {
+		t.Errorf("saved as %s, loads and saves as %s", b, b2)
+	}
+}

@@ -139,6 +139,8 @@ type hookParams struct {
 	PreviewChars *int               `json:"preview_chars"`
 	ReadTool     string             `json:"read_tool,omitempty"`
 	StepBudget   *stepBudgetParams  `json:"step_budget,omitempty"`
+	// ShortPointers is WithShortPointers.
+	ShortPointers bool `json:"short_pointers,omitempty"`
 }
 
 // stepBudgetParams configure WithStepBudget: {"max_tokens": N, "counter":
@@ -172,6 +174,7 @@ func (h *Hook) MarshalJSON() ([]byte, error) {
 	if b := h.budget; b != nil {
 		p.StepBudget = &stepBudgetParams{MaxTokens: b.MaxTokens, Counter: b.Counter.Name()}
 	}
+	p.ShortPointers = h.short
 	params, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -213,6 +216,9 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	}
 	if p.ReadTool != "" {
 		opts = append([]Option{WithReadToolName(p.ReadTool)}, opts...)
+	}
+	if p.ShortPointers {
+		opts = append([]Option{WithShortPointers()}, opts...)
 	}
 	if b := p.StepBudget; b != nil {
 		c, err := tokens.ByName(cmp.Or(b.Counter, tokens.ApproximateName))

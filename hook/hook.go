@@ -40,6 +40,7 @@ type Hook struct {
 	readTool     string
 	log          *slog.Logger
 	budget       *StepBudget
+	short        bool
 }
 
 // An Option configures New or NewReadTool. An option that one of them has
@@ -56,6 +57,7 @@ type settings struct {
 	maxBytes     int
 	timeout      time.Duration
 	budget       *StepBudget
+	short        bool
 }
 
 // apply applies opts to s.
@@ -138,6 +140,17 @@ func WithStepBudget(maxTokens int, counter tokens.Counter) Option {
 	}
 }
 
+// WithShortPointers makes the hook's pointers name each part's size and key
+// only (ShortPointer): no path, no preview. For a compactor's offloading of
+// results the model has already read; the hook's own pointers, which stand
+// for results the model has not seen, are best left with their preview.
+func WithShortPointers() Option {
+	return func(s *settings) error {
+		s.short = true
+		return s.only("WithShortPointers", false)
+	}
+}
+
 // New returns a hook writing to store, offloading what strategies pick. The
 // store may be nil if every run brings its own through WithStore.
 func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, error) {
@@ -148,7 +161,7 @@ func New(store Store, strategies *policy.Strategies, opts ...Option) (*Hook, err
 	if err := st.apply(opts); err != nil {
 		return nil, err
 	}
-	return &Hook{store: store, strategies: strategies, previewChars: st.previewChars, readTool: st.readTool, log: st.log, budget: st.budget}, nil
+	return &Hook{store: store, strategies: strategies, previewChars: st.previewChars, readTool: st.readTool, log: st.log, budget: st.budget, short: st.short}, nil
 }
 
 // Step identifies the step whose results are offloaded.
@@ -302,7 +315,11 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks f
 			infos[k] = InfoOf(p)
 			infos[k].Preview = mode
 		}
-		c.Parts = []Part{Text(Pointer(infos, got, h.previewChars))}
+		if h.short {
+			c.Parts = []Part{Text(ShortPointer(infos, got))}
+		} else {
+			c.Parts = []Part{Text(Pointer(infos, got, h.previewChars))}
+		}
 		if c.Meta == nil {
 			c.Meta = map[string]any{}
 		}

@@ -231,3 +231,31 @@ func or(s, def string) string {
 	}
 	return s
 }
+
+// ShortPointer is a pointer that names each part's size and key only, with
+// no path and no preview: a fraction of Pointer's tokens, for the results a
+// compactor offloads once the model has read them. The read tool reads
+// them back by key. At most MaxPointerParts parts are listed; the rest are
+// counted.
+func ShortPointer(parts []PartInfo, stored []Stored) string {
+	var b strings.Builder
+	b.WriteString("Tool result offloaded (")
+	n := min(len(parts), MaxPointerParts)
+	for i, p := range parts[:n] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		switch p.Kind {
+		case KindText:
+			fmt.Fprintf(&b, "%d characters", p.Chars)
+		default:
+			fmt.Fprintf(&b, "%s, %d bytes", or(p.MIME, string(p.Kind)), p.Size)
+		}
+		fmt.Fprintf(&b, ", key '%s'", stored[i].Key)
+	}
+	if len(parts) > n {
+		fmt.Fprintf(&b, "; %d more parts, keys '%s' to '%s'", len(parts)-n, stored[n].Key, stored[len(parts)-1].Key)
+	}
+	b.WriteString(").")
+	return b.String()
+}

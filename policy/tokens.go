@@ -42,10 +42,12 @@ func counterName(c tokens.Counter) string {
 
 // SubjectTokens returns the tokens a result takes in context: its text
 // parts counted by c (tokens.Approximate{} when nil), each image
-// TokensPerImage, each file TokensPerFile. Once the images, files and
-// the text's bytes are known to come to at most limit, the text is not
-// counted and that sum, an upper bound, is returned: no encoding makes
-// more tokens than bytes (atMostBytes).
+// TokensPerImage, each file TokensPerFile. With a limit of 0 or more, only
+// whether the result passes it is sure: once the images, files and the
+// text's bytes are known to come to at most limit, the text is not counted
+// and that sum, an upper bound, is returned, since no encoding makes more
+// tokens than bytes (atMostBytes); and an exact count stops once it passes
+// the limit (tokens.CountUpTo). A negative limit counts everything.
 func SubjectTokens(s *Subject, c tokens.Counter, limit int) int {
 	if c == nil {
 		c = tokens.Approximate{}
@@ -65,10 +67,13 @@ func SubjectTokens(s *Subject, c tokens.Counter, limit int) int {
 		return media
 	}
 	text := s.texts()
+	if limit < 0 {
+		return media + c.CountText(text)
+	}
 	if atMostBytes(c) && media+len(text) <= limit {
 		return media + len(text)
 	}
-	return media + c.CountText(text)
+	return media + tokens.CountUpTo(c, text, max(limit-media, 0))
 }
 
 // atMostBytes reports whether c never counts more tokens than a text has

@@ -103,6 +103,30 @@ func (e *Exact) CountText(text string) int {
 	return n
 }
 
+// countUpTo counts as CountText does but stops once the count passes
+// limit, returning a count over it.
+func (e *Exact) countUpTo(text string, limit int) int {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	n := 0
+	for i := 0; i < len(text) && n <= limit; {
+		j := e.next(text, i)
+		n += e.ranks.countPiece(text[i:j])
+		i = j
+	}
+	return n
+}
+
+// CountUpTo returns c's count of text when it is at most limit, and some
+// count over limit otherwise: an exact counter stops reading there, so
+// that asking whether a long text passes a threshold costs what the
+// threshold does, not what the text does.
+func CountUpTo(c Counter, text string, limit int) int {
+	if e, ok := c.(*Exact); ok && limit >= 0 {
+		return e.countUpTo(text, limit)
+	}
+	return c.CountText(text)
+}
+
 // Tokens returns the token ids of text under the encoding, as tiktoken's
 // encode_ordinary returns them.
 func (e *Exact) Tokens(text string) []uint {

@@ -206,3 +206,28 @@ func BenchmarkExact(b *testing.B) {
 		})
 	}
 }
+
+// TestCountUpTo: the count itself up to the limit, some count over it past
+// the limit, for every golden input and limits around its count.
+func TestCountUpTo(t *testing.T) {
+	_, texts := loadGolden(t)
+	e, err := tokens.NewExact(tokens.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range texts {
+		n := e.CountText(s)
+		for _, limit := range []int{0, n / 2, n - 1, n, n + 1, 10 * n} {
+			if limit < 0 {
+				continue
+			}
+			got := tokens.CountUpTo(e, s, limit)
+			if n <= limit && got != n || n > limit && got <= limit {
+				t.Errorf("input %d (%d tokens): CountUpTo(limit %d) = %d", i, n, limit, got)
+			}
+		}
+	}
+	if got := tokens.CountUpTo(tokens.Approximate{}, "abcdefgh", 1); got != 2 {
+		t.Errorf("approximate CountUpTo = %d, want the count, 2", got)
+	}
+}
