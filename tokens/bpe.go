@@ -8,11 +8,20 @@ import "math"
 type ranks struct {
 	short map[uint64]int32
 	long  map[string]int32
+	// pairs holds the ranks of the two-byte sequences, -1 for none: the
+	// first lookups of every merge, answered without hashing.
+	pairs *[1 << 16]int32
 }
 
 func newRanks(m map[string]int) ranks {
-	r := ranks{short: make(map[uint64]int32), long: make(map[string]int32)}
+	r := ranks{short: make(map[uint64]int32), long: make(map[string]int32), pairs: new([1 << 16]int32)}
+	for i := range r.pairs {
+		r.pairs[i] = -1
+	}
 	for k, v := range m {
+		if len(k) == 2 {
+			r.pairs[int(k[0])<<8|int(k[1])] = int32(v)
+		}
 		if len(k) <= 7 {
 			r.short[shortKey(k)] = int32(v)
 		} else {
@@ -33,6 +42,10 @@ func shortKey(s string) uint64 {
 
 // rank returns the rank of s, and whether it is a token.
 func (r ranks) rank(s string) (int, bool) {
+	if len(s) == 2 {
+		v := r.pairs[int(s[0])<<8|int(s[1])]
+		return int(v), v >= 0
+	}
 	if len(s) <= 7 {
 		v, ok := r.short[shortKey(s)]
 		return int(v), ok
