@@ -12,7 +12,9 @@ import (
 
 type fixedSummary string
 
-func (f fixedSummary) Summarize(context.Context, []compact.Message) (string, error) { return string(f), nil }
+func (f fixedSummary) Summarize(context.Context, []compact.Message) (string, error) {
+	return string(f), nil
+}
 
 // TestTriggerConfigRoundTrip: a trigger saves and loads back the same,
 // with each compactor and counter.
