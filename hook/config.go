@@ -172,7 +172,11 @@ func (h *Hook) MarshalJSON() ([]byte, error) {
 		p.ReadTool = h.readTool
 	}
 	if b := h.budget; b != nil {
-		p.StepBudget = &stepBudgetParams{MaxTokens: b.MaxTokens, Counter: b.Counter.Name()}
+		name, err := tokens.NameOf(b.Counter)
+		if err != nil {
+			return nil, fmt.Errorf("step budget: %w", err)
+		}
+		p.StepBudget = &stepBudgetParams{MaxTokens: b.MaxTokens, Counter: name}
 	}
 	p.ShortPointers = h.short
 	params, err := json.Marshal(p)

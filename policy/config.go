@@ -103,8 +103,12 @@ func marshalTyped(p Policy) (Typed, error) {
 		b, _ := json.Marshal(overCharsParams{Threshold: &n})
 		t.Type, t.InitParameters = TypeOverChars, b
 	case OverTokens:
+		name, err := tokens.NameOf(v.Counter)
+		if err != nil {
+			return Typed{}, fmt.Errorf("policy: %s: %w", TypeOverTokens, err)
+		}
 		n := v.Max
-		b, _ := json.Marshal(overTokensParams{Threshold: &n, Counter: counterName(v.Counter)})
+		b, _ := json.Marshal(overTokensParams{Threshold: &n, Counter: name})
 		t.Type, t.InitParameters = TypeOverTokens, b
 	case Configurable:
 		ct, err := marshalCustom(v)

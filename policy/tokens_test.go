@@ -87,6 +87,9 @@ func TestOverTokensConfig(t *testing.T) {
 			t.Errorf("%s loads as %v, want %v", b, back, p)
 		}
 	}
+	if _, err := Marshal(OverTokens{Max: 5, Counter: tokens.Approximate{CharsPerToken: 3}}); err == nil || !strings.Contains(err.Error(), "cannot be saved") {
+		t.Errorf("saving an approximate counter of 3 characters a token: %v, want an error", err)
+	}
 	b, _ := Marshal(OverTokens{Max: 2000, Counter: o200k})
 	if want := `{"type":"toolcas.policy.OverTokens","init_parameters":{"threshold":2000,"counter":"o200k_base"}}`; string(b) != want {
 		t.Errorf("Marshal = %s, want %s", b, want)

@@ -179,3 +179,21 @@ func ByName(name string) (Counter, error) {
 	}
 	return NewExact(name)
 }
+
+// NameOf returns the name configuration saves c under, which ByName reads
+// back: an error for a counter ByName cannot make again (an Approximate of
+// another ratio than the default, or a counter of another package).
+func NameOf(c Counter) (string, error) {
+	switch c := c.(type) {
+	case nil:
+		return ApproximateName, nil
+	case *Exact:
+		return c.name, nil
+	case Approximate:
+		if c.CharsPerToken == 0 || c.CharsPerToken == DefaultCharsPerToken {
+			return ApproximateName, nil
+		}
+		return "", fmt.Errorf("tokens: an approximate counter of %v characters a token cannot be saved by name: only the default, %v, can", c.CharsPerToken, DefaultCharsPerToken)
+	}
+	return "", fmt.Errorf("tokens: a %T counter cannot be saved by name", c)
+}
