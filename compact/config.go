@@ -2,6 +2,7 @@ package compact
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -147,7 +148,7 @@ func marshalCounter(c TokenCounter) ([]byte, error) {
 		}
 		p.CharsPerToken = &r
 	}
-	img, file := cmpOr(cc.TokensPerImage, DefaultTokensPerImage), cmpOr(cc.TokensPerFile, DefaultTokensPerFile)
+	img, file := cmp.Or(cc.TokensPerImage, DefaultTokensPerImage), cmp.Or(cc.TokensPerFile, DefaultTokensPerFile)
 	if cc.NoMediaTokens {
 		img, file = 0, 0
 	}

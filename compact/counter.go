@@ -2,6 +2,7 @@ package compact
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -73,7 +74,7 @@ func (c Counter) Count(msgs []Message) int {
 	if c.NoMediaTokens {
 		return n
 	}
-	perImage, perFile := cmpOr(c.TokensPerImage, DefaultTokensPerImage), cmpOr(c.TokensPerFile, DefaultTokensPerFile)
+	perImage, perFile := cmp.Or(c.TokensPerImage, DefaultTokensPerImage), cmp.Or(c.TokensPerFile, DefaultTokensPerFile)
 	for _, m := range msgs {
 		if m.Result == nil {
 			continue
@@ -88,13 +89,6 @@ func (c Counter) Count(msgs []Message) int {
 		}
 	}
 	return n
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Render writes the conversation as the one plain text a counter measures,
@@ -127,13 +121,13 @@ type renderOptions struct {
 func (o renderOptions) placeholder(p hook.Part) string {
 	switch {
 	case p.Kind == hook.KindImage && o.describe:
-		return "<image: " + cmp0(p.MIME, "unknown type") + ">"
+		return "<image: " + cmp.Or(p.MIME, "unknown type") + ">"
 	case p.Kind == hook.KindImage:
 		return "<image>"
 	case o.describe:
-		return "<file: " + cmp0(p.Filename, "unnamed") + ", " + cmp0(p.MIME, "unknown type") + ">"
+		return "<file: " + cmp.Or(p.Filename, "unnamed") + ", " + cmp.Or(p.MIME, "unknown type") + ">"
 	}
-	return "<file: " + cmp0(p.Filename, "unnamed") + ">"
+	return "<file: " + cmp.Or(p.Filename, "unnamed") + ">"
 }
 
 func renderMessage(b *strings.Builder, m Message, o renderOptions) {
@@ -181,13 +175,6 @@ func renderMessage(b *strings.Builder, m Message, o renderOptions) {
 	if lines == 0 {
 		b.WriteString("[" + role + "] <no content>")
 	}
-}
-
-func cmp0(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // PythonJSON rewrites a call's JSON arguments as Python's

@@ -61,9 +61,8 @@ var (
 )
 
 // NewExact returns the counter of an encoding, O200kBase or Cl100kBase.
-// An encoding's ranks are read once per process, on first use (about a
-// tenth of a second), from the copy compiled into the program; later
-// calls share them.
+// An encoding's ranks are read once per process, on first use, from the
+// copy compiled into the program; later calls share them.
 func NewExact(encoding string) (*Exact, error) {
 	exactMu.Lock()
 	defer exactMu.Unlock()
