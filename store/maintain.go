@@ -131,8 +131,9 @@ func maintenanceHolder() string {
 }
 
 // Due reports whether the store is past its retention policy, from the kept
-// counters: over its quota, or holding parts that max_age or keep_runs
-// would remove. It is what a write checks before it starts a maintenance.
+// counters: past 90 % of its quota (the high-water mark), or holding parts
+// that max_age or keep_runs would remove. It is what a write checks before
+// it starts a maintenance.
 func (s *Store) Due(ctx context.Context) (bool, error) {
 	r, err := s.Retention(ctx)
 	if err != nil || r.IsZero() {
@@ -146,7 +147,7 @@ func (s *Store) Due(ctx context.Context) (bool, error) {
 }
 
 func due(r Retention, st Stats, now time.Time) bool {
-	if r.MaxBytes > 0 && diskBytes(st) > r.MaxBytes {
+	if overHighWater(r, diskBytes(st)) {
 		return true
 	}
 	activeSince := now.Add(-r.ActiveWindow())
@@ -217,7 +218,7 @@ func (s *Store) afterWrite() {
 		switch {
 		case ran && err != nil:
 			m.next = s.now().Add(maintainBackoff)
-		case ran && res.Retention.OverQuota > 0:
+		case ran && overHighWater(res.Retention.Policy, res.Retention.DiskBytes):
 			// Only active runs were left: the oldest leaves the window
 			// within it, so look again after a share of it.
 			m.next = s.now().Add(min(maintainBackoff, max(res.Retention.Policy.ActiveWindow()/4, maintainCheckEvery)))

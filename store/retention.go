@@ -44,8 +44,9 @@ type Retention struct {
 	// most recently.
 	KeepRuns int
 	// MaxBytes is a quota on what the store takes on disk (loose blobs,
-	// packs and index): past it, the runs written to least recently go
-	// first, until the store is back under it.
+	// packs and index): past quotaHighWater of it, the runs written to
+	// least recently go first, until the store is under quotaHeadroom of
+	// it.
 	MaxBytes int64
 	// Active protects the runs written to within it (DefaultActive when
 	// zero): no rule removes any of their parts, and pack leaves their
@@ -330,7 +331,7 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 	}
 	res.DiskBytes = diskBytes(st)
 	quota := RuleResult{Rule: RuleMaxBytes}
-	if r.MaxBytes > 0 && res.DiskBytes > r.MaxBytes {
+	if overHighWater(r, res.DiskBytes) {
 		gone := map[string]bool{}
 		for _, rr := range res.Rules {
 			if rr.Rule == RuleKeepRuns {
@@ -339,8 +340,8 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 				}
 			}
 		}
-		// Once past the quota, runs go until the store is under
-		// quotaHeadroom of it, not just under it: the writes that go on
+		// Once past the high-water mark, runs go until the store is
+		// under quotaHeadroom of the quota: the writes that go on
 		// meanwhile, and until the next maintenance, have room. The gc
 		// after each round also frees what the rules above removed.
 		aim := int64(float64(r.MaxBytes) * quotaHeadroom)
@@ -399,10 +400,22 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 	return res, nil
 }
 
-// quotaHeadroom is the share of a quota that removals aim under, so that
-// a store at its quota does not remove a run on every write, and the
-// writes that go on while a maintenance runs fit under the quota.
-const quotaHeadroom = 0.8
+// A quota is kept between two marks. A store past quotaHighWater of its
+// quota is due for maintenance, whose removals then aim under
+// quotaHeadroom of it: the writes that go on while a maintenance prunes
+// and collects (seconds, on a busy store) fill the gap to the quota
+// itself, not past it, and a store near its quota does not remove a run
+// on every write.
+const (
+	quotaHighWater = 0.9
+	quotaHeadroom  = 0.8
+)
+
+// overHighWater reports whether a store taking disk bytes is past its
+// quota's high-water mark.
+func overHighWater(r Retention, disk int64) bool {
+	return r.MaxBytes > 0 && float64(disk) > float64(r.MaxBytes)*quotaHighWater
+}
 
 // pruneRunsAtOnce is the most runs one prune of a quota names.
 const pruneRunsAtOnce = 500

@@ -256,11 +256,22 @@ func TestRetentionQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (The policy's own row may take the index a page further.)
-	if err := s.SetRetention(ctx, Retention{MaxBytes: disk + 64<<10}); err != nil {
+	if err := s.SetRetention(ctx, Retention{MaxBytes: (disk + 64<<10) * 10 / 9}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := s.Due(ctx); ok {
-		t.Fatal("due before the quota is passed")
+		t.Fatal("due under 90 % of the quota")
+	}
+	// Past the high-water mark, under the quota itself: due, so that the
+	// writes that go on while a maintenance runs stay under the quota.
+	if err := s.SetRetention(ctx, Retention{MaxBytes: disk * 100 / 95}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Due(ctx); !ok {
+		t.Fatal("not due at 95 % of the quota")
+	}
+	if res, err := s.ApplyRetention(ctx, RetentionOptions{DryRun: true}); err != nil || len(res.Rules) != 1 || res.Rules[0].Rule != RuleMaxBytes {
+		t.Fatalf("at 95 %% of the quota, a dry run removes %+v (%v): want runs by max_bytes", res.Rules, err)
 	}
 	st, _ := s.Stats(ctx, "")
 	quota := disk - st.StoredBytes/2
