@@ -82,6 +82,13 @@ func isPunct(c class) bool { return c&(cLetter|cNumber|cSpace) == 0 }
 // in want.
 func run(s string, i int, want class) int {
 	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf { // most text: no decoding
+			if ascii[b]&want == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, w := at(s, i)
 		if c&want == 0 {
 			break

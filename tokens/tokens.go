@@ -9,6 +9,7 @@ package tokens
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -91,28 +92,36 @@ func NewExact(encoding string) (*Exact, error) {
 func (e *Exact) Name() string { return e.name }
 
 // CountText returns the tokens of text under the encoding.
-func (e *Exact) CountText(text string) int {
-	text = strings.ToValidUTF8(text, "\uFFFD")
+func (e *Exact) CountText(text string) int { return e.countUpTo(text, math.MaxInt) }
+
+// countUpTo counts as CountText does but stops once the count passes
+// limit, returning a count over it.
+func (e *Exact) countUpTo(text string, limit int) int {
+	c := caches.Get().(*pieceCache)
+	defer caches.Put(c)
+	return e.countWith(c, text, limit)
+}
+
+// countWith is countUpTo with the cache it uses, emptied first.
+func (e *Exact) countWith(c *pieceCache, text string, limit int) int {
+	c.empty()
+	text = validUTF8(text)
 	n := 0
-	for i := 0; i < len(text); {
+	for i := 0; i < len(text) && n <= limit; {
 		j := e.next(text, i)
-		n += e.ranks.countPiece(text[i:j])
+		n += c.count(&e.ranks, text[i:j])
 		i = j
 	}
 	return n
 }
 
-// countUpTo counts as CountText does but stops once the count passes
-// limit, returning a count over it.
-func (e *Exact) countUpTo(text string, limit int) int {
-	text = strings.ToValidUTF8(text, "\uFFFD")
-	n := 0
-	for i := 0; i < len(text) && n <= limit; {
-		j := e.next(text, i)
-		n += e.ranks.countPiece(text[i:j])
-		i = j
+// validUTF8 returns text with each invalid byte sequence replaced by
+// U+FFFD, as a text decoded with replacement reads.
+func validUTF8(text string) string {
+	if utf8.ValidString(text) { // most text, checked faster than rewritten
+		return text
 	}
-	return n
+	return strings.ToValidUTF8(text, "\uFFFD")
 }
 
 // CountUpTo returns c's count of text when it is at most limit, and some
@@ -129,7 +138,7 @@ func CountUpTo(c Counter, text string, limit int) int {
 // Tokens returns the token ids of text under the encoding, as tiktoken's
 // encode_ordinary returns them.
 func (e *Exact) Tokens(text string) []uint {
-	text = strings.ToValidUTF8(text, "\uFFFD")
+	text = validUTF8(text)
 	var ids []uint
 	for i := 0; i < len(text); {
 		j := e.next(text, i)
