@@ -267,3 +267,28 @@ func TestSummarizationHaystackCases(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckPrompt(t *testing.T) {
+	r := &hook.Result{Tool: "t", CallID: "c"}
+	for _, c := range []struct {
+		name   string
+		prompt []Message
+		want   string // "" for none
+	}{
+		{"summary prompt", []Message{{Role: RoleSystem, Text: "rules"}, {Role: RoleUser, Text: "text"}}, ""},
+		{"assistant text", []Message{{Role: RoleAssistant, Text: "so far"}}, ""},
+		{"empty", nil, "empty prompt"},
+		{"system only", []Message{{Role: RoleSystem, Text: "rules"}, {Role: RoleUser}}, "no user or assistant text"},
+		{"tool message", []Message{{Role: RoleUser, Text: "a"}, {Role: RoleTool, Result: r}}, "message 1 is a tool message"},
+		{"tool call", []Message{{Role: RoleAssistant, Text: "a", ToolCalls: []ToolCall{{Tool: "t", ID: "c"}}}}, "message 0 (assistant) carries tool calls"},
+		{"unknown role", []Message{{Role: "critic", Text: "a"}}, `message 0 has role "critic"`},
+	} {
+		err := CheckPrompt(c.prompt)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+}

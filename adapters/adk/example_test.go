@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	toolcasadk "github.com/toolcas/toolcas/adapters/adk"
+	"github.com/toolcas/toolcas/compact"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/policy"
 )
@@ -81,4 +82,49 @@ func Example() {
 	//   result: [sess-7/1_fetch_log_fc-1.log.txt: matches 1-2 of 2 lines matching "latency=8[89][0-9]ms", of 100 lines]
 	//     25	api line 00024: status=ok latency=888ms
 	//     99	api line 00098: status=ok latency=893ms
+}
+
+// A Summarizer has an adk-go model write the summaries of
+// compact.Summarization: here the old turn of a conversation grown too long
+// becomes one summary. The model is scripted, so the example needs no
+// network and no key.
+func ExampleNewSummarizer() {
+	ctx := context.Background()
+	llm := &scriptedLLM{next: func(contents []*genai.Content) *genai.Content {
+		return answer("## Objective\n- How last week's deploy went: fine, after one retry.")
+	}}
+
+	s, err := toolcasadk.NewSummarizer(llm, &genai.GenerateContentConfig{MaxOutputTokens: 2048})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := compact.NewSummarization(s, compact.SummarizationOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs := []compact.Message{
+		{Role: compact.RoleSystem, Text: "You check deploys."},
+		{Role: compact.RoleUser, Text: "How did last week's deploy go?"},
+		{Role: compact.RoleAssistant, Text: "Fine, after one retry. " + strings.Repeat("Step ok. ", 100)},
+		{Role: compact.RoleUser, Text: "And today's?"},
+	}
+	out, _, err := c.Compact(ctx, msgs, 100, compact.Approximate())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	for _, req := range llm.requests() {
+		fmt.Printf("the model was sent %d content, from the %s\n", len(req), req[0].Role)
+	}
+	for _, m := range out {
+		fmt.Printf("%s: %s\n", m.Role, m.Text)
+	}
+	// Output:
+	// the model was sent 1 content, from the user
+	// system: You check deploys.
+	// user: <conversation_summary>
+	// ## Objective
+	// - How last week's deploy went: fine, after one retry.
+	// </conversation_summary>
+	// user: And today's?
 }

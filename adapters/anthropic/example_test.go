@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	toolcasanthropic "github.com/toolcas/toolcas/adapters/anthropic"
+	"github.com/toolcas/toolcas/compact"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/policy"
 )
@@ -69,4 +70,52 @@ func Example() {
 	//   [run-7/1_fetch_log_toolu01.txt: matches 1-2 of 2 lines matching "latency=8[89][0-9]ms", of 100 lines]
 	//   25	api line 00024: status=ok latency=888ms
 	//   99	api line 00098: status=ok latency=893ms
+}
+
+// A Summarizer has a model of the Messages API write the summaries of
+// compact.Summarization: here the old turn of a conversation grown too long
+// becomes one summary. The API is a scripted local server, so the example
+// needs no network and no key.
+func ExampleNewSummarizer() {
+	ctx := context.Background()
+	api := &scriptedAPI{next: func(msgs []message) []map[string]any {
+		return []map[string]any{text("## Objective\n- How last week's deploy went: fine, after one retry.")}
+	}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("no-key"))
+
+	s, err := toolcasanthropic.NewSummarizer(client, anthropic.ModelClaudeHaiku4_5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := compact.NewSummarization(s, compact.SummarizationOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs := []compact.Message{
+		{Role: compact.RoleSystem, Text: "You check deploys."},
+		{Role: compact.RoleUser, Text: "How did last week's deploy go?"},
+		{Role: compact.RoleAssistant, Text: "Fine, after one retry. " + strings.Repeat("Step ok. ", 100)},
+		{Role: compact.RoleUser, Text: "And today's?"},
+	}
+	out, _, err := c.Compact(ctx, msgs, 100, compact.Approximate())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	for _, req := range api.requests() {
+		fmt.Printf("the model was sent %d message, from the %s\n", len(req), req[0].Role)
+	}
+	for _, m := range out {
+		fmt.Printf("%s: %s\n", m.Role, m.Text)
+	}
+	// Output:
+	// the model was sent 1 message, from the user
+	// system: You check deploys.
+	// user: <conversation_summary>
+	// ## Objective
+	// - How last week's deploy went: fine, after one retry.
+	// </conversation_summary>
+	// user: And today's?
 }

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
 	toolcaseino "github.com/toolcas/toolcas/adapters/eino"
+	"github.com/toolcas/toolcas/compact"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/policy"
 )
@@ -77,4 +79,49 @@ func Example() {
 	//   [run-7/1_fetch_log_call-1.txt: matches 1-2 of 2 lines matching "latency=8[89][0-9]ms", of 100 lines]
 	//   25	api line 00024: status=ok latency=888ms
 	//   99	api line 00098: status=ok latency=893ms
+}
+
+// A Summarizer has an eino chat model write the summaries of
+// compact.Summarization: here the old turn of a conversation grown too long
+// becomes one summary. The model is scripted, so the example needs no
+// network and no key.
+func ExampleNewSummarizer() {
+	ctx := context.Background()
+	chatModel := &scriptedModel{next: func(in []*schema.Message) *schema.Message {
+		return schema.AssistantMessage("## Objective\n- How last week's deploy went: fine, after one retry.", nil)
+	}}
+
+	s, err := toolcaseino.NewSummarizer(chatModel, model.WithMaxTokens(2048))
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := compact.NewSummarization(s, compact.SummarizationOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	msgs := []compact.Message{
+		{Role: compact.RoleSystem, Text: "You check deploys."},
+		{Role: compact.RoleUser, Text: "How did last week's deploy go?"},
+		{Role: compact.RoleAssistant, Text: "Fine, after one retry. " + strings.Repeat("Step ok. ", 100)},
+		{Role: compact.RoleUser, Text: "And today's?"},
+	}
+	out, _, err := c.Compact(ctx, msgs, 100, compact.Approximate())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	for _, req := range chatModel.requests() {
+		fmt.Printf("the model was sent: %s, %s\n", req[0].Role, req[1].Role)
+	}
+	for _, m := range out {
+		fmt.Printf("%s: %s\n", m.Role, m.Text)
+	}
+	// Output:
+	// the model was sent: system, user
+	// system: You check deploys.
+	// user: <conversation_summary>
+	// ## Objective
+	// - How last week's deploy went: fine, after one retry.
+	// </conversation_summary>
+	// user: And today's?
 }
