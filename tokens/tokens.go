@@ -115,8 +115,8 @@ func (e *Exact) countWith(c *pieceCache, text string, limit int) int {
 	return n
 }
 
-// validUTF8 returns text with each invalid byte sequence replaced by
-// U+FFFD, as a text decoded with replacement reads.
+// validUTF8 returns text with each run of invalid bytes replaced by
+// U+FFFD, as CountText always has.
 func validUTF8(text string) string {
 	if utf8.ValidString(text) { // most text, checked faster than rewritten
 		return text
