@@ -408,7 +408,7 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 // on every write.
 const (
 	quotaHighWater = 0.9
-	quotaHeadroom  = 0.8
+	quotaHeadroom  = 0.7
 )
 
 // overHighWater reports whether a store taking disk bytes is past its
