@@ -120,6 +120,7 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		name    string
 		policy  *policy.Strategies // nil: nothing offloaded by the hook
 		budget  bool
+		short   bool // the hook leaves short pointers
 		trigger func(s *store.Store, run string) (compact.Compactor, error)
 	}
 	// The compactor offloads results the model has read already: short
@@ -138,6 +139,9 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		{name: fmt.Sprintf("toolcas: over %d tokens, step budget %d", cr.tokens, cr.stepBudget), policy: tokenPolicy, budget: true},
 		{name: "toolcas + trigger, offloading compactor", policy: tokenPolicy, budget: true, trigger: offloading},
 		{name: "trigger, pruning compactor", trigger: pruning},
+		// What offloading can do at best: the model sees no result, only
+		// a short pointer to each, from the call after it on.
+		{name: "floor: every result offloaded at once, short pointers", policy: policy.MustStrategies(policy.Default(policy.Always)), short: true},
 	}
 	for i, c := range configs {
 		fmt.Fprintf(stderr, "context: %s…\n", c.name)
@@ -148,6 +152,9 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		var opts []hook.Option
 		if c.budget {
 			opts = append(opts, hook.WithStepBudget(cr.stepBudget, o200k))
+		}
+		if c.short {
+			opts = append(opts, hook.WithShortPointers())
 		}
 		var h *hook.Hook
 		if c.policy != nil {
@@ -380,7 +387,7 @@ func contextChart(path string, rep contextReport) error {
 	p.X.Label.Text = "call"
 	p.Y.Label.Text = "tokens"
 	p.Legend.Top, p.Legend.Left = true, true
-	colors := []color.RGBA{{0x1b, 0x9e, 0x77, 255}, {0xd9, 0x5f, 0x02, 255}, {0x75, 0x70, 0xb3, 255}, {0xe7, 0x29, 0x8a, 255}, {0x66, 0xa6, 0x1e, 255}}
+	colors := []color.RGBA{{0x1b, 0x9e, 0x77, 255}, {0xd9, 0x5f, 0x02, 255}, {0x75, 0x70, 0xb3, 255}, {0xe7, 0x29, 0x8a, 255}, {0x66, 0xa6, 0x1e, 255}, {0x99, 0x99, 0x99, 255}}
 	for i, c := range rep.Configs {
 		pts := make(plotter.XYs, len(c.PerCall))
 		for k, v := range c.PerCall {

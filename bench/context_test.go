@@ -15,7 +15,7 @@ import (
 // what offloading saves, and every offloaded part read back.
 func TestContextBench(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays the real trace five times")
+		t.Skip("replays the real trace six times")
 	}
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
@@ -32,8 +32,8 @@ func TestContextBench(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rows); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
-	if len(rows) != 5 {
-		t.Fatalf("%d rows, want 5 configurations", len(rows))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6 configurations", len(rows))
 	}
 	nothing := rows[0]
 	if nothing.Offloaded == nil || *nothing.Offloaded != 0 || nothing.TokensSent == 0 {
@@ -42,6 +42,13 @@ func TestContextBench(t *testing.T) {
 	for _, r := range rows[1:] {
 		if r.Offloaded == nil || r.TokensSent >= nothing.TokensSent {
 			t.Errorf("%s sends %d tokens, nothing offloaded %d: want fewer", r.Configuration, r.TokensSent, nothing.TokensSent)
+		}
+	}
+	// The floor sends least: every result is a short pointer from the
+	// call after it on, and every one of them is offloaded.
+	for _, r := range rows[:5] {
+		if floor := rows[5]; floor.TokensSent >= r.TokensSent || *floor.Offloaded <= *r.Offloaded {
+			t.Errorf("the floor sends %d tokens and offloads %d, %s %d and %d", floor.TokensSent, *floor.Offloaded, r.Configuration, r.TokensSent, *r.Offloaded)
 		}
 	}
 	// A trigger keeps the largest context near its window.

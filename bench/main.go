@@ -166,6 +166,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	contextTokens := fs.Int("context-tokens", 500, "with -context: toolcas's OverTokens threshold")
 	contextBudget := fs.Int("context-step-budget", 2000, "with -context: toolcas's step budget, in tokens")
 	contextWindow := fs.Int("context-window", 16384, "with -context: the trigger's context window, in tokens")
+	contextAt := fs.Float64("context-compact-at", compact.DefaultCompactAt, "with -context: the share of the window at which the trigger compacts")
+	contextTo := fs.Float64("context-compact-to", compact.DefaultCompactTo, "with -context: the share of the window the trigger compacts to")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -197,7 +199,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer removeDir()
 		return runContext(ctx, contextRun{trace: o.trace, tokens: *contextTokens, stepBudget: *contextBudget, window: *contextWindow,
-			compactAt: compact.DefaultCompactAt, compactTo: compact.DefaultCompactTo, dir: dir, out: o.out, json: o.json, command: o.command}, stdout, stderr)
+			compactAt: *contextAt, compactTo: *contextTo, dir: dir, out: o.out, json: o.json, command: o.command}, stdout, stderr)
 	}
 	if *retention {
 		if *retentionCopies < 1 || *retentionActive <= 0 {
