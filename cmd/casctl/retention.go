@@ -21,8 +21,8 @@ machine using the store applies the same one. Its rules:
   max_age         parts created longer ago than this go
   keep_runs       all but the N runs written to most recently go
   max_bytes       a quota on the store's size on disk (loose blobs, packs,
-                  index): past it, the runs written to least recently go
-                  first until it fits
+                  index): past 90 % of it, the runs written to least
+                  recently go first, until the store is under 70 % of it
 
 Whatever the rules say, no part of a run written to within the active
 window (default 1h) goes; a quota only those runs could meet is reported
