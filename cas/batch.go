@@ -84,6 +84,15 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 			continue
 		}
 		seen[b] = true
+		if s.durability == SyncNone {
+			if _, done, err := s.putInPlace(Hashed{data: it.Data, blob: b}); done {
+				if err != nil {
+					cleanup()
+					return nil, err
+				}
+				continue
+			}
+		}
 		if s.presentBytes(b, it.Data) {
 			results[i].Existed = true
 			continue

@@ -232,6 +232,11 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 // only when syncName is set. A new blob's file, durable, is returned as id
 // (see rememberSynced).
 func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, *fileID, error) {
+	if s.durability == SyncNone {
+		if res, done, err := s.putInPlace(h); done {
+			return res, nil, err
+		}
+	}
 	p, err := s.writePending(h)
 	if err != nil {
 		return PutResult{Blob: h.blob, Size: int64(len(h.data))}, nil, err
@@ -241,6 +246,66 @@ func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, *fileID, error
 	}
 	id, err := s.commitSync(p.tmp, p.f, p.res.Blob, syncName)
 	return p.res, id, err
+}
+
+// putInPlace writes a new blob straight under its name, when no crash
+// guarantee is owed (SyncNone): one file made with O_EXCL, written and
+// closed, where a put through a temp file makes two names (the temp file's
+// and the blob's). The file is locked while it is written (see lockTemp),
+// so that verify tells a blob being written from a torn one (see
+// BeingWritten). A crash may leave a torn blob under its name: it fails
+// its digest on every read and in verify, and the next put of the same
+// content, finding other bytes there, replaces it through a temp file.
+//
+// done is false when the name is taken: the caller then puts as usual
+// (writePending), which checks what the file holds, refreshes its time
+// on a hit, and replaces it when it holds other bytes.
+func (s *Store) putInPlace(h Hashed) (res PutResult, done bool, err error) {
+	b := h.blob
+	res = PutResult{Blob: b, Size: int64(len(h.data))}
+	name := b.RelPath()
+	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	// Packing removes empty shard directories while writers run: make it
+	// again, as createTemp does.
+	for try := 0; try < shardRetries && errors.Is(err, fs.ErrNotExist); try++ {
+		if err = s.remakeShard(b.Shard()); err == nil {
+			f, err = s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return res, false, nil
+	case err != nil:
+		return res, true, s.writeError(b, err)
+	}
+	if err := lockTemp(f); err != nil {
+		f.Close()
+		s.fs.Remove(name)
+		return res, true, fmt.Errorf("lock %s: %w", s.abs(name), err)
+	}
+	_, err = f.Write(h.data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Nothing names the blob yet: a torn file would only cost the
+		// next put of it a replacement, but a full disk wants the space.
+		s.fs.Remove(name)
+		return res, true, s.writeError(b, err)
+	}
+	return res, true, nil
+}
+
+// BeingWritten reports whether b's loose file is being written now by a
+// put in place (see putInPlace), in this process or another: a blob whose
+// bytes do not match its name yet, not a torn one.
+func (s *Store) BeingWritten(b Blob) bool {
+	f, err := s.fs.OpenFile(b.RelPath(), os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(tryLockTemp(f), ErrTempInUse)
 }
 
 // stageStream writes head followed by the rest of r to a temp file. The

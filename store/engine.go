@@ -72,6 +72,9 @@ type engine interface {
 	rehash(ctx context.Context, e cas.Entry) (cas.Entry, error)
 	// tempInUse reports whether a live writer holds a temp file.
 	tempInUse(rel string) bool
+	// beingWritten reports whether a blob whose bytes do not match its
+	// name is being written in place now, not torn.
+	beingWritten(b cas.Blob) bool
 	// lockForRecheck keeps gc from sweeping while verify looks again at
 	// what seemed missing or unused; held says the caller holds gc's side
 	// already.

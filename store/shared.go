@@ -413,6 +413,9 @@ func (e *sharedEngine) rehash(ctx context.Context, en cas.Entry) (cas.Entry, err
 // tempInUse: an object store keeps no temp files.
 func (e *sharedEngine) tempInUse(string) bool { return false }
 
+// beingWritten is false: objects appear whole, or not at all.
+func (e *sharedEngine) beingWritten(cas.Blob) bool { return false }
+
 // lockForRecheck takes nothing: gc deletes rows before objects and writers
 // put objects before rows, so a row used now whose object is not there now
 // is damage.
