@@ -116,6 +116,8 @@ type Index struct {
 	// (synchronous=FULL): see RecordGatheringLogUnsynced.
 	logSynced bool
 	unsynced  logUnsynced
+	// deferred is RecordDeferred's open transaction.
+	deferred deferred
 	// sweepTried, when set (by tests), is called each time
 	// AcquireSweepLock finds the sweep lock taken.
 	sweepTried func()
@@ -136,6 +138,8 @@ type config struct {
 	recentMayBeLost bool
 	// mustExist refuses a database that holds no index yet.
 	mustExist bool
+	// deferCommits is WithDeferredCommit's setting.
+	deferCommits bool
 }
 
 // MustExist makes Open fail with ErrNoIndex when the database holds no
@@ -273,6 +277,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	db.SetConnMaxIdleTime(time.Minute)
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist,
 		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
+	x.deferred.on = c.deferCommits
 	return x.ready(ctx, x.migrate)
 }
 
@@ -616,6 +621,8 @@ func (x *Index) IsPostgres() bool { return x.pg }
 
 // Close closes the database.
 func (x *Index) Close() error {
+	// What waits for its commit is the writers' to lose only in a crash.
+	deferredErr := x.CommitDeferred()
 	if x.snapshot != "" {
 		defer os.RemoveAll(x.snapshot)
 	}
@@ -626,7 +633,7 @@ func (x *Index) Close() error {
 		}
 	}
 	x.closeLogUnsynced()
-	return x.db.Close()
+	return errors.Join(deferredErr, x.db.Close())
 }
 
 // Size returns the bytes the index takes on disk: the database, its WAL and

@@ -289,73 +289,14 @@ func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func()
 	}
 	err = x.writeTx(ctx, syncLog, func(tx *sql.Tx) error {
 		out = make([]Recorded, 0, len(all))
-		newRuns = map[runKey]int64{}
-		now := x.now().UnixNano()
-		// Each statement is bound to the transaction when first needed: a
-		// step of a known run, a new key and new content runs two, the
-		// blob's insert and the part's.
-		var keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
-		stmt := func(st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
-			if *st == nil {
-				*st = tx.StmtContext(ctx, prepared)
-			}
-			return *st
-		}
-		// record runs one part's statements.
+		r := x.newRecorder(tx, x.now().UnixNano())
+		newRuns = r.newRuns
 		record := func(p NewPart) error {
-			// A key's suffix goes before its extension: every key tried
-			// has p.Key's prefix, and its run's row.
-			prefix, rest := splitKey(p.Key)
-			rk := runKey{p.Run, prefix}
-			run, known := x.runs.get(rk)
-			if !known {
-				err := stmt(&runID, x.stmts.runID).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
-				if errors.Is(err, sql.ErrNoRows) {
-					err = stmt(&insertRun, x.stmts.insertRun).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
-				}
-				if err != nil {
-					return fmt.Errorf("run %s: %w", clip(p.Run), err)
-				}
-				newRuns[rk] = run
+			rec, err := r.record(ctx, p)
+			if err == nil {
+				out = append(out, rec)
 			}
-			// A new blob is charged to the part's group as it is made (see
-			// insertBlobSQL); no other part can use it yet, so there is no
-			// same content to look for. had: the blob's row was there before.
-			blobID, had, err := makeBlobRow(ctx, stmt(&insertBlob, x.stmts.insertBlob), func() *sql.Stmt {
-				return stmt(&touchBlob, x.stmts.touchBlob)
-			}, p.Blob, p.Bytes, run, p.Tool, now)
-			if err != nil {
-				return err
-			}
-			key, version := p.Key, 1
-			id, inserted, err := x.insertNew(ctx, stmt(&insertNewKey, x.stmts.insertNewKey), run, rest, p.Step, p.Tool,
-				p.CallID, p.Part, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now, rest, prefix)
-			if err != nil {
-				return fmt.Errorf("insert %s: %w", p.Key, err)
-			}
-			if !inserted {
-				if key, version, err = freeKey(ctx, stmt(&keyOwner, x.stmts.keyOwner), p); err != nil {
-					return err
-				}
-				_, rest = splitKey(key)
-				id, err = x.insertID(ctx, stmt(&insertPart, x.stmts.insertPart), run, rest, p.Step, p.Tool, p.CallID, p.Part,
-					version, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
-				if err != nil {
-					return fmt.Errorf("insert %s: %w", key, err)
-				}
-			}
-			p.Key = key
-			// The part's own key is left out: looking after its insert finds
-			// what looking before it would have.
-			var sameAs sql.NullString
-			if had {
-				err = stmt(&sameAsKey, x.stmts.sameAs).QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("same content as %s: %w", p.Key, err)
-				}
-			}
-			out = append(out, Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)})
-			return nil
+			return err
 		}
 		for batch := all; ; {
 			for _, p := range batch {
@@ -386,6 +327,91 @@ func (x *Index) recordGathering(ctx context.Context, ps []NewPart, gather func()
 	}
 	x.runs.add(newRuns)
 	return out, nil
+}
+
+// A recorder runs the statements that record parts in one transaction.
+// Each statement is bound to the transaction when first needed: a step of
+// a known run, a new key and new content runs two, the blob's insert and
+// the part's.
+type recorder struct {
+	x   *Index
+	tx  *sql.Tx
+	now int64
+	// newRuns are the runs' rows the transaction made.
+	newRuns map[runKey]int64
+
+	keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
+}
+
+func (x *Index) newRecorder(tx *sql.Tx, now int64) *recorder {
+	return &recorder{x: x, tx: tx, now: now, newRuns: map[runKey]int64{}}
+}
+
+func (r *recorder) stmt(ctx context.Context, st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
+	if *st == nil {
+		*st = r.tx.StmtContext(ctx, prepared)
+	}
+	return *st
+}
+
+// record runs one part's statements.
+func (r *recorder) record(ctx context.Context, p NewPart) (Recorded, error) {
+	x, now := r.x, r.now
+	// A key's suffix goes before its extension: every key tried has
+	// p.Key's prefix, and its run's row.
+	prefix, rest := splitKey(p.Key)
+	rk := runKey{p.Run, prefix}
+	run, known := x.runs.get(rk)
+	if !known {
+		run, known = r.newRuns[rk]
+	}
+	if !known {
+		err := r.stmt(ctx, &r.runID, x.stmts.runID).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = r.stmt(ctx, &r.insertRun, x.stmts.insertRun).QueryRowContext(ctx, p.Run, prefix).Scan(&run)
+		}
+		if err != nil {
+			return Recorded{}, fmt.Errorf("run %s: %w", clip(p.Run), err)
+		}
+		r.newRuns[rk] = run
+	}
+	// A new blob is charged to the part's group as it is made (see
+	// insertBlobSQL); no other part can use it yet, so there is no same
+	// content to look for. had: the blob's row was there before.
+	blobID, had, err := makeBlobRow(ctx, r.stmt(ctx, &r.insertBlob, x.stmts.insertBlob), func() *sql.Stmt {
+		return r.stmt(ctx, &r.touchBlob, x.stmts.touchBlob)
+	}, p.Blob, p.Bytes, run, p.Tool, now)
+	if err != nil {
+		return Recorded{}, err
+	}
+	key, version := p.Key, 1
+	id, inserted, err := x.insertNew(ctx, r.stmt(ctx, &r.insertNewKey, x.stmts.insertNewKey), run, rest, p.Step, p.Tool,
+		p.CallID, p.Part, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now, rest, prefix)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("insert %s: %w", p.Key, err)
+	}
+	if !inserted {
+		if key, version, err = freeKey(ctx, r.stmt(ctx, &r.keyOwner, x.stmts.keyOwner), p); err != nil {
+			return Recorded{}, err
+		}
+		_, rest = splitKey(key)
+		id, err = x.insertID(ctx, r.stmt(ctx, &r.insertPart, x.stmts.insertPart), run, rest, p.Step, p.Tool, p.CallID, p.Part,
+			version, string(p.Kind), p.MIME, p.Filename, p.Chars, p.Bytes, blobID, now)
+		if err != nil {
+			return Recorded{}, fmt.Errorf("insert %s: %w", key, err)
+		}
+	}
+	p.Key = key
+	// The part's own key is left out: looking after its insert finds what
+	// looking before it would have.
+	var sameAs sql.NullString
+	if had {
+		err = r.stmt(ctx, &r.sameAsKey, x.stmts.sameAs).QueryRowContext(ctx, blobID, p.Run, run, rest).Scan(&sameAs)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return Recorded{}, fmt.Errorf("same content as %s: %w", p.Key, err)
+		}
+	}
+	return Recorded{ID: id, Key: p.Key, Version: version, SameAs: sameAs.String, CreatedAt: time.Unix(0, now)}, nil
 }
 
 // recordable returns ps as Record stores them, or the error of the first
@@ -534,6 +560,7 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 // the log, on the index's connection for that (see logUnsynced), and the
 // log is synced after the commit only if f sets *syncLog.
 func (x *Index) writeTx(ctx context.Context, syncLog *bool, f func(*sql.Tx) error) error {
+	x.settle()
 	err := retryBusy(ctx, x.retry, func() error {
 		if syncLog != nil {
 			return x.commitLogUnsynced(ctx, syncLog, f)
@@ -666,6 +693,7 @@ func (x *Index) runIDs(ctx context.Context, run string) ([]int64, error) {
 
 // read runs a query, retrying while a checkpoint or recovery holds the lock.
 func (x *Index) read(ctx context.Context, f func() error) error {
+	x.settle()
 	return x.connError(retryBusy(ctx, x.retry, f))
 }
 

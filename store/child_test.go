@@ -86,6 +86,8 @@ func runChild(role, args string) int {
 		err = raceWriter(a[0], a[1], loopEndOf(a[2], a[4:]...), a[3] == "nolock")
 	case "collider":
 		err = collider(a[0], a[1], a[2])
+	case "watcher":
+		err = watchKeys(a[0], a[1])
 	default:
 		run, ok := lockRoles[role]
 		if !ok {
@@ -222,7 +224,7 @@ func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, 
 				return err
 			}
 			mu.Lock()
-			fmt.Fprintf(log, "%s %s\n", res.Key, res.Digest)
+			fmt.Fprintf(log, "%s %s %d %d\n", res.Key, res.Digest, time.Now().UnixNano(), seed)
 			mu.Unlock()
 			continue
 		}
@@ -241,8 +243,9 @@ func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, 
 			return err
 		}
 		var b strings.Builder
+		at := time.Now().UnixNano()
 		for _, x := range st {
-			fmt.Fprintf(&b, "%s %s\n", x.Key, x.Digest)
+			fmt.Fprintf(&b, "%s %s %d %d\n", x.Key, x.Digest, at, seed)
 		}
 		mu.Lock()
 		log.WriteString(b.String())

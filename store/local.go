@@ -43,6 +43,8 @@ type localEngine struct {
 	recovered []index.Part
 	// writersSeen caches what unsynced/ says of other writers (alone).
 	writersSeen writersSeen
+	// deferredWriters counts the writes in writeDeferred.
+	deferredWriters atomic.Int32
 }
 
 var (
@@ -60,13 +62,23 @@ const tempPoolSize = 4
 
 // openLocal opens the store in the directory dir.
 func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error) {
-	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now), cas.WithTempPool(tempPoolSize)}
+	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now)}
+	if c.durability == cas.SyncFull {
+		// Without syncs, a new blob is written in place (see
+		// cas.Store.putInPlace): no temp file to make ahead.
+		casOpts = append(casOpts, cas.WithTempPool(tempPoolSize))
+	}
 	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
 	if c.create {
 		casOpts = append(casOpts, cas.WithCreate())
 	}
 	if c.recentKeysMayBeLost {
 		ixOpts = append(ixOpts, index.RecentKeysMayBeLostOnPowerCut())
+	}
+	if c.durability == cas.SyncNone {
+		// Nothing is promised across a crash: rows wait for a commit
+		// they share (see writeDeferred).
+		ixOpts = append(ixOpts, index.WithDeferredCommit())
 	}
 	if c.readOnly {
 		casOpts = append(casOpts, cas.ReadOnly())
@@ -144,15 +156,21 @@ func (e *localEngine) durability() string {
 }
 
 func (e *localEngine) close() error {
+	// Before the lock files close: the rows waiting for their commit hold
+	// gc.lock's share until it is done.
+	deferredErr := e.ix.CommitDeferred()
 	e.closeMarker()
 	e.locks.close()
-	return errors.Join(e.ix.Close(), e.blobs.Close())
+	return errors.Join(deferredErr, e.ix.Close(), e.blobs.Close())
 }
 
 // write stores a step's parts: one part with the index's work done while
 // its blob goes to disk (see writeOne), several with every blob durable
 // (one barrier for the batch), then every row in one transaction.
 func (e *localEngine) write(ctx context.Context, parts []index.NewPart, data [][]byte) ([]cas.PutResult, []index.Recorded, error) {
+	if e.blobs.Durability() == cas.SyncNone && !e.ix.IsPostgres() {
+		return e.writeDeferred(ctx, parts, data)
+	}
 	if len(parts) == 1 {
 		return e.writeOne(ctx, parts[0], cas.Item{Data: data[0], Ext: parts[0].Blob.Ext})
 	}
@@ -178,6 +196,115 @@ func (e *localEngine) write(ctx context.Context, parts []index.NewPart, data [][
 		return nil, nil, err
 	}
 	return puts, recs, nil
+}
+
+// writeDeferred is write without syncs on SQLite, where nothing is owed
+// to a crash: the blobs are written in place (cas.Store.putInPlace), then
+// the rows recorded in the index's open transaction, which commits them
+// with the rows of the writes after them, within
+// index.DeferredCommitAfter (see index.WithDeferredCommit). The write
+// returns once its rows are recorded: this process reads them at once,
+// others once they commit. It holds its share of gc.lock until then, so
+// that gc sweeps none of its blobs before their rows are there to see; a
+// crash before the commit leaves the blobs to gc.
+func (e *localEngine) writeDeferred(ctx context.Context, parts []index.NewPart, data [][]byte) ([]cas.PutResult, []index.Recorded, error) {
+	unlock, err := e.locks.shared(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	puts := make([]cas.PutResult, len(parts))
+	committed := func(lost error) {
+		if lost != nil {
+			e.expire(puts)
+		}
+		unlock()
+	}
+	// A test's stand-in for a record that failed (on a full disk, say).
+	recordErr := fault(e, "write:record")
+	var (
+		recs  []index.Recorded
+		early bool
+	)
+	// Alone, a write runs its statements beside its blob's write. With
+	// others, the statements would hold the index's transaction while the
+	// blob is written, and theirs would wait on it: each records once its
+	// blob is in place.
+	alone := e.deferredWriters.Add(1) == 1
+	defer e.deferredWriters.Add(-1)
+	if len(parts) == 1 && recordErr == nil && alone {
+		recs, early, err = e.writeOneDeferred(ctx, &parts[0], data[0], &puts[0], committed)
+	} else {
+		err = e.putDeferred(ctx, parts, data, puts)
+	}
+	if !early && err == nil {
+		if err = recordErr; err == nil {
+			recs, err = e.ix.RecordDeferred(ctx, parts, committed)
+		}
+	}
+	if err != nil {
+		unlock()
+		e.expire(puts)
+		return nil, nil, err
+	}
+	// A test's way to stop a writer with its rows recorded.
+	fault(e, "write:committed")
+	return puts, recs, nil
+}
+
+// writeOneDeferred writes one part's blob in place, its statements run
+// beside it in the index's open transaction when that is free (early),
+// kept only once the blob is in place.
+func (e *localEngine) writeOneDeferred(ctx context.Context, np *index.NewPart, data []byte, put *cas.PutResult,
+	committed func(error)) (recs []index.Recorded, early bool, err error) {
+	h := cas.Hash(data, np.Blob.Ext)
+	np.Blob = h.Blob()
+	var putErr error
+	written := make(chan struct{})
+	type result struct {
+		recs  []index.Recorded
+		early bool
+		err   error
+	}
+	statements := make(chan result, 1)
+	go func() {
+		recs, early, err := e.ix.TryRecordDeferredEarly(ctx, []index.NewPart{*np}, func() error {
+			<-written
+			return putErr
+		}, committed)
+		statements <- result{recs, early, err}
+	}()
+	if putErr = fault(e, "write:blob"); putErr == nil {
+		*put, putErr = e.blobs.PutHashed(ctx, h)
+	}
+	close(written)
+	r := <-statements
+	if putErr != nil {
+		return nil, r.early, putErr
+	}
+	if r.early {
+		count(e, "write:early", 1)
+	}
+	return r.recs, r.early, r.err
+}
+
+// putDeferred writes the blobs of a step in place.
+func (e *localEngine) putDeferred(ctx context.Context, parts []index.NewPart, data [][]byte, puts []cas.PutResult) error {
+	if err := fault(e, "write:blob"); err != nil {
+		return err
+	}
+	items := make([]cas.Item, len(parts))
+	for i := range parts {
+		items[i] = cas.Item{Data: data[i], Ext: parts[i].Blob.Ext}
+	}
+	res, err := e.blobs.PutBatch(ctx, items)
+	if err != nil {
+		return err
+	}
+	copy(puts, res)
+	for i := range parts {
+		parts[i].Blob = puts[i].Blob
+	}
+	return nil
 }
 
 // guard holds the writers' side of gc.lock from put's first blob to
@@ -276,6 +403,8 @@ func (e *localEngine) walk(ctx context.Context, fn func(cas.Entry) error) error 
 }
 
 func (e *localEngine) tempInUse(rel string) bool { return e.blobs.TempInUse(rel) }
+
+func (e *localEngine) beingWritten(b cas.Blob) bool { return e.blobs.BeingWritten(b) }
 
 // rehash re-hashes a blob file; the walk lists names only, and re-hashing
 // reads the file's size and time too.

@@ -129,6 +129,15 @@ func IsRemoteLocation(location string) bool {
 // Exists reports whether dir holds a store.
 func Exists(dir string) bool { return cas.Exists(dir) }
 
+// Flush commits the rows that wait for a commit they share with the writes
+// after them: a store without syncs (sync=none) on SQLite returns from a
+// write once its rows are recorded, and commits them within
+// index.DeferredCommitAfter, or at Flush or Close. This process reads them
+// at once; other processes, once committed. A crash before the commit
+// loses them (their blobs stay, for gc). Without rows waiting, Flush does
+// nothing.
+func (s *Store) Flush() error { return s.ix.CommitDeferred() }
+
 // Close closes the index and the blobs.
 func (s *Store) Close() error {
 	s.stopAuto()

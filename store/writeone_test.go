@@ -58,7 +58,9 @@ func TestWriteOneBlobFails(t *testing.T) {
 			if c, err := s.Read(ctx, "", st[0].Key); err != nil || string(c.Data) != text16K(1) {
 				t.Errorf("Read(%s) = %v", st[0].Key, err)
 			}
-			if n := int64(total(s, "write:early")); n != 2 {
+			// Without syncs, the rows wait for a shared commit instead (see
+			// writeDeferred): no statements run beside the blob.
+			if n := int64(total(s, "write:early")); mode != "none" && n != 2 {
 				t.Errorf("%d writes ran their statements early, want 2", n)
 			}
 		})
@@ -373,10 +375,10 @@ func startTalkingChild(t *testing.T, role string, args ...string) (*exec.Cmd, *b
 }
 
 // A one-part write has the blob's temp file made again once its syncs are
-// done, not left for the next write to start (see cas.RefillTempPool). In
-// every durability.
+// done, not left for the next write to start (see cas.RefillTempPool).
+// (Without syncs, a blob is written in place, with no temp file.)
 func TestWriteOneRefillsTheTempPool(t *testing.T) {
-	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost, "none"} {
+	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
 			opts, err := DurabilityOptions(mode)
