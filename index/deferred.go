@@ -123,7 +123,10 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, ready fu
 		}
 	}
 	d.r.now = x.now().UnixNano()
-	recs, err := x.recordSavepoint(ctx, ps, ready)
+	// The statements run to their end whatever the caller's context says:
+	// SQLite answers an interrupted insert by rolling back the whole
+	// transaction, other writers' parts with it.
+	recs, err := x.recordSavepoint(context.WithoutCancel(ctx), ps, ready)
 	if err != nil {
 		if d.rows == 0 {
 			// Nothing waits in the transaction: end it, rather than hold
@@ -197,7 +200,7 @@ func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart, ready func() 
 			return out, nil
 		}
 	}
-	if _, rerr := d.tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK TO deferred_step; RELEASE deferred_step`); rerr != nil {
+	if _, rerr := d.tx.ExecContext(ctx, `ROLLBACK TO deferred_step; RELEASE deferred_step`); rerr != nil {
 		// The transaction is in no known state: everything in it goes,
 		// and its writers are told.
 		x.endDeferred(fmt.Errorf("roll back a failed step: %w", rerr))
