@@ -518,7 +518,8 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	if err != nil {
 		return "", 0, err
 	}
-	// The CAS store's temp pool fills again within its step's time.
+	// Whatever the CAS store does in the background after a step (rows
+	// committed together) falls within its steps' time.
 	ratios, dirT, casT, err := turnRatios(rounds, 5*n,
 		func(i int) error { return step(hd, "r", i, 4<<10) }, settled(s, func(i int) error { return step(hc, "r", i, 4<<10) }), nil)
 	if err != nil {
