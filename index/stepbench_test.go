@@ -43,4 +43,24 @@ func BenchmarkRecordStep(b *testing.B) {
 			})
 		}
 	}
+	// Without syncs, as a store records: steps share one commit.
+	b.Run("none-deferred", func(b *testing.B) {
+		x := MustOpen(b, WithDurability(cas.SyncNone), WithDeferredCommit())
+		i := 0
+		for b.Loop() {
+			p := NewPart{
+				Key: fmt.Sprintf("run/%d_Bash_toolu_01%022d.txt", i, i), Run: "run", Step: i, Tool: "Bash",
+				CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: KindText, MIME: "text/plain",
+				Chars: 4096, Bytes: 4096,
+				Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
+			}
+			if _, err := x.RecordDeferred(ctx, []NewPart{p}, nil); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		if err := x.CommitDeferred(); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
