@@ -82,3 +82,31 @@ func TestPutInPlace(t *testing.T) {
 		t.Error("BeingWritten = true once its writer closed it")
 	}
 }
+
+// A full disk during a put in place leaves no file under the blob's name,
+// and the same put works once there is space.
+func TestPutInPlaceDiskFull(t *testing.T) {
+	ctx := context.Background()
+	var ff *faultFS
+	s := MustOpen(t, WithDurability(SyncNone), withFileSystem(func(inner fileSystem) fileSystem {
+		ff = &faultFS{fileSystem: inner}
+		return ff
+	}))
+	ff.failAfter = 10000
+	data := pattern(20000, 1)
+	if _, err := s.PutBytes(ctx, data, ".txt"); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("put on a full disk = %v, want ErrDiskFull", err)
+	}
+	if n := countBlobs(t, s); n != 0 {
+		t.Errorf("%d blobs after a failed put", n)
+	}
+	assertNoTemps(t, s)
+	ff.failAfter = 0
+	res, err := s.PutBytes(ctx, data, ".txt")
+	if err != nil || res.Existed {
+		t.Fatalf("put once there is space: existed %v, %v", res.Existed, err)
+	}
+	if err := s.Verify(ctx, res.Blob); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -284,13 +284,19 @@ func (s *Store) putInPlace(h Hashed) (res PutResult, done bool, err error) {
 		return res, true, fmt.Errorf("lock %s: %w", s.abs(name), err)
 	}
 	_, err = f.Write(h.data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		// Nothing names the blob yet: a torn file would only cost the
 		// next put of it a replacement, but a full disk wants the space.
-		s.fs.Remove(name)
+		// Unless another put, finding it torn, has replaced it whole.
+		if mine, serr := f.Stat(); serr == nil {
+			if now, serr := s.fs.Lstat(name); serr == nil && os.SameFile(mine, now) {
+				s.fs.Remove(name)
+			}
+		}
+		f.Close()
+		return res, true, s.writeError(b, err)
+	}
+	if err := f.Close(); err != nil {
 		return res, true, s.writeError(b, err)
 	}
 	return res, true, nil
