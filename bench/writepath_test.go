@@ -129,3 +129,15 @@ func TestWarmDirs(t *testing.T) {
 		t.Errorf("after the failed warming, %s holds %d files, want none", a, len(ents))
 	}
 }
+
+// visibilityLag writes through one store and finds each write through
+// another on the same directory, and says how long that took.
+func TestVisibilityLag(t *testing.T) {
+	text, err := visibilityLag(context.Background(), t.TempDir(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text, "another store saw each write ") || !strings.HasSuffix(text, "(8 writes)") {
+		t.Errorf("visibilityLag says %q", text)
+	}
+}
