@@ -410,6 +410,10 @@ func TestAutoMaintenance(t *testing.T) {
 	s.auto.done = func(_ MaintainResult, err error) { done <- err }
 	for i := range 3 {
 		mustWrite(t, s, item(fmt.Sprintf("old%d", i), 1, fmt.Sprintf("old run %d", i)))
+		// Each write's look at the policy ends before the next step: one
+		// that a loaded machine held back until the policy below is set
+		// would apply it before the new run is written.
+		s.auto.wg.Wait()
 		c.add(time.Hour)
 	}
 	if err := s.SetRetention(ctx, Retention{KeepRuns: 2, Active: time.Minute}); err != nil {
