@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -298,6 +299,58 @@ func (s *Store) Remove(ctx context.Context, b Blob) error {
 		return fmt.Errorf("remove %s: %w", b.FileName(), err)
 	}
 	return nil
+}
+
+// discardPrefix starts the temp name Discard gives a blob it sets aside.
+const discardPrefix = tempPrefix + "gone-"
+
+// Discard takes a blob out of the store by renaming its file to a temp name
+// in its shard, and returns that name, relative to the root, for
+// RemoveDiscarded. A reader or a writer no longer finds the blob once
+// Discard returns; the file's blocks are freed by the unlink after. Only gc
+// calls it, once no index row refers to the blob: a rename costs a fraction
+// of an unlink, so gc holds its lock for the rename and unlinks after. A
+// discarded file that a crash left is an old temp file, which gc removes.
+func (s *Store) Discard(ctx context.Context, b Blob) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := CheckExt(b.Ext); err != nil {
+		return "", fmt.Errorf("discard: %w", err)
+	}
+	to := BlobsDir + "/" + b.Shard() + "/" + discardPrefix + b.FileName()
+	err := s.fs.Rename(b.RelPath(), to)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("discard %s: %w", b.FileName(), ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("discard %s: %w", b.FileName(), err)
+	}
+	return to, nil
+}
+
+// RemoveDiscarded unlinks a file that Discard set aside, by the name it
+// returned. It refuses any other name.
+func (s *Store) RemoveDiscarded(rel string) error {
+	if !isTempPath(rel) || !strings.HasPrefix(path.Base(rel), discardPrefix) {
+		return fmt.Errorf("remove discarded: %q is no blob set aside by gc", clip(rel))
+	}
+	if err := s.fs.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove discarded %s: %w", s.abs(rel), err)
+	}
+	return nil
+}
+
+// TempStray reports whether a temp file that a walk reported, by its path
+// relative to the root, is a stray: still there, and held by no live
+// writer (see TempInUse). A file gone since the walk was a writer's,
+// renamed to its blob, or one that gc set aside and has unlinked.
+func (s *Store) TempStray(rel string) bool {
+	if s.TempInUse(rel) {
+		return false
+	}
+	_, err := s.fs.Lstat(rel)
+	return err == nil
 }
 
 // TempInUse reports whether a temp file that a walk reported, by its path

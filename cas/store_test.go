@@ -355,6 +355,74 @@ func TestLocateAndRemove(t *testing.T) {
 	}
 }
 
+// TestDiscard: a blob set aside is gone from its name at once, stays on
+// disk under a temp name (a stray until unlinked) and goes with
+// RemoveDiscarded, which unlinks nothing else; a put of the same content
+// after it writes the blob again.
+func TestDiscard(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	data := []byte("bytes gc sets aside")
+	r, err := s.PutBytes(ctx, data, ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := s.Discard(ctx, r.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isTempPath(rel) || filepath.Dir(filepath.FromSlash(rel)) != filepath.Dir(filepath.FromSlash(r.Blob.RelPath())) {
+		t.Errorf("Discard = %q, want a temp name in the blob's shard", rel)
+	}
+	if _, err := s.Stat(ctx, r.Blob); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Stat after Discard = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Discard(ctx, r.Blob); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second Discard = %v, want ErrNotFound", err)
+	}
+	var temps []string
+	if err := s.Walk(ctx, func(e Entry) error {
+		if e.Kind == EntryTemp {
+			temps = append(temps, e.RelPath)
+		} else {
+			t.Errorf("Walk lists %s (kind %v) after Discard", e.RelPath, e.Kind)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(temps) != 1 || temps[0] != rel {
+		t.Errorf("Walk's temp files = %q, want [%q]", temps, rel)
+	}
+	if !s.TempStray(rel) {
+		t.Errorf("TempStray(%s) = false for a discarded file nobody holds", rel)
+	}
+	for _, bad := range []string{r.Blob.RelPath(), BlobsDir + "/" + r.Blob.Shard() + "/.tmp-other", "../" + rel} {
+		if err := s.RemoveDiscarded(bad); err == nil {
+			t.Errorf("RemoveDiscarded(%q) = nil, want an error", bad)
+		}
+	}
+	if err := s.RemoveDiscarded(rel); err != nil {
+		t.Fatal(err)
+	}
+	if s.TempStray(rel) {
+		t.Errorf("TempStray(%s) = true for a file gone", rel)
+	}
+	if err := s.RemoveDiscarded(rel); err != nil {
+		t.Errorf("RemoveDiscarded of a file gone = %v, want nil", err)
+	}
+	again, err := s.PutBytes(ctx, data, ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Existed {
+		t.Error("a put after Discard found the blob still there")
+	}
+	if got, err := s.ReadAll(ctx, again.Blob); err != nil || string(got) != string(data) {
+		t.Errorf("ReadAll after a put again = %q, %v", got, err)
+	}
+}
+
 func TestOpenStoreChecks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

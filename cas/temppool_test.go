@@ -69,6 +69,9 @@ func TestTempPool(t *testing.T) {
 				if !s.TempInUse(rel) {
 					t.Errorf("TempInUse(%s) = false for a pooled file", rel)
 				}
+				if s.TempStray(rel) {
+					t.Errorf("TempStray(%s) = true for a pooled file", rel)
+				}
 				fi, err := os.Stat(filepath.Join(s.Dir(), BlobsDir, n))
 				if err != nil {
 					t.Fatal(err)

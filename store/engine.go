@@ -70,8 +70,9 @@ type engine interface {
 	// rehash checks a walked blob against its digest, returning the entry
 	// with its size and time when it read them.
 	rehash(ctx context.Context, e cas.Entry) (cas.Entry, error)
-	// tempInUse reports whether a live writer holds a temp file.
-	tempInUse(rel string) bool
+	// strayTemp reports whether a temp file is a stray: still there, and
+	// held by no live writer.
+	strayTemp(rel string) bool
 	// beingWritten reports whether a blob whose bytes do not match its
 	// name is being written in place now, not torn.
 	beingWritten(b cas.Blob) bool

@@ -30,8 +30,11 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 	sw.unlock()
 	var errs []string
 	res.Removed = make([]cas.Blob, 0, len(p.Remove))
-	// The sweep unlinks from two goroutines: mu guards res and errs.
+	// The sweep sets blobs aside from two goroutines: mu guards res, errs
+	// and discarded, the files set aside in the current hold, which are
+	// unlinked once gc.lock is released.
 	var mu sync.Mutex
+	var discarded []string
 	err := sw.sweep(ctx, p.Remove, p.cutoff(), p.At, held, func(g *GCBlob) {
 		if g.Pack != "" {
 			// Its bytes go when its pack is rewritten, below.
@@ -41,16 +44,27 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 			mu.Unlock()
 			return
 		}
-		err := e.blobs.Remove(ctx, g.Blob)
+		rel, err := e.blobs.Discard(ctx, g.Blob)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && !errors.Is(err, cas.ErrNotFound) {
 			errs = append(errs, err.Error())
 			return
 		}
+		if err == nil {
+			discarded = append(discarded, rel)
+		}
 		res.RemovedBlobs++
 		res.FreedBytes += g.Size
 		res.Removed = append(res.Removed, g.Blob)
+	}, func() {
+		// On one goroutine: writers are let in meanwhile, and need a core.
+		for _, rel := range discarded {
+			if err := e.blobs.RemoveDiscarded(rel); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		discarded = discarded[:0]
 	})
 	if err != nil {
 		return fmt.Errorf("gc: %w (the blobs removed so far are gone; the next gc removes the rest)", err)
@@ -104,14 +118,16 @@ func (e *localEngine) sweepLast(ctx context.Context, sw *sweeper, p *GCPlan, res
 
 // How gc sweeps: in holds of gc.lock of about sweepHold each, with writers
 // let in between. A hold deletes the rows of a batch of candidates in one
-// transaction and unlinks their files; the batch starts at sweepRows blobs
-// and grows or shrinks so that a hold lasts about sweepHold, between
-// sweepMinRows and sweepMaxRows.
+// transaction and sets their files aside (cas.Store.Discard: a rename),
+// which are unlinked once it ends; the batch starts at sweepRows blobs and
+// grows or shrinks so that a hold lasts about sweepHold, between
+// sweepMinRows and sweepMaxRows. A write that finds gc holding the lock
+// waits for one hold: sweepHold is a few of a durable write's own syncs.
 const (
 	sweepRows    = 250
 	sweepMinRows = 25
 	sweepMaxRows = 2000
-	sweepHold    = 15 * time.Millisecond
+	sweepHold    = 6 * time.Millisecond
 )
 
 // sweepGap is how long gc lets writers in between two holds of gc.lock,
@@ -188,14 +204,17 @@ func (w *sweeper) unlock() {
 // then the files of the blobs whose rows went. With gc.lock held no writer
 // is between its blob and its row, so none can store a blob again between
 // its row's delete and its unlink. Blobs that had no row at the mark
-// (files no row names) get a last look at the rows in the hold that
-// unlinks them: a writer may have stored the same content, and committed
+// (files no row names) get a last look at the rows in the hold that sets
+// them aside: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
-// held, before each delete. remove unlinks one blob; it is called from two
-// goroutines at once (see removeAll). The candidates are reordered in
-// place: those with no row first, by file name, then the others by id.
+// held, before each delete. remove takes one blob out of the store; it is
+// called from two goroutines at once (see inTwo). released is called after
+// each hold, once gc.lock is released: what a hold's removes leave to do
+// without the lock (unlinks of the files they set aside) is done there,
+// while writers go on. The candidates are reordered in place: those with
+// no row first, by file name, then the others by id.
 func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now time.Time,
-	heldIndex func() error, remove func(*GCBlob)) error {
+	heldIndex func() error, remove func(*GCBlob), released func()) error {
 	slices.SortFunc(candidates, func(a, b GCBlob) int {
 		switch {
 		case (a.id == 0) != (b.id == 0):
@@ -243,9 +262,10 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 				batch = append(batch, &look[i])
 			}
 		}
-		removeAll(batch, remove)
+		inTwo(batch, remove)
 		fit()
 		w.unlock()
+		released()
 	}
 	// most is the largest batch the disk has room for: a batch a full disk
 	// refuses is rolled back, and tried again at half the size.
@@ -284,9 +304,10 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 				batch = append(batch, g)
 			}
 		}
-		removeAll(batch, remove)
+		inTwo(batch, remove)
 		fit()
 		w.unlock()
+		released()
 	}
 	return nil
 }
@@ -304,29 +325,28 @@ func nextBatch(n int, took time.Duration) int {
 	return min(sweepMaxRows, max(sweepMinRows, n/2, next))
 }
 
-// removeMin is the fewest unlinks removeAll gives a goroutine of its own.
-const removeMin = 16
+// twoMin is the fewest calls inTwo gives a goroutine of its own.
+const twoMin = 16
 
-// removeAll calls remove for each of gs, on two goroutines when there are
-// enough of them: while gc holds gc.lock the writers wait, and the index's
-// delete took one core; the unlinks of a hold's files, a third of its
-// time, take both.
-func removeAll(gs []*GCBlob, remove func(*GCBlob)) {
-	if len(gs) < 2*removeMin {
-		for _, g := range gs {
-			remove(g)
+// inTwo calls f for each of xs, on two goroutines when there are enough of
+// them: while gc holds gc.lock the writers wait, and the index's delete
+// took one core; the renames of a hold's files take both.
+func inTwo[T any](xs []T, f func(T)) {
+	if len(xs) < 2*twoMin {
+		for _, x := range xs {
+			f(x)
 		}
 		return
 	}
-	half := len(gs) / 2
+	half := len(xs) / 2
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for _, g := range gs[half:] {
-			remove(g)
+		for _, x := range xs[half:] {
+			f(x)
 		}
 	})
-	for _, g := range gs[:half] {
-		remove(g)
+	for _, x := range xs[:half] {
+		f(x)
 	}
 	wg.Wait()
 }

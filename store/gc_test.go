@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,75 @@ func TestGCFutureTimes(t *testing.T) {
 	}
 	if _, err := os.Stat(st.Path); !os.IsNotExist(err) {
 		t.Errorf("blob still there: %v", err)
+	}
+}
+
+// TestGCSetsAsideThenUnlinks: gc takes each blob out of its name while it
+// holds gc.lock and unlinks it after, so that a finished gc leaves no file
+// behind; a blob set aside by a gc that died before its unlink is a temp
+// file that verify reports and the next gc past the grace period removes.
+func TestGCSetsAsideThenUnlinks(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	s := MustOpen(t, WithClock(c.now))
+	var items []hook.Item
+	for i := range 200 { // several holds' worth, set aside from two goroutines
+		items = append(items, item("old", i, strings.Repeat("garbage ", i+1)))
+	}
+	mustWrite(t, s, items...)
+	left := mustWrite(t, s, item("left", 1, "set aside by a gc that died"))[0]
+	mustWrite(t, s, item("keep", 1, "kept"))
+	for _, run := range []string{"old", "left"} {
+		if _, err := s.Prune(ctx, PruneOptions{Run: run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a gc that died between its hold and its unlinks leaves.
+	leftBlob := blobOf(t, s, left)
+	rows, err := s.ix.BlobIDsInShard(ctx, leftBlob.Digest[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows = slices.DeleteFunc(rows, func(r index.BlobID) bool { return r.Blob != leftBlob })
+	if gone, err := s.ix.DeleteUnusedRows(ctx, rows, c.t.Add(time.Minute), c.t); err != nil || len(gone) != 1 {
+		t.Fatalf("DeleteUnusedRows(%v) = %v, %v", rows, gone, err)
+	}
+	rel, err := localOf(s).blobs.Discard(ctx, leftBlob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Hour)
+	v, err := s.Verify(ctx, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Temp) != 1 || v.Temp[0].Path != filepath.Join(s.Dir(), filepath.FromSlash(rel)) {
+		t.Errorf("verify with a blob set aside reports temp files %+v, want %s", v.Temp, rel)
+	}
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedBlobs != 200 || res.RemovedTemp != 1 {
+		t.Errorf("gc = %d blobs and %d temp files removed, want 200 and 1", res.RemovedBlobs, res.RemovedTemp)
+	}
+	// Left: the kept blob, and the temp files the store keeps ready for
+	// writes, directly under blobs/.
+	var files []string
+	err = filepath.WalkDir(filepath.Join(s.Dir(), cas.BlobsDir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Dir(p) != filepath.Join(s.Dir(), cas.BlobsDir) {
+			files = append(files, strings.TrimPrefix(p, s.Dir()))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || strings.Contains(files[0], ".tmp-") {
+		t.Errorf("blob files after gc = %q, want the kept blob only (not %s)", files, rel)
+	}
+	v, err = s.Verify(ctx, VerifyOptions{})
+	if err != nil || !v.OK || len(v.Temp) != 0 || len(v.Orphans) != 0 {
+		t.Errorf("verify after gc = %+v, %v", v, err)
 	}
 }

@@ -402,7 +402,7 @@ func (e *localEngine) walk(ctx context.Context, fn func(cas.Entry) error) error 
 	return e.blobs.WalkNames(ctx, fn)
 }
 
-func (e *localEngine) tempInUse(rel string) bool { return e.blobs.TempInUse(rel) }
+func (e *localEngine) strayTemp(rel string) bool { return e.blobs.TempStray(rel) }
 
 func (e *localEngine) beingWritten(b cas.Blob) bool { return e.blobs.BeingWritten(b) }
 

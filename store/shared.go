@@ -410,8 +410,8 @@ func (e *sharedEngine) rehash(ctx context.Context, en cas.Entry) (cas.Entry, err
 	return en, err
 }
 
-// tempInUse: an object store keeps no temp files.
-func (e *sharedEngine) tempInUse(string) bool { return false }
+// strayTemp: an object store keeps no temp files.
+func (e *sharedEngine) strayTemp(string) bool { return false }
 
 // beingWritten is false: objects appear whole, or not at all.
 func (e *sharedEngine) beingWritten(cas.Blob) bool { return false }

@@ -502,8 +502,10 @@ func (v *verifier) entry(ctx context.Context, e cas.Entry, err error) error {
 	path := s.eng.name(e.RelPath)
 	switch e.Kind {
 	case cas.EntryTemp:
-		// One a live writer holds is being written or waits in its pool.
-		if !s.eng.tempInUse(e.RelPath) {
+		// One a live writer holds is being written or waits in its pool;
+		// one gone since the walk was renamed to its blob, or was a blob
+		// that a gc set aside and has unlinked.
+		if s.eng.strayTemp(e.RelPath) {
 			res.Temp = append(res.Temp, Problem{Path: path, Reason: "temp file"})
 		}
 		return nil
