@@ -660,3 +660,53 @@ func TestAutoMaintenanceConfig(t *testing.T) {
 		t.Error("a string for auto_maintenance was taken")
 	}
 }
+
+// TestPruneChunks: a quota's prunes each name at most prunePartsAtOnce
+// parts (a larger run alone) and pruneRunsAtOnce runs, every run once, in
+// order.
+func TestPruneChunks(t *testing.T) {
+	runs := func(parts ...int64) []GroupStats {
+		var gs []GroupStats
+		for i, p := range parts {
+			gs = append(gs, GroupStats{Name: "r" + strconv.Itoa(i), Parts: p})
+		}
+		return gs
+	}
+	many := make([]int64, pruneRunsAtOnce+3) // runs bound before parts
+	for _, tc := range []struct {
+		name  string
+		runs  []GroupStats
+		sizes []int // runs in each chunk
+	}{
+		{"none", nil, nil},
+		{"one small", runs(3), []int{1}},
+		{"fill to the bound", runs(prunePartsAtOnce*2/5, prunePartsAtOnce*3/5, 1), []int{2, 1}},
+		{"a large run alone", runs(10, prunePartsAtOnce*3, 10), []int{1, 1, 1}},
+		{"runs bound", runs(many...), []int{pruneRunsAtOnce, 3}},
+	} {
+		var sizes []int
+		var names []string
+		for chunk := range pruneChunks(tc.runs) {
+			sizes = append(sizes, len(chunk))
+			names = append(names, chunk...)
+			var parts int64
+			for _, n := range chunk {
+				i, _ := strconv.Atoi(strings.TrimPrefix(n, "r"))
+				parts += tc.runs[i].Parts
+			}
+			if len(chunk) > 1 && parts > prunePartsAtOnce {
+				t.Errorf("%s: chunk %q holds %d parts, over %d", tc.name, chunk, parts, prunePartsAtOnce)
+			}
+		}
+		if !slices.Equal(sizes, tc.sizes) {
+			t.Errorf("%s: chunk sizes %v, want %v", tc.name, sizes, tc.sizes)
+		}
+		var want []string
+		for _, g := range tc.runs {
+			want = append(want, g.Name)
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: runs %q, want %q", tc.name, names, want)
+		}
+	}
+}
