@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -154,6 +153,5 @@ func watchKeys(dir, wantArg string) error {
 		w.Flush()
 		time.Sleep(500 * time.Microsecond)
 	}
-	_, err = io.WriteString(os.Stdout, "")
-	return err
+	return w.Flush()
 }
