@@ -235,7 +235,7 @@ func (e *localEngine) recordPack(ctx context.Context, name string, size, raw int
 	rows := packSliceRows
 	for i := 0; i < len(blobs); i += len(slice) {
 		if i > 0 {
-			if err := pause(ctx, writersGap(held)); err != nil {
+			if err := pause(ctx, packSliceGap(held)); err != nil {
 				return err
 			}
 			rows = nextSliceRows(rows, held)
@@ -286,10 +286,9 @@ func nextSliceRows(rows int, held time.Duration) int {
 	return min(max(rows, packSliceMinRows), packSliceMaxRows)
 }
 
-// writersGap is how long maintenance (a packer recording a slice, a
-// quota's prune) leaves the index to writers after a transaction that took
-// held: as long again, within bounds.
-func writersGap(held time.Duration) time.Duration {
+// packSliceGap is how long a packer leaves the index to others after
+// recording a slice that took held: as long again, within bounds.
+func packSliceGap(held time.Duration) time.Duration {
 	return min(max(held, 2*time.Millisecond), 50*time.Millisecond)
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"time"
 
@@ -351,21 +350,13 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 			if len(runs) == 0 {
 				break
 			}
-			// A prune at a time, with a pause as long between two, as a
-			// packer's slices: writers waiting on the index get in.
-			var took time.Duration
-			for chunk := range pruneChunks(runs) {
-				if took > 0 && !o.DryRun {
-					if err := pause(ctx, writersGap(took)); err != nil {
-						return res, fmt.Errorf("retention: %w", err)
-					}
-				}
+			// A statement names at most pruneRunsAtOnce runs: SQLite
+			// and PostgreSQL bound a statement's parameters.
+			for chunk := range slices.Chunk(runs, pruneRunsAtOnce) {
 				for _, run := range chunk {
 					gone[run] = true
 				}
-				start := time.Now()
 				pr, err := prune(index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
-				took = time.Since(start)
 				if err != nil {
 					return res, fmt.Errorf("retention: %w", err)
 				}
@@ -426,37 +417,8 @@ func overHighWater(r Retention, disk int64) bool {
 	return r.MaxBytes > 0 && float64(disk) > float64(r.MaxBytes)*quotaHighWater
 }
 
-// One prune of a quota names at most pruneRunsAtOnce runs (SQLite and
-// PostgreSQL bound a statement's parameters) and, but for a larger run
-// alone, prunePartsAtOnce parts: its transaction holds the index's write
-// lock, and the writers' commits wait for it: at about 100 µs a part on
-// a busy disk, as long as one hold of gc's sweep (sweepHold).
-const (
-	pruneRunsAtOnce  = 500
-	prunePartsAtOnce = 50
-)
-
-// pruneChunks splits runs into the runs of one prune each (see
-// pruneRunsAtOnce), in order.
-func pruneChunks(runs []GroupStats) iter.Seq[[]string] {
-	return func(yield func([]string) bool) {
-		var chunk []string
-		var parts int64
-		for _, g := range runs {
-			if len(chunk) > 0 && (len(chunk) == pruneRunsAtOnce || parts+g.Parts > prunePartsAtOnce) {
-				if !yield(chunk) {
-					return
-				}
-				chunk, parts = nil, 0
-			}
-			chunk = append(chunk, g.Name)
-			parts += g.Parts
-		}
-		if len(chunk) > 0 {
-			yield(chunk)
-		}
-	}
-}
+// pruneRunsAtOnce is the most runs one prune of a quota names.
+const pruneRunsAtOnce = 500
 
 // quotaRuns picks the runs to remove, least recently written first, for
 // the store whose stats are st to come under quota×quotaHeadroom: each
@@ -465,7 +427,7 @@ func pruneChunks(runs []GroupStats) iter.Seq[[]string] {
 // are never picked. The estimate counts a blob shared with runs that stay
 // as freed, so it picks too few rather than too many: the caller measures
 // again after gc and comes back.
-func quotaRuns(st Stats, quota int64, activeSince time.Time, skip map[string]bool) []GroupStats {
+func quotaRuns(st Stats, quota int64, activeSince time.Time, skip map[string]bool) []string {
 	disk := diskBytes(st)
 	target := disk - int64(float64(quota)*quotaHeadroom)
 	stored := st.StoredBytes + st.UnreferencedBytes
@@ -475,7 +437,7 @@ func quotaRuns(st Stats, quota int64, activeSince time.Time, skip map[string]boo
 	}
 	runs := append([]GroupStats(nil), st.ByRun...)
 	sortRunsByLast(runs)
-	var out []GroupStats
+	var out []string
 	var freed float64
 	for _, g := range runs {
 		if freed >= float64(target) {
@@ -484,7 +446,7 @@ func quotaRuns(st Stats, quota int64, activeSince time.Time, skip map[string]boo
 		if skip[g.Name] || !g.Last.Before(activeSince) {
 			continue
 		}
-		out = append(out, g)
+		out = append(out, g.Name)
 		freed += float64(g.StoredBytes) * perByte
 	}
 	return out
