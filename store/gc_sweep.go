@@ -122,12 +122,12 @@ func (e *localEngine) sweepLast(ctx context.Context, sw *sweeper, p *GCPlan, res
 // which are unlinked once it ends; the batch starts at sweepRows blobs and
 // grows or shrinks so that a hold lasts about sweepHold, between
 // sweepMinRows and sweepMaxRows. A write that finds gc holding the lock
-// waits for one hold: sweepHold is a few of a durable write's own syncs.
+// waits for one hold.
 const (
 	sweepRows    = 250
 	sweepMinRows = 25
 	sweepMaxRows = 2000
-	sweepHold    = 6 * time.Millisecond
+	sweepHold    = 15 * time.Millisecond
 )
 
 // sweepGap is how long gc lets writers in between two holds of gc.lock,
