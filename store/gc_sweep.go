@@ -30,9 +30,9 @@ func (e *localEngine) sweepGC(ctx context.Context, p *GCPlan, held func() error,
 	sw.unlock()
 	var errs []string
 	res.Removed = make([]cas.Blob, 0, len(p.Remove))
-	// The sweep sets blobs aside from two goroutines: mu guards res, errs
-	// and discarded, the files set aside in the current hold, which are
-	// unlinked once gc.lock is released.
+	// A hold sets blobs aside from two goroutines: mu guards res, errs
+	// and discarded (the files set aside in the current hold, unlinked
+	// once gc.lock is released) while it does.
 	var mu sync.Mutex
 	var discarded []string
 	err := sw.sweep(ctx, p.Remove, p.cutoff(), p.At, held, func(g *GCBlob) {
@@ -208,7 +208,7 @@ func (w *sweeper) unlock() {
 // them aside: a writer may have stored the same content, and committed
 // its row, since the mark. heldIndex says the index's gc lock is still
 // held, before each delete. remove takes one blob out of the store; it is
-// called from two goroutines at once (see inTwo). released is called after
+// called from two goroutines at once (see removeAll). released is called after
 // each hold, once gc.lock is released: what a hold's removes leave to do
 // without the lock (unlinks of the files they set aside) is done there,
 // while writers go on. The candidates are reordered in place: those with
@@ -262,7 +262,7 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 				batch = append(batch, &look[i])
 			}
 		}
-		inTwo(batch, remove)
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 		released()
@@ -304,7 +304,7 @@ func (w *sweeper) sweep(ctx context.Context, candidates []GCBlob, cutoff, now ti
 				batch = append(batch, g)
 			}
 		}
-		inTwo(batch, remove)
+		removeAll(batch, remove)
 		fit()
 		w.unlock()
 		released()
@@ -325,28 +325,28 @@ func nextBatch(n int, took time.Duration) int {
 	return min(sweepMaxRows, max(sweepMinRows, n/2, next))
 }
 
-// twoMin is the fewest calls inTwo gives a goroutine of its own.
-const twoMin = 16
+// removeMin is the fewest blobs removeAll gives a goroutine of its own.
+const removeMin = 16
 
-// inTwo calls f for each of xs, on two goroutines when there are enough of
-// them: while gc holds gc.lock the writers wait, and the index's delete
-// took one core; the renames of a hold's files take both.
-func inTwo[T any](xs []T, f func(T)) {
-	if len(xs) < 2*twoMin {
-		for _, x := range xs {
-			f(x)
+// removeAll calls remove for each of gs, on two goroutines when there are
+// enough of them: while gc holds gc.lock the writers wait, and the index's
+// delete took one core; the renames of a hold's files take both.
+func removeAll(gs []*GCBlob, remove func(*GCBlob)) {
+	if len(gs) < 2*removeMin {
+		for _, g := range gs {
+			remove(g)
 		}
 		return
 	}
-	half := len(xs) / 2
+	half := len(gs) / 2
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for _, x := range xs[half:] {
-			f(x)
+		for _, g := range gs[half:] {
+			remove(g)
 		}
 	})
-	for _, x := range xs[:half] {
-		f(x)
+	for _, g := range gs[:half] {
+		remove(g)
 	}
 	wg.Wait()
 }
