@@ -103,7 +103,7 @@ func measureAlternatives(ctx context.Context, docs []searchDoc, qs []searchQuery
 		}
 	}
 	alts := []altIndex{
-		{Name: "toolcas segments of posting lists", IndexBytes: tables["search_postings"] + tables["search_segments"], BuildSecs: ss.IndexSecs},
+		{Name: "toolcas segments of posting lists", IndexBytes: tables["search_posting_groups"] + tables["search_segments"], BuildSecs: ss.IndexSecs},
 		{Name: "no index: every blob read (Grep NoIndex)"},
 	}
 	finders := []altFinder{grep(false), grep(true)}

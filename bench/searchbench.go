@@ -252,7 +252,7 @@ func measureSizes(ctx context.Context, ss *searchStores) (searchSizes, error) {
 	if err != nil {
 		return z, err
 	}
-	z.PostingsBytes, z.SegmentsBytes = tables["search_postings"], tables["search_segments"]
+	z.PostingsBytes, z.SegmentsBytes = tables["search_posting_groups"], tables["search_segments"]
 	if z.IndexFreeBytes, err = freeBytes(ctx, filepath.Join(ss.casDir, store.IndexFile)); err != nil {
 		return z, err
 	}

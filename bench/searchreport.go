@@ -141,7 +141,7 @@ func searchMarkdown(rep searchReport) string {
 	}
 	row("text offloaded", ss.TextBytes)
 	row("packs", z.PackBytes)
-	row("search index: search_postings", z.PostingsBytes)
+	row("search index: search_posting_groups", z.PostingsBytes)
 	row("search index: search_segments", z.SegmentsBytes)
 	row("index.db, whole", z.IndexDBBytes)
 	row("index.db, its free pages (those gc and pack did not give back)", z.IndexFreeBytes)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -147,6 +148,54 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	10: fixtureV7,
 	// 00012 adds the settings and the removal log, both empty.
 	11: fixtureV7,
+	// 00013 stores postings by group: version 12's segments go, and their
+	// blobs are indexed again.
+	12: fixtureV12,
+}
+
+// fixtureV12 adds to fixtureV7 a search segment of version 12 that covers
+// blobs 1 and 2 (a posting a trigram), with blob 4 marked as having
+// nothing to index.
+func fixtureV12(t *testing.T, db *sql.DB) {
+	fixtureV7(t, db)
+	mustExec(t, db, `INSERT INTO search_segments (id, blob_ids, blobs, bytes, created_at) VALUES (1, ?, 2, 200, 9)`, []byte{0, 1, 0, 1, 2})
+	mustExec(t, db, `INSERT INTO search_postings (trigram, segment, list) VALUES (6713957, 1, ?)`, []byte{0, 1})
+	mustExec(t, db, `UPDATE blobs SET search_segment = 1 WHERE id IN (1, 2)`)
+	mustExec(t, db, `UPDATE blobs SET search_segment = 0 WHERE id = 4`)
+	mustExec(t, db, `UPDATE search_state SET low = 2`)
+}
+
+// TestMigrateDropsOldSearchSegments migrates a version 12 index whose
+// segments hold postings a trigram a row: they go, their blobs are the
+// lag again (read in full by a search until indexed), and a blob with
+// nothing to index stays marked.
+func TestMigrateDropsOldSearchSegments(t *testing.T) {
+	forEachBackend(t, testMigrateDropsOldSearchSegments)
+}
+
+func testMigrateDropsOldSearchSegments(t *testing.T) {
+	ctx := context.Background()
+	path := fixtureAt(t, 12)
+	x, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	segs, err := x.SearchSegments(ctx)
+	if err != nil || len(segs) != 0 {
+		t.Errorf("segments after migrating from 12: %+v, %v; want none", segs, err)
+	}
+	v, err := x.SearchView(ctx, []uint32{6713957})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.Lag, []int64{1, 2, 3}) || len(v.Postings) != 0 {
+		t.Errorf("after migrating from 12: lag %v, postings %v; want blobs 1, 2 and 3, none", v.Lag, v.Postings)
+	}
+	var marked int64
+	if err := x.db.GetContext(ctx, &marked, `SELECT count(*) FROM blobs WHERE search_segment = 0`); err != nil || marked != 1 {
+		t.Errorf("%d blobs marked as having nothing to index, want 1 (%v)", marked, err)
+	}
 }
 
 // moreV9 adds to fixtureV7's rows, at version 9, more to lose: two

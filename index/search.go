@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/search"
 )
 
 // UnsearchedBlob is a blob the search index does not cover yet.
@@ -74,7 +75,8 @@ type SearchSegmentRecord struct {
 	// Empty are blobs with nothing to index (no text part uses them, or
 	// their bytes are not text), marked so that no search reads them.
 	Empty []int64
-	// Postings calls add with each trigram and its encoded posting list.
+	// Postings calls add with each trigram and its encoded posting list,
+	// in increasing order of trigram.
 	Postings func(add func(trigram uint32, list []byte) error) error
 	// Through is the largest blob id the segment's reader looked at: every
 	// blob up to it that is not covered afterwards could not be read.
@@ -82,11 +84,10 @@ type SearchSegmentRecord struct {
 }
 
 // Segment blob lists: the blob ids as unsigned varints, each the gap from
-// the one before. The current format starts with a 0 byte (a gap is never
-// 0), and each gap is followed by the blob's block times two, plus one
-// when the blob was read from a pack. A list without the 0 byte is of the
-// first format, whose postings folded ASCII letters to lower case: no
-// search can trust them (see SearchSegment.Legacy).
+// the one before. The list starts with a 0 byte (a gap is never 0; the
+// first format, without it, is gone since migration 00013), and each gap
+// is followed by the blob's block times two, plus one when the blob was
+// read from a pack.
 const segmentFormat = 0
 
 // AddSearchSegment records a segment and marks its blobs as covered, in
@@ -125,15 +126,37 @@ func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (in
 			if err != nil {
 				return err
 			}
-			post, err := tx.PrepareContext(ctx, `INSERT INTO search_postings (trigram, segment, list) VALUES (?, ?, ?)`)
+			post, err := tx.PrepareContext(ctx, `INSERT INTO search_posting_groups (grp, segment, data) VALUES (?, ?, ?)`)
 			if err != nil {
 				return err
 			}
 			defer post.Close()
-			if err := r.Postings(func(t uint32, list []byte) error {
-				_, err := post.ExecContext(ctx, int64(t), seg, list)
+			var w search.GroupWriter
+			group, last, started := uint32(0), uint32(0), false
+			flush := func() error {
+				if !started {
+					return nil
+				}
+				_, err := post.ExecContext(ctx, int64(group), seg, w.Bytes())
 				return err
+			}
+			if err := r.Postings(func(t uint32, list []byte) error {
+				if started && t <= last || t>>24 != 0 {
+					return fmt.Errorf("trigram %#x out of order or out of range", t)
+				}
+				if g := search.GroupOf(t); !started || g != group {
+					if err := flush(); err != nil {
+						return err
+					}
+					group, started = g, true
+				}
+				w.Add(t, list)
+				last = t
+				return nil
 			}); err != nil {
+				return err
+			}
+			if err := flush(); err != nil {
 				return err
 			}
 		}
@@ -179,10 +202,6 @@ type SearchSegment struct {
 	NBlocks int
 	// Packed counts the blobs read from a pack when it was made.
 	Packed int64
-	// Legacy says the segment is of the first format, whose postings
-	// folded letters to lower case: a search reads its blobs in full, and
-	// the next catch-up indexes them again.
-	Legacy    bool
 	Bytes     int64
 	CreatedAt time.Time
 }
@@ -225,10 +244,10 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 			}
 			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n),
 				Blocks: make([]int, 0, n)}
-			rest := ids
-			if sg.Legacy = len(rest) == 0 || rest[0] != segmentFormat; !sg.Legacy {
-				rest = rest[1:]
+			if len(ids) == 0 || ids[0] != segmentFormat {
+				return fmt.Errorf("search segment %d: damaged blob ids", id)
 			}
+			rest := ids[1:]
 			prev := int64(0)
 			for len(rest) > 0 {
 				gap, k := binary.Uvarint(rest)
@@ -236,15 +255,13 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 					return fmt.Errorf("search segment %d: damaged blob ids", id)
 				}
 				rest, prev = rest[k:], prev+int64(gap)
-				block := uint64(len(sg.Blobs))
-				if !sg.Legacy {
-					if block, k = binary.Uvarint(rest); k <= 0 || block>>1 >= uint64(n) {
-						return fmt.Errorf("search segment %d: damaged blob ids", id)
-					}
-					rest = rest[k:]
-					sg.Packed += int64(block & 1)
-					block >>= 1
+				block, k := binary.Uvarint(rest)
+				if k <= 0 || block>>1 >= uint64(n) {
+					return fmt.Errorf("search segment %d: damaged blob ids", id)
 				}
+				rest = rest[k:]
+				sg.Packed += int64(block & 1)
+				block >>= 1
 				sg.Blobs = append(sg.Blobs, prev)
 				sg.Blocks = append(sg.Blocks, int(block))
 				sg.NBlocks = max(sg.NBlocks, int(block)+1)
@@ -296,7 +313,7 @@ func (x *Index) DropSearchSegments(ctx context.Context, segs []int64) error {
 		for _, q := range []string{
 			`UPDATE search_state SET low = ` + x.scalar("min") + `(low, coalesce((SELECT min(id) - 1 FROM blobs WHERE search_segment IN ` + in + `), low))`,
 			`UPDATE blobs SET search_segment = NULL WHERE search_segment IN ` + in,
-			`DELETE FROM search_postings WHERE segment IN ` + in,
+			`DELETE FROM search_posting_groups WHERE segment IN ` + in,
 			`DELETE FROM search_segments WHERE id IN ` + in,
 		} {
 			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
@@ -346,21 +363,38 @@ func (x *Index) SearchView(ctx context.Context, trigrams []uint32) (SearchView, 
 			return err
 		}
 		if len(trigrams) > 0 {
-			args := make([]any, len(trigrams))
-			for i, t := range trigrams {
-				args[i] = int64(t)
+			want, groups := map[uint32]bool{}, map[uint32]bool{}
+			var args []any
+			for _, t := range trigrams {
+				if g := search.GroupOf(t); !groups[g] {
+					groups[g] = true
+					args = append(args, int64(g))
+				}
+				want[t] = true
 			}
-			err := queryRows(ctx, tx, `SELECT trigram, segment, list FROM search_postings WHERE trigram IN `+
-				placeholders(len(trigrams)), args, func(rows *sql.Rows) error {
-				var t, seg int64
-				var list []byte
-				if err := rows.Scan(&t, &seg, &list); err != nil {
+			err := queryRows(ctx, tx, `SELECT grp, segment, data FROM search_posting_groups WHERE grp IN `+
+				placeholders(len(args)), args, func(rows *sql.Rows) error {
+				var g, seg int64
+				var data []byte
+				if err := rows.Scan(&g, &seg, &data); err != nil {
 					return err
 				}
-				if v.Postings[seg] == nil {
-					v.Postings[seg] = map[uint32][]byte{}
+				if g < 0 || g > 0xff {
+					return fmt.Errorf("segment %d: %w: group %d", seg, search.ErrBadPosting, g)
 				}
-				v.Postings[seg][uint32(t)] = list
+				lists := v.Postings[seg]
+				if lists == nil {
+					lists = map[uint32][]byte{}
+					v.Postings[seg] = lists
+				}
+				err := search.DecodeGroup(uint32(g), data, func(t uint32, list []byte) {
+					if want[t] {
+						lists[t] = list
+					}
+				})
+				if err != nil {
+					return fmt.Errorf("segment %d: %w", seg, err)
+				}
 				return nil
 			})
 			if err != nil {

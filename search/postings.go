@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // A Set is a set of positions in a segment (the blobs indexed together),
@@ -209,6 +211,103 @@ func (b *Builder) Postings(fn func(Trigram, []byte) error) error {
 		if err := fn(t, EncodePosting(b.lists[t], b.n)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Posting lists are stored a group of trigrams at a time: the trigrams of
+// a segment that share their first byte, one row each in the index. A row
+// a trigram would repeat its trigram and segment beside a list that is
+// often only a few bytes long; a group row holds a few kilobytes and is
+// compressed whole.
+
+// GroupOf returns the group of trigram t: its first byte.
+func GroupOf(t Trigram) uint32 { return t >> 16 }
+
+// Group encodings: the first byte of an encoded group says how the rest
+// holds its body, a list of (the trigram's low 16 bits as the gap from the
+// one before, minus one; the list's length; the list), all unsigned
+// varints but the list.
+const (
+	groupPlain = 0 // the body as it is
+	groupZstd  = 1 // the body in one zstd frame
+)
+
+// maxGroupBody bounds a group's body: 65,536 trigrams, each a list of at
+// most 1 + 4,096/8 bytes (a segment holds at most 4,096 blocks) and its
+// two varints. A damaged or hostile row never makes a decoder allocate
+// more.
+const maxGroupBody = 1 << 16 * (1 + 4096/8 + 3 + 2)
+
+var (
+	groupEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	groupDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxGroupBody))
+)
+
+// A GroupWriter encodes the posting lists of one group, trigram by
+// trigram in increasing order.
+type GroupWriter struct {
+	body []byte
+	prev int
+}
+
+// Add appends trigram t's posting list. Trigrams come in increasing order,
+// all of one group.
+func (w *GroupWriter) Add(t Trigram, list []byte) {
+	if len(w.body) == 0 {
+		w.prev = -1
+	}
+	low := int(t & 0xffff)
+	w.body = binary.AppendUvarint(w.body, uint64(low-w.prev-1))
+	w.body = binary.AppendUvarint(w.body, uint64(len(list)))
+	w.body = append(w.body, list...)
+	w.prev = low
+}
+
+// Bytes returns the group encoded, compressed when that makes it smaller,
+// and resets w for the next group.
+func (w *GroupWriter) Bytes() []byte {
+	z := groupEncoder.EncodeAll(w.body, []byte{groupZstd})
+	if len(z) >= 1+len(w.body) {
+		z = append([]byte{groupPlain}, w.body...)
+	}
+	w.body = w.body[:0]
+	return z
+}
+
+// DecodeGroup calls fn with each trigram of group g's encoded lists and
+// its posting list, in increasing order of trigram. The lists are parts
+// of one buffer that fn may keep.
+func DecodeGroup(g uint32, data []byte, fn func(Trigram, []byte)) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: an empty group", ErrBadPosting)
+	}
+	body := data[1:]
+	switch data[0] {
+	case groupPlain:
+	case groupZstd:
+		var err error
+		if body, err = groupDecoder.DecodeAll(body, nil); err != nil {
+			return fmt.Errorf("%w: group %d: %v", ErrBadPosting, g, err)
+		}
+	default:
+		return fmt.Errorf("%w: group %d: unknown encoding %d", ErrBadPosting, g, data[0])
+	}
+	low := -1
+	for len(body) > 0 {
+		gap, k := binary.Uvarint(body)
+		if k <= 0 || gap > 0xffff || low+int(gap)+1 > 0xffff {
+			return fmt.Errorf("%w: group %d: bad trigram gap", ErrBadPosting, g)
+		}
+		body = body[k:]
+		low += int(gap) + 1
+		n, k := binary.Uvarint(body)
+		if k <= 0 || n > uint64(len(body)-k) {
+			return fmt.Errorf("%w: group %d: a list longer than its group", ErrBadPosting, g)
+		}
+		body = body[k:]
+		fn(g<<16|Trigram(low), body[:n:n])
+		body = body[n:]
 	}
 	return nil
 }

@@ -624,14 +624,6 @@ func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOpti
 	res.Lag = int64(len(v.Lag))
 	cands := slices.Clone(v.Lag)
 	for _, sg := range v.Segments {
-		if sg.Legacy {
-			// Folded postings, which this reader does not trust.
-			res.Lag += int64(len(sg.Blobs))
-			for _, i := range sg.InReadingOrder(nil) {
-				cands = append(cands, sg.Blobs[i])
-			}
-			continue
-		}
 		if !narrow {
 			for _, i := range sg.InReadingOrder(nil) {
 				cands = append(cands, sg.Blobs[i])
@@ -973,8 +965,7 @@ func (s *Store) reclaimIndex(ctx context.Context) int64 {
 	return n
 }
 
-// Segments a gc or pack drops: one of the first format (see
-// index.SearchSegment.Legacy); one whose live blobs are fewer than half of
+// Segments a gc or pack drops: one whose live blobs are fewer than half of
 // those it lists; after a pack, one of which more than half the blobs were
 // loose when it was made and are packed now (so that they are indexed
 // again frame by frame); and, when at least smallSegments segments are
@@ -995,7 +986,7 @@ func (s *Store) segmentsToDrop(ctx context.Context, afterPack bool) ([]int64, er
 		n := int64(len(sg.Blobs))
 		l := live[sg.ID]
 		switch {
-		case sg.Legacy || 2*l.Live < n:
+		case 2*l.Live < n:
 			drop = append(drop, sg.ID)
 		case afterPack && 2*(l.Packed-sg.Packed) > n:
 			drop = append(drop, sg.ID)

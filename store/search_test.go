@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -224,64 +223,6 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGrep(t, s, &c, "indexed after gc")
-}
-
-// A segment of the first format, whose postings folded letters to lower
-// case, is not trusted: searches read its blobs, and the next pack
-// indexes them again.
-func TestLegacySearchSegmentsAreReadInFull(t *testing.T) {
-	ctx := context.Background()
-	s := MustOpen(t)
-	r := rand.New(rand.NewPCG(5, 6))
-	var c grepCorpus
-	writeGrepCorpus(t, s, &c, r, 60, 1)
-	if _, err := s.IndexSearch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	segs, err := s.ix.SearchSegments(ctx)
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("%d segments, %v; want 1", len(segs), err)
-	}
-	// Rewrite it as the first format had it: blob id gaps alone, and the
-	// postings of folded trigrams ("error" for "ERROR").
-	db, err := sql.Open("sqlite", s.ix.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var ids []byte
-	prev := int64(0)
-	for _, id := range segs[0].Blobs {
-		ids = binary.AppendUvarint(ids, uint64(id-prev))
-		prev = id
-	}
-	for _, q := range []string{`UPDATE search_segments SET blob_ids = ?`,
-		`DELETE FROM search_postings WHERE trigram >= 4259840 AND trigram < 5963776`} { // first byte 'A' to 'Z'
-		args := []any{ids}
-		if !strings.Contains(q, "?") {
-			args = nil
-		}
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	segs, err = s.ix.SearchSegments(ctx)
-	if err != nil || len(segs) != 1 || !segs[0].Legacy {
-		t.Fatalf("segments %+v, %v; want one of the first format", segs, err)
-	}
-	checkGrep(t, s, &c, "legacy segment")
-	_, res := grepLines(t, s, GrepOptions{Pattern: search.Pattern{Expr: "ERROR"}})
-	if res.Lag != int64(len(segs[0].Blobs)) {
-		t.Errorf("a search over a legacy segment of %d blobs: lag %d; want them all read", len(segs[0].Blobs), res.Lag)
-	}
-	pr, err := s.Pack(ctx, PackOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr.Search.Dropped != 1 || pr.Search.LagBlobs != 0 {
-		t.Fatalf("pack over a legacy segment: %+v; want it dropped and its blobs indexed again", pr.Search)
-	}
-	checkGrep(t, s, &c, "legacy segment indexed again")
 }
 
 // A blob that cannot be read, loose or in a damaged pack frame, is reported
