@@ -201,7 +201,7 @@ type SearchSegment struct {
 	Blocks  []int
 	NBlocks int
 	// Packed counts the blobs read from a pack when it was made.
-	Packed int64
+	Packed    int64
 	Bytes     int64
 	CreatedAt time.Time
 }
