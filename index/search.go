@@ -84,11 +84,14 @@ type SearchSegmentRecord struct {
 }
 
 // Segment blob lists: the blob ids as unsigned varints, each the gap from
-// the one before. The list starts with a 0 byte (a gap is never 0; the
-// first format, without it, is gone since migration 00013), and each gap
-// is followed by the blob's block times two, plus one when the blob was
-// read from a pack.
-const segmentFormat = 0
+// the one before and followed by the blob's block times two, plus one when
+// the blob was read from a pack; stored as search.Compact makes it. (The
+// lists before migration 00013 had no blocks and no first byte; it
+// dropped them.)
+//
+// maxSegmentEntry bounds the bytes of one blob's entry: a gap's varint
+// and its block's, a block being below 4,096.
+const maxSegmentEntry = binary.MaxVarintLen64 + 2
 
 // AddSearchSegment records a segment and marks its blobs as covered, in
 // one transaction, and returns the segment's id. A blob that another
@@ -98,7 +101,7 @@ func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (in
 	if r.Blocks != nil && len(r.Blocks) != len(r.Blobs) || r.Packed != nil && len(r.Packed) != len(r.Blobs) {
 		return 0, fmt.Errorf("add search segment: %d blobs, %d blocks, %d packed flags", len(r.Blobs), len(r.Blocks), len(r.Packed))
 	}
-	ids := []byte{segmentFormat}
+	var ids []byte
 	prev := int64(0)
 	for i, id := range r.Blobs {
 		if id <= prev {
@@ -122,7 +125,7 @@ func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (in
 	err := x.write(ctx, func(tx *sql.Tx) error {
 		if len(r.Blobs) > 0 {
 			err := tx.QueryRowContext(ctx, `INSERT INTO search_segments (blob_ids, blobs, bytes, created_at)
-				VALUES (?, ?, ?, ?) RETURNING id`, ids, len(r.Blobs), r.Bytes, x.now().UnixNano()).Scan(&seg)
+				VALUES (?, ?, ?, ?) RETURNING id`, search.Compact(ids), len(r.Blobs), r.Bytes, x.now().UnixNano()).Scan(&seg)
 			if err != nil {
 				return err
 			}
@@ -244,10 +247,10 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 			}
 			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n),
 				Blocks: make([]int, 0, n)}
-			if len(ids) == 0 || ids[0] != segmentFormat {
-				return fmt.Errorf("search segment %d: damaged blob ids", id)
+			rest, err := search.Expand(ids, int(min(n, 1<<30))*maxSegmentEntry)
+			if err != nil {
+				return fmt.Errorf("search segment %d: blob ids: %w", id, err)
 			}
-			rest := ids[1:]
 			prev := int64(0)
 			for len(rest) > 0 {
 				gap, k := binary.Uvarint(rest)

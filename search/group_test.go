@@ -68,14 +68,14 @@ func TestGroupRoundTrip(t *testing.T) {
 func TestGroupCompressesWhenSmaller(t *testing.T) {
 	var w GroupWriter
 	w.Add('a'<<16|'b'<<8|'c', []byte{postingDeltas, 3})
-	if data := w.Bytes(); data[0] != groupPlain {
+	if data := w.Bytes(); data[0] != compactPlain {
 		t.Errorf("a group of one short list: encoding %d, want plain", data[0])
 	}
 	for i := range 1000 {
 		w.Add('a'<<16|Trigram(i), []byte{postingDeltas, 1, 2, 3})
 	}
 	data := w.Bytes()
-	if data[0] != groupZstd || len(data) > 1000 {
+	if data[0] != compactZstd || len(data) > 1000 {
 		t.Errorf("1,000 like lists: encoding %d in %d bytes, want zstd and under 1,000", data[0], len(data))
 	}
 }
@@ -86,7 +86,7 @@ func TestGroupDamaged(t *testing.T) {
 		w.Add('x'<<16|Trigram(2*i), []byte{postingDeltas, byte(i)})
 	}
 	z := w.Bytes()
-	if z[0] != groupZstd {
+	if z[0] != compactZstd {
 		t.Fatalf("encoding %d, want zstd", z[0])
 	}
 	cut := bytes.Clone(z[:len(z)-5])
@@ -97,10 +97,10 @@ func TestGroupDamaged(t *testing.T) {
 		"unknown encoding":   {7, 1, 2},
 		"zstd cut short":     cut,
 		"zstd damaged":       flipped,
-		"list past the end":  {groupPlain, 0, 5, 1, 2},
-		"gap past the group": {groupPlain, 0xff, 0xff, 0x04, 0},
-		"second gap past":    {groupPlain, 0xfe, 0xff, 0x03, 0, 1, 0},
-		"truncated varint":   {groupPlain, 0x80},
+		"list past the end":  {compactPlain, 0, 5, 1, 2},
+		"gap past the group": {compactPlain, 0xff, 0xff, 0x04, 0},
+		"second gap past":    {compactPlain, 0xfe, 0xff, 0x03, 0, 1, 0},
+		"truncated varint":   {compactPlain, 0x80},
 	} {
 		err := DecodeGroup('x', data, func(Trigram, []byte) {})
 		if !errors.Is(err, ErrBadPosting) {
@@ -115,7 +115,7 @@ func FuzzDecodeGroup(f *testing.F) {
 		w.Add('q'<<16|Trigram(7*i), []byte{postingBitmap, byte(i)})
 	}
 	f.Add(w.Bytes())
-	f.Add([]byte{groupPlain, 0, 1, 0})
+	f.Add([]byte{compactPlain, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		prev := Trigram(0)
 		first := true

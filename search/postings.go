@@ -224,14 +224,9 @@ func (b *Builder) Postings(fn func(Trigram, []byte) error) error {
 // GroupOf returns the group of trigram t: its first byte.
 func GroupOf(t Trigram) uint32 { return t >> 16 }
 
-// Group encodings: the first byte of an encoded group says how the rest
-// holds its body, a list of (the trigram's low 16 bits as the gap from the
-// one before, minus one; the list's length; the list), all unsigned
-// varints but the list.
-const (
-	groupPlain = 0 // the body as it is
-	groupZstd  = 1 // the body in one zstd frame
-)
+// A group's body is a list of (the trigram's low 16 bits as the gap from
+// the one before, minus one; the list's length; the list), all unsigned
+// varints but the list, stored as Compact makes it.
 
 // maxGroupBody bounds a group's body: 65,536 trigrams, each a list of at
 // most 1 + 4,096/8 bytes (a segment holds at most 4,096 blocks) and its
@@ -239,10 +234,54 @@ const (
 // more.
 const maxGroupBody = 1 << 16 * (1 + 4096/8 + 3 + 2)
 
-var (
-	groupEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
-	groupDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxGroupBody))
+// Compact encodings: the first byte says how the rest holds the bytes.
+const (
+	compactPlain = 0 // as they are
+	compactZstd  = 1 // in one zstd frame
 )
+
+var (
+	compactEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1))
+	compactDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxGroupBody))
+)
+
+// Compact returns b compressed with zstd behind a byte that says so, or
+// as it is behind a byte that says that, whichever is smaller. The index
+// stores its posting groups and segments' blob lists so: they are written
+// once and read by every search.
+func Compact(b []byte) []byte {
+	z := compactEncoder.EncodeAll(b, []byte{compactZstd})
+	if len(z) >= 1+len(b) {
+		z = append(append(z[:0], compactPlain), b...)
+	}
+	return z
+}
+
+// Expand returns the bytes that Compact made data of, or ErrBadPosting
+// when data is not such, or holds more than limit bytes (at most
+// maxGroupBody).
+func Expand(data []byte, limit int) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrBadPosting)
+	}
+	switch data[0] {
+	case compactPlain:
+		if len(data)-1 > limit {
+			return nil, fmt.Errorf("%w: %d bytes, at most %d expected", ErrBadPosting, len(data)-1, limit)
+		}
+		return data[1:], nil
+	case compactZstd:
+		b, err := compactDecoder.DecodeAll(data[1:], nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadPosting, err)
+		}
+		if len(b) > limit {
+			return nil, fmt.Errorf("%w: %d bytes, at most %d expected", ErrBadPosting, len(b), limit)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w: unknown encoding %d", ErrBadPosting, data[0])
+}
 
 // A GroupWriter encodes the posting lists of one group, trigram by
 // trigram in increasing order.
@@ -264,13 +303,10 @@ func (w *GroupWriter) Add(t Trigram, list []byte) {
 	w.prev = low
 }
 
-// Bytes returns the group encoded, compressed when that makes it smaller,
-// and resets w for the next group.
+// Bytes returns the group encoded (see Compact), and resets w for the
+// next group.
 func (w *GroupWriter) Bytes() []byte {
-	z := groupEncoder.EncodeAll(w.body, []byte{groupZstd})
-	if len(z) >= 1+len(w.body) {
-		z = append([]byte{groupPlain}, w.body...)
-	}
+	z := Compact(w.body)
 	w.body = w.body[:0]
 	return z
 }
@@ -279,19 +315,9 @@ func (w *GroupWriter) Bytes() []byte {
 // its posting list, in increasing order of trigram. The lists are parts
 // of one buffer that fn may keep.
 func DecodeGroup(g uint32, data []byte, fn func(Trigram, []byte)) error {
-	if len(data) == 0 {
-		return fmt.Errorf("%w: an empty group", ErrBadPosting)
-	}
-	body := data[1:]
-	switch data[0] {
-	case groupPlain:
-	case groupZstd:
-		var err error
-		if body, err = groupDecoder.DecodeAll(body, nil); err != nil {
-			return fmt.Errorf("%w: group %d: %v", ErrBadPosting, g, err)
-		}
-	default:
-		return fmt.Errorf("%w: group %d: unknown encoding %d", ErrBadPosting, g, data[0])
+	body, err := Expand(data, maxGroupBody)
+	if err != nil {
+		return fmt.Errorf("group %d: %w", g, err)
 	}
 	low := -1
 	for len(body) > 0 {

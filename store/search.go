@@ -667,15 +667,19 @@ type SearchIndexResult struct {
 }
 
 // Search index segments: a segment is written once it holds this many
-// blocks or text bytes. A block of packed blobs ends with its frame, or
-// once it holds searchBlockBytes of text: larger blocks make a smaller
-// index, and a search reads more blobs for each block a trigram query
-// does not rule out (docs/design.md has the measurements). IndexSearch
+// blocks, text bytes or blobs. Larger segments make a smaller index (a
+// trigram's list costs a few bytes a segment beside its positions) and
+// take longer to index again when gc drops one. A block of packed blobs
+// ends with its frame, or once it holds searchBlockBytes of text: larger
+// blocks make a smaller index, and a search reads more blobs for each
+// block a trigram query does not rule out (docs/design.md has the
+// measurements). IndexSearch
 // reads the blobs no segment covers searchChunk at a time, in the order
 // they are stored in.
 const (
 	segmentBlocks    = 4096
-	segmentBytes     = 64 << 20
+	segmentBytes     = 256 << 20
+	segmentBlobs     = 1 << 20
 	searchBlockBytes = 256 << 10
 	searchChunk      = 16384
 )
@@ -828,7 +832,7 @@ func (ix *searchIndexer) closeBlock() {
 // segment once it is full.
 func (ix *searchIndexer) endBlock(ctx context.Context) error {
 	ix.closeBlock()
-	if ix.b.Len() >= segmentBlocks || ix.text >= segmentBytes {
+	if ix.b.Len() >= segmentBlocks || ix.text >= segmentBytes || len(ix.ids) >= segmentBlobs {
 		if err := ix.flush(ctx); err != nil {
 			return fmt.Errorf("index search: %w", err)
 		}
