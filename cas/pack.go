@@ -113,17 +113,26 @@ var errTOC = errors.New("table of contents damaged")
 // unmarshalTOC parses a table of contents and checks that every frame lies
 // inside the first dataEnd bytes of the file and every blob inside its frame.
 func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
-	r := bytes.NewReader(b)
+	// Parsed from the slice itself: every process's first search reads
+	// the tables of contents, and through an io.ByteReader a table of
+	// 100,000 blobs took about 1.4 times as long (BenchmarkUnmarshalTOC).
+	rest := b
 	num := func() (int64, error) {
-		v, err := binary.ReadUvarint(r)
-		if err != nil || v > 1<<62 {
+		v, k := binary.Uvarint(rest)
+		if k <= 0 || v > 1<<62 {
 			return 0, errTOC
 		}
+		rest = rest[k:]
 		return int64(v), nil
 	}
-	if v, err := r.ReadByte(); err != nil || v != tocVersion {
+	if len(rest) == 0 || rest[0] != tocVersion {
+		v := -1
+		if len(rest) > 0 {
+			v = int(rest[0])
+		}
 		return nil, fmt.Errorf("%w: version %d, this build reads %d", errTOC, v, tocVersion)
 	}
+	rest = rest[1:]
 	nf, err := num()
 	if err != nil || nf > int64(len(b)) {
 		return nil, errTOC
@@ -156,21 +165,20 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 	t.entries = make([]PackEntry, ne)
 	// A pack's blobs share a few extensions: each is made into a string
 	// and checked once, not once an entry.
-	var extBuf [64]byte
 	lastExt := ""
 	for i := range t.entries {
 		e := &t.entries[i]
-		if _, err := io.ReadFull(r, e.Blob.Digest[:]); err != nil {
+		if len(rest) < DigestSize {
 			return nil, errTOC
 		}
+		copy(e.Blob.Digest[:], rest)
+		rest = rest[DigestSize:]
 		n, err := num()
-		if err != nil || n > 64 {
+		if err != nil || n > 64 || n > int64(len(rest)) {
 			return nil, errTOC
 		}
-		ext := extBuf[:n]
-		if _, err := io.ReadFull(r, ext); err != nil {
-			return nil, errTOC
-		}
+		ext := rest[:n]
+		rest = rest[n:]
 		if i == 0 || string(ext) != lastExt {
 			lastExt = string(ext)
 			if err := CheckExt(lastExt); err != nil {
@@ -196,8 +204,8 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 			return nil, fmt.Errorf("%w: entries out of order", errTOC)
 		}
 	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last entry", errTOC, r.Len())
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last entry", errTOC, len(rest))
 	}
 	return t, nil
 }
