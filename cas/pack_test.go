@@ -401,3 +401,45 @@ func TestPackedBytesAndCheckBytes(t *testing.T) {
 		t.Errorf("PackedBytes of a blob no pack holds: %v, want ErrNotFound", err)
 	}
 }
+
+// PackPositionIn reads the table of contents of the pack it is told of,
+// not every pack's, and finds a blob that pack does not hold as
+// PackPosition does.
+func TestPackPositionIn(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	first, err := s.PutBytes(ctx, []byte("first pack's blob\n"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := s.WritePack(ctx, []Blob{first.Blob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.PutBytes(ctx, []byte("second pack's blob\n"), ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := s.WritePack(ctx, []Blob{second.Blob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(ctx, s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	pack, e, ok := fresh.PackPositionIn(ctx, two.Name, second.Blob)
+	if !ok || pack != two.Name || e.Blob != second.Blob {
+		t.Fatalf("PackPositionIn(%s) = %q, %+v, %v; want its entry in %s", two.Name, pack, e, ok, two.Name)
+	}
+	if n := len(fresh.packs.loaded); n != 1 {
+		t.Errorf("%d tables of contents read for a blob of a named pack, want 1", n)
+	}
+	for _, told := range []string{two.Name, "pack-" + strings.Repeat("0", 64) + ".zst", "../index.db", ""} {
+		pack, e, ok := fresh.PackPositionIn(ctx, told, first.Blob)
+		if !ok || pack != one.Name || e.Blob != first.Blob {
+			t.Errorf("PackPositionIn(%q) of a blob of %s = %q, %+v, %v; want it found there", told, one.Name, pack, e, ok)
+		}
+	}
+}

@@ -707,6 +707,35 @@ func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, e PackEn
 	return lp.name, e, true
 }
 
+// PackPositionIn is PackPosition for a blob that pack (a pack's file name)
+// is said to hold: only that pack's table of contents is read, where
+// PackPosition reads every pack's the first time. When the pack is gone
+// or does not hold the blob (gc rewrote it), it looks as PackPosition
+// does.
+func (s *Store) PackPositionIn(ctx context.Context, pack string, b Blob) (string, PackEntry, bool) {
+	s.packs.mu.Lock()
+	lp := s.packs.loaded[pack]
+	if lp == nil && s.packs.bad[pack] == nil {
+		if _, err := ParsePackName(pack); err == nil {
+			if l, err := s.loadPack(pack); err == nil {
+				if s.packs.loaded == nil {
+					s.packs.loaded, s.packs.bad = map[string]*loadedPack{}, map[string]error{}
+				}
+				s.packs.loaded[pack], lp = l, l
+			}
+		}
+	}
+	if lp != nil {
+		if e, ok := lp.toc.find(b); ok {
+			s.packs.last = lp
+			s.packs.mu.Unlock()
+			return lp.name, e, true
+		}
+	}
+	s.packs.mu.Unlock()
+	return s.PackPosition(ctx, b)
+}
+
 // DecodeFrame decodes a frame of many small blobs of a pack (one that
 // PackPosition named) into dst's memory, grown as needed, and returns its
 // bytes: each blob's at the offset PackPosition gave, none of them checked

@@ -457,35 +457,39 @@ type SearchBlob struct {
 	ID   int64
 	Blob cas.Blob
 	Size int64
-	// Packed says the blob is in a pack.
+	// Packed says the blob is in a pack, and Pack names it (its file
+	// name) as the index knew it.
 	Packed bool
+	Pack   string
 }
 
 // SearchBlobs returns the blobs with the given ids, in the order of ids
 // (an id named twice comes once; one with no row is left out).
 func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, error) {
-	type row struct {
-		ID     int64  `db:"id"`
-		Digest []byte `db:"digest"`
-		Ext    string `db:"ext"`
-		Size   int64  `db:"size"`
-		Packed bool   `db:"packed"`
-	}
 	byID := make(map[int64]SearchBlob, len(ids))
 	const batch = 500
 	for rest := ids; len(rest) > 0; {
 		n := min(batch, len(rest))
-		rows, err := selectRows[row](ctx, x, `SELECT id, digest, ext, size, pack_id IS NOT NULL AS packed FROM blobs
-			WHERE id IN `+placeholders(n), idArgs(rest[:n])...)
+		err := x.read(ctx, func() error {
+			return queryRows(ctx, x.db, `SELECT b.id, b.digest, b.ext, b.size, b.pack_id IS NOT NULL, coalesce(p.name, '')
+				FROM blobs b LEFT JOIN packs p ON p.id = b.pack_id WHERE b.id IN `+placeholders(n), idArgs(rest[:n]),
+				func(rows *sql.Rows) error {
+					var sb SearchBlob
+					var digest []byte
+					if err := rows.Scan(&sb.ID, &digest, &sb.Blob.Ext, &sb.Size, &sb.Packed, &sb.Pack); err != nil {
+						return err
+					}
+					d, err := digestOf(digest)
+					if err != nil {
+						return err
+					}
+					sb.Blob.Digest = d
+					byID[sb.ID] = sb
+					return nil
+				})
+		})
 		if err != nil {
 			return nil, fmt.Errorf("search blobs: %w", err)
-		}
-		for _, r := range rows {
-			d, err := digestOf(r.Digest)
-			if err != nil {
-				return nil, fmt.Errorf("search blobs: %w", err)
-			}
-			byID[r.ID] = SearchBlob{ID: r.ID, Blob: cas.Blob{Digest: d, Ext: r.Ext}, Size: r.Size, Packed: r.Packed}
 		}
 		rest = rest[n:]
 	}
@@ -512,8 +516,10 @@ type SearchPartsOptions struct {
 type SearchPart struct {
 	Part
 	BlobID int64
-	// Packed says the blob is in a pack.
+	// Packed says the blob is in a pack, and Pack names it (its file
+	// name) as the index knew it.
 	Packed bool
+	Pack   string
 }
 
 // SearchParts calls fn with the text parts matching o whose blob is one of

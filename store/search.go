@@ -97,6 +97,7 @@ const grepBatch = 512
 // of a blob in and read it from directly (see cas.Store).
 type packedBlobs interface {
 	PackPosition(ctx context.Context, b cas.Blob) (pack string, e cas.PackEntry, ok bool)
+	PackPositionIn(ctx context.Context, pack string, b cas.Blob) (string, cas.PackEntry, bool)
 	OpenPacked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
 	PackedBytes(ctx context.Context, b cas.Blob) ([]byte, *cas.Reader, error)
 	DecodeFrame(ctx context.Context, pack string, frame int, dst []byte) ([]byte, error)
@@ -111,7 +112,7 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJ
 	if ok {
 		for _, j := range batch {
 			if j.blob.Packed {
-				j.pack, j.entry, j.packed = pb.PackPosition(ctx, j.blob.Blob)
+				j.pack, j.entry, j.packed = pb.PackPositionIn(ctx, j.blob.Pack, j.blob.Blob)
 			}
 		}
 		slices.SortStableFunc(batch, func(a, b *grepJob) int {
