@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/search"
@@ -467,23 +470,29 @@ type SearchBlob struct {
 // (an id named twice comes once; one with no row is left out).
 func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, error) {
 	byID := make(map[int64]SearchBlob, len(ids))
+	packOf := map[int64]int64{} // blob id to pack id
 	const batch = 500
 	for rest := ids; len(rest) > 0; {
 		n := min(batch, len(rest))
+		// A search reads thousands of these rows: no join (the few packs'
+		// names are read once), no column it does not use.
 		err := x.read(ctx, func() error {
-			return queryRows(ctx, x.db, `SELECT b.id, b.digest, b.ext, b.size, b.pack_id IS NOT NULL, coalesce(p.name, '')
-				FROM blobs b LEFT JOIN packs p ON p.id = b.pack_id WHERE b.id IN `+placeholders(n), idArgs(rest[:n]),
-				func(rows *sql.Rows) error {
+			return queryRows(ctx, x.db, `SELECT id, digest, ext, size, pack_id FROM blobs WHERE id IN `+placeholders(n),
+				idArgs(rest[:n]), func(rows *sql.Rows) error {
 					var sb SearchBlob
 					var digest []byte
-					if err := rows.Scan(&sb.ID, &digest, &sb.Blob.Ext, &sb.Size, &sb.Packed, &sb.Pack); err != nil {
+					var pack sql.NullInt64
+					if err := rows.Scan(&sb.ID, &digest, &sb.Blob.Ext, &sb.Size, &pack); err != nil {
 						return err
 					}
 					d, err := digestOf(digest)
 					if err != nil {
 						return err
 					}
-					sb.Blob.Digest = d
+					sb.Blob.Digest, sb.Packed = d, pack.Valid
+					if pack.Valid {
+						packOf[sb.ID] = pack.Int64
+					}
 					byID[sb.ID] = sb
 					return nil
 				})
@@ -493,14 +502,54 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 		}
 		rest = rest[n:]
 	}
+	names, err := x.packNames(ctx, packOf)
+	if err != nil {
+		return nil, fmt.Errorf("search blobs: %w", err)
+	}
 	out := make([]SearchBlob, 0, len(byID))
 	for _, id := range ids {
 		if b, ok := byID[id]; ok {
+			b.Pack = names[packOf[id]]
 			out = append(out, b)
 			delete(byID, id)
 		}
 	}
 	return out, nil
+}
+
+// packNames returns the names of the packs that packOf's values name. A
+// pack deleted since its blobs were read has no name: its blobs are looked
+// for where they are now.
+func (x *Index) packNames(ctx context.Context, packOf map[int64]int64) (map[int64]string, error) {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, p := range packOf {
+		if !seen[p] {
+			seen[p] = true
+			ids = append(ids, p)
+		}
+	}
+	names := make(map[int64]string, len(ids))
+	for rest := ids; len(rest) > 0; {
+		n := min(500, len(rest))
+		err := x.read(ctx, func() error {
+			return queryRows(ctx, x.db, `SELECT id, name FROM packs WHERE id IN `+placeholders(n), idArgs(rest[:n]),
+				func(rows *sql.Rows) error {
+					var id int64
+					var name string
+					if err := rows.Scan(&id, &name); err != nil {
+						return err
+					}
+					names[id] = name
+					return nil
+				})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pack names: %w", err)
+		}
+		rest = rest[n:]
+	}
+	return names, nil
 }
 
 // SearchPartsOptions filters the parts SearchParts returns.
@@ -516,19 +565,15 @@ type SearchPartsOptions struct {
 type SearchPart struct {
 	Part
 	BlobID int64
-	// Packed says the blob is in a pack, and Pack names it (its file
-	// name) as the index knew it.
-	Packed bool
-	Pack   string
 }
 
 // SearchParts calls fn with the text parts matching o whose blob is one of
 // blobs, blob by blob in the order of blobs (a blob named twice comes
 // once), the parts of one blob together, in the order they were written.
 // The rows are read as they are now: a blob whose id a segment lists may
-// since have been removed, and its id given to another, whose parts are
-// then the ones returned: reading them costs time, never a wrong hit.
-func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []int64, fn func(SearchPart) error) error {
+// have lost its parts since, or be gone, its id given to another blob
+// (whose parts are left out). A part's Blob is the one given.
+func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []SearchBlob, fn func(SearchPart) error) error {
 	if !storableText(o.Run) {
 		return nil
 	}
@@ -554,51 +599,108 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []i
 		where = append(where, "NOT EXISTS (SELECT 1 FROM parts n WHERE n.key = p.key AND n.run_id = p.run_id AND n.version > p.version)")
 	}
 	seen := make(map[int64]bool, len(blobs))
-	blobs = slices.DeleteFunc(slices.Clone(blobs), func(b int64) bool {
-		if seen[b] {
+	blobs = slices.DeleteFunc(slices.Clone(blobs), func(b SearchBlob) bool {
+		if seen[b.ID] {
 			return true
 		}
-		seen[b] = true
+		seen[b.ID] = true
 		return false
 	})
+	// A search reads a row for each part it reports: the runs' names come
+	// from a query of their own, once a run, and the blob from the caller,
+	// which costs a third of reading them with each part.
+	runs := map[int64]runName{}
 	const batch = 400
 	for len(blobs) > 0 {
 		n := min(batch, len(blobs))
-		ids := blobs[:n]
+		bs := blobs[:n]
 		blobs = blobs[n:]
-		q := `SELECT ` + partColumns + `, b.id AS blob_id, b.pack_id IS NOT NULL
-			FROM blobs b JOIN parts p ON p.blob_id = b.id
-			WHERE b.id IN ` + placeholders(n) + ` AND ` + strings.Join(where, " AND ") + ` ORDER BY p.id`
+		ids := make([]int64, n)
+		digests := make(map[int64]cas.Digest, n)
+		for i, b := range bs {
+			ids[i], digests[b.ID] = b.ID, b.Blob.Digest
+		}
+		// The blob's digest is read to tell its row from another's that took
+		// its id after gc deleted it (SQLite gives the highest id again).
+		q := `SELECT p.id, p.run_id, p.key, p.step, p.tool, p.call_id, p.part, p.version, p.mime, p.filename, p.chars,
+			p.bytes, p.created_at, p.blob_id, b.digest FROM parts p JOIN blobs b ON b.id = p.blob_id
+			WHERE p.blob_id IN ` + placeholders(n) + ` AND ` + strings.Join(where, " AND ")
 		byBlob := make(map[int64][]SearchPart)
-		err := x.read(ctx, func() error {
+		runOf := make(map[int64]int64) // part id to run id
+		err := x.readTx(ctx, func(tx *sqlx.Tx) error {
 			clear(byBlob)
-			return queryRows(ctx, x.db, q, append(idArgs(ids), args...), func(rows *sql.Rows) error {
-				var r partRow
+			clear(runOf)
+			err := queryRows(ctx, tx, q, append(idArgs(ids), args...), func(rows *sql.Rows) error {
 				var sp SearchPart
-				if err := rows.Scan(&r.ID, &r.Key, &r.Run, &r.Step, &r.Tool, &r.CallID, &r.Part, &r.Version, &r.Kind,
-					&r.MIME, &r.Filename, &r.Chars, &r.Bytes, &r.Digest, &r.Ext, &r.CreatedAt, &sp.BlobID,
-					&sp.Packed); err != nil {
+				var runID, created int64
+				var digest []byte
+				if err := rows.Scan(&sp.ID, &runID, &sp.Key, &sp.Step, &sp.Tool, &sp.CallID, &sp.Part.Part, &sp.Version,
+					&sp.MIME, &sp.Filename, &sp.Chars, &sp.Bytes, &created, &sp.BlobID, &digest); err != nil {
 					return err
 				}
-				p, err := r.part()
-				if err != nil {
-					return err
+				if d, ok := digests[sp.BlobID]; !ok || string(digest) != string(d[:]) {
+					return nil
 				}
-				sp.Part = p
+				sp.Kind, sp.CreatedAt = KindText, time.Unix(0, created)
 				byBlob[sp.BlobID] = append(byBlob[sp.BlobID], sp)
+				runOf[sp.ID] = runID
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			return x.readRunNames(ctx, tx, runOf, runs)
 		})
 		if err != nil {
 			return fmt.Errorf("search parts: %w", err)
 		}
-		for _, id := range ids {
-			for _, sp := range byBlob[id] {
+		for _, b := range bs {
+			ps := byBlob[b.ID]
+			slices.SortFunc(ps, func(a, b SearchPart) int { return cmp.Compare(a.ID, b.ID) })
+			for _, sp := range ps {
+				r, ok := runs[runOf[sp.ID]]
+				if !ok {
+					return fmt.Errorf("search parts: part %d has no run %d", sp.ID, runOf[sp.ID])
+				}
+				sp.Key, sp.Run, sp.Blob = r.prefix+sp.Key, r.name, b.Blob
 				if err := fn(sp); err != nil {
 					return err
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// runName is a runs row: a run's name and its keys' prefix.
+type runName struct{ name, prefix string }
+
+// readRunNames adds to runs the rows of the runs that runOf's values name
+// and runs does not hold yet.
+func (x *Index) readRunNames(ctx context.Context, tx *sqlx.Tx, runOf map[int64]int64, runs map[int64]runName) error {
+	var need []int64
+	for _, r := range runOf {
+		if _, ok := runs[r]; !ok {
+			runs[r] = runName{} // asked for once; filled below
+			need = append(need, r)
+		}
+	}
+	for len(need) > 0 {
+		n := min(500, len(need))
+		err := queryRows(ctx, tx, `SELECT id, name, prefix FROM runs WHERE id IN `+placeholders(n), idArgs(need[:n]),
+			func(rows *sql.Rows) error {
+				var id int64
+				var r runName
+				if err := rows.Scan(&id, &r.name, &r.prefix); err != nil {
+					return err
+				}
+				runs[id] = r
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+		need = need[n:]
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -120,4 +121,112 @@ func mustExecIndex(t *testing.T, x *Index, q string) {
 	if _, err := x.db.Exec(q); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SearchParts gives the text parts of the blobs named, blob by blob in the
+// order given, each blob's parts in the order they were written, with the
+// full key, the run's name and the blob given; filters as List's. A blob
+// whose id another blob has taken since (gc deleted it, and SQLite gives
+// the highest id again) has no parts: they are the other blob's.
+func TestSearchParts(t *testing.T) { forEachBackend(t, testSearchParts) }
+
+func testSearchParts(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	shared := newPart("run-b", 1, "bash", "c1", "shared text")
+	mustRecord(t, x,
+		newPart("run-a", 1, "bash", "c1", "alpha"),
+		shared,
+		newPart("run-a", 2, "read", "c2", "shared text"),
+		newPart("run-a", 3, "bash", "c3", "alpha"), // a second part of alpha's blob
+	)
+	again := newPart("run-a", 2, "read", "c2", "shared text") // a second version of run-a/2_read_c2.txt
+	mustRecord(t, x, again)
+	blobs := searchBlobsOf(t, x)
+	if len(blobs) != 2 {
+		t.Fatalf("%d blobs, want 2", len(blobs))
+	}
+	alpha, sharedBlob := blobs[0], blobs[1]
+	keys := func(o SearchPartsOptions, bs ...SearchBlob) []string {
+		t.Helper()
+		var got []string
+		err := x.SearchParts(ctx, o, bs, func(sp SearchPart) error {
+			var want SearchBlob
+			for _, b := range bs {
+				if b.ID == sp.BlobID {
+					want = b
+				}
+			}
+			if sp.Blob != want.Blob || sp.Kind != KindText {
+				t.Errorf("part %s: blob %v, kind %s; want %v, text", sp.Key, sp.Blob, sp.Kind, want.Blob)
+			}
+			got = append(got, fmt.Sprintf("%s@%d %s", sp.Key, sp.Version, sp.Run))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name  string
+		o     SearchPartsOptions
+		blobs []SearchBlob
+		want  []string
+	}{
+		{"newest versions, blob by blob", SearchPartsOptions{}, []SearchBlob{sharedBlob, alpha, sharedBlob},
+			[]string{"run-b/1_bash_c1.txt@1 run-b", "run-a/2_read_c2.txt@2 run-a", "run-a/1_bash_c1.txt@1 run-a", "run-a/3_bash_c3.txt@1 run-a"}},
+		{"every version", SearchPartsOptions{AllVersions: true}, []SearchBlob{sharedBlob},
+			[]string{"run-b/1_bash_c1.txt@1 run-b", "run-a/2_read_c2.txt@1 run-a", "run-a/2_read_c2.txt@2 run-a"}},
+		{"one run", SearchPartsOptions{Run: "run-b"}, []SearchBlob{alpha, sharedBlob}, []string{"run-b/1_bash_c1.txt@1 run-b"}},
+		{"one tool", SearchPartsOptions{Tool: "read"}, []SearchBlob{alpha, sharedBlob}, []string{"run-a/2_read_c2.txt@2 run-a"}},
+		{"no such run", SearchPartsOptions{Run: "run-c"}, []SearchBlob{alpha, sharedBlob}, nil},
+	} {
+		if got := keys(tc.o, tc.blobs...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: SearchParts = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+
+	// The newest blob loses its parts and its row; the next blob written
+	// takes its id on SQLite.
+	gone := mustRecord(t, x, newPart("run-c", 1, "bash", "c1", "gone soon"))
+	blobs = searchBlobsOf(t, x)
+	old := blobs[len(blobs)-1]
+	if err := x.DeleteParts(ctx, []int64{gone[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.DeleteBlobRows(ctx, []cas.Blob{old.Blob}); err != nil {
+		t.Fatal(err)
+	}
+	mustRecord(t, x, newPart("run-c", 2, "bash", "c2", "written after"))
+	blobs = searchBlobsOf(t, x)
+	taken := blobs[len(blobs)-1]
+	if !onPostgres(t) && taken.ID != old.ID {
+		t.Fatalf("the new blob has id %d, the deleted one had %d: SQLite did not give the id again, the test shows nothing", taken.ID, old.ID)
+	}
+	if got := keys(SearchPartsOptions{}, old); got != nil {
+		t.Errorf("SearchParts of a deleted blob whose id %d was taken = %q, want none", old.ID, got)
+	}
+	if got, want := keys(SearchPartsOptions{}, taken), []string{"run-c/2_bash_c2.txt@1 run-c"}; !slices.Equal(got, want) {
+		t.Errorf("SearchParts of the blob that took id %d = %q, want %q", taken.ID, got, want)
+	}
+}
+
+// searchBlobsOf returns every blob of x as SearchBlobs reads it, by id.
+func searchBlobsOf(t *testing.T, x *Index) []SearchBlob {
+	t.Helper()
+	ctx := context.Background()
+	lag, err := x.UnsearchedBlobs(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, ub := range lag {
+		ids = append(ids, ub.ID)
+	}
+	bs, err := x.SearchBlobs(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
 }

@@ -258,6 +258,24 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		feedErr <- nil
 	}()
 	popts := index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since, AllVersions: o.AllVersions}
+	// The parts of a batch of blobs are looked up, and their lines
+	// reported, by a goroutine of its own while the next batch gathers:
+	// done here, each lookup stopped the workers once the order's few
+	// units were waiting (about a tenth of a search that reads every
+	// blob). At most one batch waits for it.
+	batches := make(chan []*grepJob, 1)
+	emitted := make(chan error, 1)
+	go func() {
+		var err error
+		for batch := range batches {
+			if err == nil {
+				if err = s.emitBatch(ctx, m, o, popts, batch, &res, fn); err != nil {
+					cancel()
+				}
+			}
+		}
+		emitted <- err
+	}()
 	var pending []*grepJob
 	var held int64
 	var since time.Time // when the first pending job was done
@@ -265,30 +283,13 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		if len(pending) == 0 {
 			return nil
 		}
-		ids := make([]int64, len(pending))
-		for i, j := range pending {
-			ids[i] = j.blob.ID
+		select {
+		case batches <- pending:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		parts := make(map[int64][]index.SearchPart, len(pending))
-		if err := s.ix.SearchParts(ctx, popts, ids, func(sp index.SearchPart) error {
-			parts[sp.BlobID] = append(parts[sp.BlobID], sp)
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, j := range pending {
-			if err := s.emit(ctx, m, o, j, parts[j.blob.ID], &res, fn); err != nil {
-				return err
-			}
-		}
-		pending, held = pending[:0], 0
+		pending, held = nil, 0
 		return nil
-	}
-	stop := func(err error) (GrepResult, error) {
-		cancel()
-		<-feedErr
-		workers.Wait()
-		return res, err
 	}
 	next := func(j *grepJob) error {
 		select {
@@ -325,20 +326,54 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		}
 		return nil
 	}
+	err = nil
+loop:
 	for u := range order {
 		for _, j := range u {
-			if err := next(j); err != nil {
-				return stop(err)
+			if err = next(j); err != nil {
+				break loop
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return stop(err)
+	if err == nil {
+		err = flush()
+	}
+	close(batches)
+	if eerr := <-emitted; eerr != nil {
+		err = eerr // the lookup's own error: the rest saw only its cancel
+	}
+	if err != nil {
+		cancel()
+		<-feedErr
+		workers.Wait()
+		return res, err
 	}
 	if err := <-feedErr; err != nil {
 		return res, fmt.Errorf("grep: %w", err)
 	}
 	return res, ctx.Err()
+}
+
+// emitBatch looks up the parts of a batch of blobs with matching lines
+// and reports them, blob by blob.
+func (s *Store) emitBatch(ctx context.Context, m *search.Matcher, o GrepOptions, popts index.SearchPartsOptions, batch []*grepJob, res *GrepResult, fn func(GrepHit) error) error {
+	blobs := make([]index.SearchBlob, len(batch))
+	for i, j := range batch {
+		blobs[i] = j.blob
+	}
+	parts := make(map[int64][]index.SearchPart, len(batch))
+	if err := s.ix.SearchParts(ctx, popts, blobs, func(sp index.SearchPart) error {
+		parts[sp.BlobID] = append(parts[sp.BlobID], sp)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, j := range batch {
+		if err := s.emit(ctx, m, o, j, parts[j.blob.ID], res, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // emit reports what a job found for each part of its blob that the search
