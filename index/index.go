@@ -140,6 +140,8 @@ type config struct {
 	mustExist bool
 	// deferCommits is WithDeferredCommit's setting.
 	deferCommits bool
+	// mapped is WithMappedReads's limit, 0 for none.
+	mapped int64
 }
 
 // MustExist makes Open fail with ErrNoIndex when the database holds no
@@ -197,6 +199,23 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 		}
 		c.busyTimeout = statement
 		c.retryFor = total
+		return nil
+	}
+}
+
+// WithMappedReads has SQLite read the first limit bytes of the database
+// through a memory map (its mmap_size) instead of a read call a page: for
+// a short-lived process that reads many rows once, such as a search, in
+// which fetching the 512-byte pages cost a fifth of its time. The pages
+// it touches count towards the process's resident memory, as file pages
+// the system may drop: a long-lived process, or one whose memory is
+// measured, does better without. On PostgreSQL it does nothing.
+func WithMappedReads(limit int64) Option {
+	return func(c *config) error {
+		if limit <= 0 {
+			return fmt.Errorf("mapped reads of %d bytes: want a positive limit", limit)
+		}
+		c.mapped = limit
 		return nil
 	}
 }
@@ -528,6 +547,9 @@ func dsn(path string, c config) string {
 		q = []string{"immutable=1", fmt.Sprintf("_pragma=busy_timeout(%d)", c.busyTimeout.Milliseconds())}
 	case c.readOnly:
 		q = []string{"mode=ro", fmt.Sprintf("_pragma=busy_timeout(%d)", c.busyTimeout.Milliseconds())}
+	}
+	if c.mapped > 0 {
+		q = append(q, fmt.Sprintf("_pragma=mmap_size(%d)", c.mapped))
 	}
 	return "file:" + uriPath(path) + "?" + strings.Join(q, "&")
 }

@@ -3,7 +3,9 @@ package index
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +114,68 @@ func testMarkVerifiedInChunks(t *testing.T) {
 	var n int
 	if err := x.db.GetContext(ctx, &n, `SELECT count(*) FROM blobs WHERE verified_at = ?`, at.UnixNano()); err != nil || n != len(blobs) {
 		t.Errorf("%d blobs marked (%v), want %d", n, err, len(blobs))
+	}
+}
+
+// WithMappedReads sets SQLite's mmap_size on every connection of the pool,
+// read-only ones too; rows read through the map are the rows written. A
+// limit that is not positive is refused.
+func TestMappedReads(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "index.db")
+	w, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var ps []NewPart
+	for i := range 200 {
+		ps = append(ps, newPart("r", i, "bash", "c", fmt.Sprint("text ", i)))
+	}
+	mustRecord(t, w, ps...)
+	mmapSizes := func(x *Index) []int64 {
+		t.Helper()
+		// Two connections held at once: the pool's second is a new one.
+		var sizes []int64
+		for range 2 {
+			c, err := x.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var n int64
+			if err := c.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, n)
+		}
+		return sizes
+	}
+	if got := mmapSizes(w); !slices.Equal(got, []int64{0, 0}) {
+		t.Fatalf("mmap_size without the option = %v, want 0: the option would show nothing", got)
+	}
+	for _, opts := range [][]Option{{WithMappedReads(1 << 20)}, {WithMappedReads(1 << 20), ReadOnly()}} {
+		x, err := Open(ctx, path, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mmapSizes(x); !slices.Equal(got, []int64{1 << 20, 1 << 20}) {
+			t.Errorf("mmap_size with WithMappedReads(1 MiB) = %v, want %d on each connection", got, 1<<20)
+		}
+		for _, p := range []NewPart{ps[0], ps[199]} {
+			got, err := x.Resolve(ctx, mustParse(t, p.Key), "")
+			if err != nil || got.Blob != p.Blob {
+				t.Errorf("Resolve(%s) through the map = %v, %v; want blob %v", p.Key, got.Blob, err, p.Blob)
+			}
+		}
+		x.Close()
+	}
+	for _, limit := range []int64{0, -1} {
+		if x, err := Open(ctx, path, WithMappedReads(limit)); err == nil || !strings.Contains(err.Error(), "mapped reads") {
+			if x != nil {
+				x.Close()
+			}
+			t.Errorf("Open with WithMappedReads(%d) = %v, want an error naming mapped reads", limit, err)
+		}
 	}
 }

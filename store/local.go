@@ -84,6 +84,9 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 		casOpts = append(casOpts, cas.ReadOnly())
 		ixOpts = append(ixOpts, index.ReadOnly())
 	}
+	if c.mappedIndex > 0 {
+		ixOpts = append(ixOpts, index.WithMappedReads(c.mappedIndex))
+	}
 	blobs, err := cas.Open(ctx, dir, casOpts...)
 	if err != nil {
 		return nil, err

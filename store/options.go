@@ -24,6 +24,8 @@ type config struct {
 	reserve             int64
 	maintenance         bool
 	noAutoMaintain      bool
+	// mappedIndex is WithMappedIndex's limit, 0 for none.
+	mappedIndex int64
 	// indexURL is WithIndexURL's URL, "" for the default.
 	indexURL string
 	// The options of a store in an object store.
@@ -205,6 +207,20 @@ func Maintenance() Option {
 func WithoutAutoMaintenance() Option {
 	return func(c *config) error {
 		c.noAutoMaintain = true
+		return nil
+	}
+}
+
+// WithMappedIndex has a local index read through a memory map of up to
+// limit bytes (see index.WithMappedReads): for a short-lived process that
+// reads many rows once, as casctl grep does. It does nothing for an index
+// in PostgreSQL.
+func WithMappedIndex(limit int64) Option {
+	return func(c *config) error {
+		if limit <= 0 {
+			return fmt.Errorf("mapped index of %d bytes: want a positive limit", limit)
+		}
+		c.mappedIndex = limit
 		return nil
 	}
 }

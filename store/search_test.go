@@ -225,6 +225,33 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 	checkGrep(t, s, &c, "indexed after gc")
 }
 
+// A store opened with its index read through a memory map, as casctl grep
+// opens it, finds what the brute force finds, rows written by another
+// opener since too; a limit that is not positive is refused.
+func TestGrepThroughAMappedIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := MustOpenDir(t, dir, WithCreate())
+	r := rand.New(rand.NewPCG(11, 12))
+	var c grepCorpus
+	writeGrepCorpus(t, s, &c, r, 120, 1)
+	if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := MustOpenDir(t, dir, WithMappedIndex(1<<20))
+	checkGrep(t, m, &c, "mapped")
+	writeGrepCorpus(t, s, &c, r, 40, 1000)
+	checkGrep(t, m, &c, "mapped, written since")
+	for _, limit := range []int64{0, -5} {
+		if x, err := Open(ctx, dir, WithMappedIndex(limit)); err == nil || !strings.Contains(err.Error(), "mapped index") {
+			if x != nil {
+				x.Close()
+			}
+			t.Errorf("Open with WithMappedIndex(%d) = %v, want an error naming the mapped index", limit, err)
+		}
+	}
+}
+
 // A blob that cannot be read, loose or in a damaged pack frame, is reported
 // with its parts in Failed, and the search goes on without it.
 func TestGrepReportsDamagedBlobs(t *testing.T) {

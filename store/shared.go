@@ -135,6 +135,9 @@ func openSharedIndex(ctx context.Context, be *s3blob.Backend, c *config) (*index
 	if c.readOnly {
 		opts = append(opts, index.ReadOnly())
 	}
+	if c.mappedIndex > 0 {
+		opts = append(opts, index.WithMappedReads(c.mappedIndex))
+	}
 	if !newIndexAllowed(ctx, c, be.Walk, nil) {
 		opts = append(opts, index.MustExist())
 	}

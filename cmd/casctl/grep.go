@@ -33,6 +33,12 @@ type grepOptions struct {
 // default, around the match.
 const defaultGrepWidth = 300
 
+// grepMappedIndex is how much of the index database grep reads through a
+// memory map: a search of a store of 140,000 results took a fifth less
+// time so, most of it the reads of the rows of thousands of blobs and
+// parts, a 512-byte page each.
+const grepMappedIndex = 1 << 30
+
 // grepCatchUp is the most text the search index may lag behind before grep
 // brings it up to date first, on a store it can write to.
 const grepCatchUp = 8 << 20
@@ -129,7 +135,7 @@ func runGrep(ctx context.Context, g *globals, pattern string, o grepOptions) err
 	if _, err := search.Compile(pat); err != nil {
 		return grepError{fmt.Errorf("grep: %w", err)}
 	}
-	s, err := g.openWritable(ctx)
+	s, err := g.openWritable(ctx, store.WithMappedIndex(grepMappedIndex))
 	if err != nil {
 		return grepError{fail("grep", err)}
 	}

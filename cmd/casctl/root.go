@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -137,23 +138,23 @@ func (g *globals) open(ctx context.Context, opts ...store.Option) (*store.Store,
 // openRead opens the store read-only, for a command that only reads it, so
 // that it works on a read-only mount or without write permission. An index
 // that needs migrating first is opened for writing, when it can be.
-func (g *globals) openRead(ctx context.Context) (*store.Store, error) {
+func (g *globals) openRead(ctx context.Context, opts ...store.Option) (*store.Store, error) {
 	g.readOnly = true
-	s, err := g.open(ctx, store.ReadOnly())
+	s, err := g.open(ctx, append(slices.Clip(opts), store.ReadOnly())...)
 	g.readOnly = false
 	if errors.Is(err, store.ErrOlderSchema) {
-		return g.open(ctx)
+		return g.open(ctx, opts...)
 	}
 	return s, err
 }
 
 // openWritable opens the store for writing when it can be written, and
 // read-only when not: verify records what it found whole only when it can.
-func (g *globals) openWritable(ctx context.Context) (*store.Store, error) {
+func (g *globals) openWritable(ctx context.Context, opts ...store.Option) (*store.Store, error) {
 	if writeAccess(g.storeDir()) == nil {
-		return g.open(ctx)
+		return g.open(ctx, opts...)
 	}
-	return g.openRead(ctx)
+	return g.openRead(ctx, opts...)
 }
 
 // storeAccess says, for every command, whether it only reads the store
