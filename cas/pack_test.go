@@ -9,7 +9,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -440,6 +442,54 @@ func TestPackPositionIn(t *testing.T) {
 		pack, e, ok := fresh.PackPositionIn(ctx, told, first.Blob)
 		if !ok || pack != one.Name || e.Blob != first.Blob {
 			t.Errorf("PackPositionIn(%q) of a blob of %s = %q, %+v, %v; want it found there", told, one.Name, pack, e, ok)
+		}
+	}
+}
+
+// LoadPackTables loads the named packs' tables of contents, several at
+// once, and only theirs; a name that is no pack's, or a pack that is
+// gone, is left alone. Loads racing each other keep one table a pack.
+func TestLoadPackTables(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	var names []string
+	var blobs []Blob
+	for i := range 6 {
+		b, err := s.PutBytes(ctx, []byte(fmt.Sprintf("blob of pack %d\n", i)), ".txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.WritePack(ctx, []Blob{b.Blob})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, blobs = append(names, p.Name), append(blobs, b.Blob)
+	}
+	fresh, err := Open(ctx, s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	asked := append(slices.Clone(names[:4]), "pack-"+strings.Repeat("0", 64)+".zst", "../index.db", "")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { fresh.LoadPackTables(ctx, asked) })
+	}
+	wg.Wait()
+	fresh.packs.mu.Lock()
+	var loaded []string
+	for name := range fresh.packs.loaded {
+		loaded = append(loaded, name)
+	}
+	fresh.packs.mu.Unlock()
+	slices.Sort(loaded)
+	if want := slices.Sorted(slices.Values(names[:4])); !slices.Equal(loaded, want) {
+		t.Errorf("tables loaded %q, want the 4 named packs' %q", loaded, want)
+	}
+	for i, b := range blobs {
+		pack, e, ok := fresh.PackPositionIn(ctx, names[i], b)
+		if !ok || pack != names[i] || e.Blob != b {
+			t.Errorf("PackPositionIn(%s) = %q, %+v, %v; want its entry", names[i], pack, e, ok)
 		}
 	}
 }

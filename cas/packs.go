@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -713,27 +714,65 @@ func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, e PackEn
 // or does not hold the blob (gc rewrote it), it looks as PackPosition
 // does.
 func (s *Store) PackPositionIn(ctx context.Context, pack string, b Blob) (string, PackEntry, bool) {
-	s.packs.mu.Lock()
-	lp := s.packs.loaded[pack]
-	if lp == nil && s.packs.bad[pack] == nil {
-		if _, err := ParsePackName(pack); err == nil {
-			if l, err := s.loadPack(pack); err == nil {
-				if s.packs.loaded == nil {
-					s.packs.loaded, s.packs.bad = map[string]*loadedPack{}, map[string]error{}
-				}
-				s.packs.loaded[pack], lp = l, l
-			}
-		}
-	}
-	if lp != nil {
+	if lp := s.namedPack(pack); lp != nil {
 		if e, ok := lp.toc.find(b); ok {
+			s.packs.mu.Lock()
 			s.packs.last = lp
 			s.packs.mu.Unlock()
 			return lp.name, e, true
 		}
 	}
-	s.packs.mu.Unlock()
 	return s.PackPosition(ctx, b)
+}
+
+// LoadPackTables loads the tables of contents of the named packs that are
+// not loaded yet, several at once, so that PackPositionIn finds blobs in
+// them at once: a process's first search needs the tables of most packs
+// before it can read a blob. A name that is no pack's is left alone, as
+// PackPositionIn leaves it.
+func (s *Store) LoadPackTables(ctx context.Context, names []string) {
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for _, name := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s.namedPack(name)
+		})
+	}
+	wg.Wait()
+}
+
+// namedPack returns the pack of that name, loading its table of contents
+// first (without holding the lock, so that several load at once) when it
+// is not loaded yet; nil for a pack that cannot be loaded.
+func (s *Store) namedPack(name string) *loadedPack {
+	s.packs.mu.Lock()
+	lp, bad := s.packs.loaded[name], s.packs.bad[name]
+	s.packs.mu.Unlock()
+	if lp != nil || bad != nil {
+		return lp
+	}
+	if _, err := ParsePackName(name); err != nil {
+		return nil
+	}
+	l, err := s.loadPack(name)
+	if err != nil {
+		return nil
+	}
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	if cur := s.packs.loaded[name]; cur != nil {
+		return cur // loaded meanwhile by another caller
+	}
+	if s.packs.loaded == nil {
+		s.packs.loaded, s.packs.bad = map[string]*loadedPack{}, map[string]error{}
+	}
+	s.packs.loaded[name] = l
+	return l
 }
 
 // DecodeFrame decodes a frame of many small blobs of a pack (one that

@@ -98,6 +98,7 @@ const grepBatch = 512
 type packedBlobs interface {
 	PackPosition(ctx context.Context, b cas.Blob) (pack string, e cas.PackEntry, ok bool)
 	PackPositionIn(ctx context.Context, pack string, b cas.Blob) (string, cas.PackEntry, bool)
+	LoadPackTables(ctx context.Context, names []string)
 	OpenPacked(ctx context.Context, b cas.Blob) (*cas.Reader, error)
 	PackedBytes(ctx context.Context, b cas.Blob) ([]byte, *cas.Reader, error)
 	DecodeFrame(ctx context.Context, pack string, frame int, dst []byte) ([]byte, error)
@@ -110,6 +111,15 @@ type packedBlobs interface {
 func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJob {
 	pb, ok := s.eng.backend().(packedBlobs)
 	if ok {
+		var packs []string
+		seen := map[string]bool{}
+		for _, j := range batch {
+			if j.blob.Packed && !seen[j.blob.Pack] {
+				seen[j.blob.Pack] = true
+				packs = append(packs, j.blob.Pack)
+			}
+		}
+		pb.LoadPackTables(ctx, packs)
 		for _, j := range batch {
 			if j.blob.Packed {
 				j.pack, j.entry, j.packed = pb.PackPositionIn(ctx, j.blob.Pack, j.blob.Blob)
