@@ -191,8 +191,9 @@ const (
 // matching line, then as it streams for each part, lines reported as they
 // come). The search index, where it covers a blob, rules blobs out without
 // reading them; blobs it does not cover yet are read in full (Lag). Parts
-// whose blobs cannot be read are listed in Failed and skipped. Grep stops
-// at fn's first error or when ctx is done, returning that error.
+// whose blobs cannot be read are listed in Failed and skipped. fn is called
+// by one goroutine, not the caller's, and never after Grep returns. Grep
+// stops at fn's first error or when ctx is done, returning that error.
 func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error) (GrepResult, error) {
 	var res GrepResult
 	m, err := search.Compile(o.Pattern)
@@ -336,18 +337,16 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 		}
 		return nil
 	}
-	err = nil
-loop:
-	for u := range order {
-		for _, j := range u {
-			if err = next(j); err != nil {
-				break loop
+	err = func() error {
+		for u := range order {
+			for _, j := range u {
+				if err := next(j); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err == nil {
-		err = flush()
-	}
+		return flush()
+	}()
 	close(batches)
 	if eerr := <-emitted; eerr != nil {
 		err = eerr // the lookup's own error: the rest saw only its cancel

