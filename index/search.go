@@ -676,12 +676,14 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []S
 type runName struct{ name, prefix string }
 
 // readRunNames adds to runs the rows of the runs that runOf's values name
-// and runs does not hold yet.
+// and runs does not hold yet; a run with no row is left out, and runs
+// holds nothing but rows read, whether tx is retried or not.
 func (x *Index) readRunNames(ctx context.Context, tx *sqlx.Tx, runOf map[int64]int64, runs map[int64]runName) error {
 	var need []int64
+	asked := map[int64]bool{}
 	for _, r := range runOf {
-		if _, ok := runs[r]; !ok {
-			runs[r] = runName{} // asked for once; filled below
+		if _, ok := runs[r]; !ok && !asked[r] {
+			asked[r] = true
 			need = append(need, r)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/search"
 )
@@ -229,4 +231,35 @@ func searchBlobsOf(t *testing.T, x *Index) []SearchBlob {
 		t.Fatal(err)
 	}
 	return bs
+}
+
+// readRunNames adds only the rows it read: a run with no row stays out of
+// the map (SearchParts then says so, rather than print a key without its
+// run), and asking again reads what the first time could not.
+func TestReadRunNamesAddsOnlyRows(t *testing.T) { forEachBackend(t, testReadRunNamesAddsOnlyRows) }
+
+func testReadRunNamesAddsOnlyRows(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	mustRecord(t, x, newPart("run-a", 1, "bash", "c1", "text"))
+	var runID int64
+	if err := x.db.GetContext(ctx, &runID, x.db.Rebind(`SELECT id FROM runs WHERE name = ?`), "run-a"); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[int64]runName{}
+	read := func(runOf map[int64]int64) {
+		t.Helper()
+		err := x.readTx(ctx, func(tx *sqlx.Tx) error { return x.readRunNames(ctx, tx, runOf, runs) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(map[int64]int64{1: runID + 1000})
+	if r, ok := runs[runID+1000]; ok {
+		t.Errorf("a run with no row is in the map as %+v", r)
+	}
+	read(map[int64]int64{1: runID, 2: runID})
+	if r := runs[runID]; r.name != "run-a" || r.prefix != "run-a/" {
+		t.Errorf("run %d read as %+v, want run-a with prefix run-a/", runID, r)
+	}
 }
