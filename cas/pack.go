@@ -64,10 +64,23 @@ type packFrame struct {
 	Raw int64 // uncompressed length
 }
 
-// packTOC is a pack's table of contents.
+// packTOC is a pack's table of contents as a reader holds it: the frames
+// decoded, the entries left as the file encodes them and decoded where a
+// lookup lands. A process that searches reads the tables of every pack its
+// hits are in: decoded into PackEntry values they took 2.5 times the memory
+// of their encoding, and on a machine where a page fault is dear, the
+// fresh pages cost a one-shot search more than its matching did.
 type packTOC struct {
-	frames  []packFrame
-	entries []PackEntry // sorted by file name
+	frames []packFrame
+	// n is the number of entries; raw holds them, sorted by file name.
+	n   int
+	raw []byte
+	// marks[k] is the offset in raw of entry k*tocMarkEvery: a lookup
+	// searches the marks, then decodes at most tocMarkEvery entries.
+	marks []uint32
+	// exts are the distinct extensions of the entries, so that decoding
+	// one makes no string.
+	exts []string
 }
 
 // PackName returns the file name of the pack whose bytes hash to d.
@@ -85,17 +98,22 @@ func ParsePackName(name string) (Digest, error) {
 	return d, nil
 }
 
-func (t *packTOC) marshal() []byte {
+// tocMarkEvery is how many entries lie between two marks of a packTOC.
+const tocMarkEvery = 16
+
+// marshalTOC encodes a table of contents: the frames, then the entries,
+// which must be sorted by file name.
+func marshalTOC(frames []packFrame, entries []PackEntry) []byte {
 	var b []byte
 	b = append(b, tocVersion)
-	b = binary.AppendUvarint(b, uint64(len(t.frames)))
-	for _, f := range t.frames {
+	b = binary.AppendUvarint(b, uint64(len(frames)))
+	for _, f := range frames {
 		b = binary.AppendUvarint(b, uint64(f.Off))
 		b = binary.AppendUvarint(b, uint64(f.Len))
 		b = binary.AppendUvarint(b, uint64(f.Raw))
 	}
-	b = binary.AppendUvarint(b, uint64(len(t.entries)))
-	for _, e := range t.entries {
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for _, e := range entries {
 		b = append(b, e.Blob.Digest[:]...)
 		b = binary.AppendUvarint(b, uint64(len(e.Blob.Ext)))
 		b = append(b, e.Blob.Ext...)
@@ -111,7 +129,8 @@ func (t *packTOC) marshal() []byte {
 var errTOC = errors.New("table of contents damaged")
 
 // unmarshalTOC parses a table of contents and checks that every frame lies
-// inside the first dataEnd bytes of the file and every blob inside its frame.
+// inside the first dataEnd bytes of the file and every blob inside its
+// frame. The table keeps b.
 func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 	// Parsed from the slice itself: every process's first search reads
 	// the tables of contents, and through an io.ByteReader a table of
@@ -162,16 +181,19 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 	if err != nil || ne > int64(len(b))/(DigestSize+4) {
 		return nil, errTOC
 	}
-	t.entries = make([]PackEntry, ne)
-	// A pack's blobs share a few extensions: each is made into a string
-	// and checked once, not once an entry.
-	lastExt := ""
-	for i := range t.entries {
-		e := &t.entries[i]
+	t.n = int(ne)
+	t.raw = rest
+	t.marks = make([]uint32, 0, (t.n+tocMarkEvery-1)/tocMarkEvery)
+	var prev Blob
+	for i := range t.n {
+		if i%tocMarkEvery == 0 {
+			t.marks = append(t.marks, uint32(len(t.raw)-len(rest)))
+		}
 		if len(rest) < DigestSize {
 			return nil, errTOC
 		}
-		copy(e.Blob.Digest[:], rest)
+		var cur Blob
+		copy(cur.Digest[:], rest)
 		rest = rest[DigestSize:]
 		n, err := num()
 		if err != nil || n > 64 || n > int64(len(rest)) {
@@ -179,35 +201,82 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 		}
 		ext := rest[:n]
 		rest = rest[n:]
-		if i == 0 || string(ext) != lastExt {
-			lastExt = string(ext)
-			if err := CheckExt(lastExt); err != nil {
+		// A pack's blobs share a few extensions: each is made into a
+		// string and checked once, not once an entry. (No extension
+		// is empty: t.ext finds none, and CheckExt refuses it.)
+		if cur.Ext = t.ext(ext); cur.Ext == "" {
+			cur.Ext = string(ext)
+			if err := CheckExt(cur.Ext); err != nil {
 				return nil, fmt.Errorf("%w: %v", errTOC, err)
 			}
+			t.exts = append(t.exts, cur.Ext)
 		}
-		e.Blob.Ext = lastExt
 		fr, err := num()
 		if err != nil {
 			return nil, err
 		}
-		e.Frame = int(fr)
-		if e.Offset, err = num(); err != nil {
+		off, err := num()
+		if err != nil {
 			return nil, err
 		}
-		if e.Size, err = num(); err != nil {
+		size, err := num()
+		if err != nil {
 			return nil, err
 		}
-		if fr >= nf || e.Offset+e.Size > t.frames[fr].Raw {
-			return nil, fmt.Errorf("%w: blob %s outside its frame", errTOC, e.Blob)
+		if fr >= nf || off+size > t.frames[fr].Raw {
+			return nil, fmt.Errorf("%w: blob %s outside its frame", errTOC, cur)
 		}
-		if i > 0 && compareEntries(t.entries[i-1].Blob, e.Blob) >= 0 {
+		if i > 0 && compareEntries(prev, cur) >= 0 {
 			return nil, fmt.Errorf("%w: entries out of order", errTOC)
 		}
+		prev = cur
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the last entry", errTOC, len(rest))
 	}
+	t.raw = t.raw[:len(t.raw)-len(rest)]
 	return t, nil
+}
+
+// ext returns the string of t.exts that ext spells, or "".
+func (t *packTOC) ext(ext []byte) string {
+	for _, s := range t.exts {
+		if string(ext) == s {
+			return s
+		}
+	}
+	return ""
+}
+
+// entryAt decodes the entry at off in t.raw, which unmarshalTOC checked,
+// and returns it with the offset of the next one.
+func (t *packTOC) entryAt(off int) (PackEntry, int) {
+	var e PackEntry
+	b := t.raw[off:]
+	copy(e.Blob.Digest[:], b)
+	b = b[DigestSize:]
+	num := func() int64 {
+		v, k := binary.Uvarint(b)
+		b = b[k:]
+		return int64(v)
+	}
+	n := num()
+	e.Blob.Ext = t.ext(b[:n])
+	b = b[n:]
+	e.Frame = int(num())
+	e.Offset = num()
+	e.Size = num()
+	return e, len(t.raw) - len(b)
+}
+
+// entries decodes every entry, in order.
+func (t *packTOC) entries() []PackEntry {
+	es := make([]PackEntry, t.n)
+	off := 0
+	for i := range es {
+		es[i], off = t.entryAt(off)
+	}
+	return es
 }
 
 // compareEntries orders blobs as a table of contents lists them, in the
@@ -219,9 +288,24 @@ func compareEntries(a, b Blob) int {
 
 // find returns the entry of b, if the pack holds it.
 func (t *packTOC) find(b Blob) (PackEntry, bool) {
-	i := sort.Search(len(t.entries), func(i int) bool { return compareEntries(t.entries[i].Blob, b) >= 0 })
-	if i < len(t.entries) && t.entries[i].Blob == b {
-		return t.entries[i], true
+	// The first mark past b; the entry is after the one before it.
+	k := sort.Search(len(t.marks), func(k int) bool {
+		e, _ := t.entryAt(int(t.marks[k]))
+		return compareEntries(e.Blob, b) > 0
+	})
+	if k == 0 {
+		return PackEntry{}, false
+	}
+	off := int(t.marks[k-1])
+	for i := (k - 1) * tocMarkEvery; i < min(k*tocMarkEvery, t.n); i++ {
+		var e PackEntry
+		e, off = t.entryAt(off)
+		switch c := compareEntries(e.Blob, b); {
+		case c == 0:
+			return e, true
+		case c > 0:
+			return PackEntry{}, false
+		}
 	}
 	return PackEntry{}, false
 }
@@ -281,6 +365,10 @@ var decoders = sync.Pool{New: func() any {
 	}
 	return d
 }}
+
+// compressedFrames holds the buffers decodeFrame reads frames into: a
+// search reads hundreds of frames in a row, each of them a few hundred KiB.
+var compressedFrames = sync.Pool{New: func() any { return new([]byte) }}
 
 // frameReader reads a blob's bytes out of one frame: it decodes the frame
 // from its start, skips to the blob and stops at its end.

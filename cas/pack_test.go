@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -153,13 +154,14 @@ func TestPackCorruption(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := int64(len(b)) - (int64(len(toc.marshal())) + 8 + trailerSize)
-			for i := range toc.entries {
-				if toc.entries[i].Size > 0 {
-					toc.entries[i].Size--
+			entries := toc.entries()
+			off := int64(len(b)) - (int64(len(marshalTOC(toc.frames, entries))) + 8 + trailerSize)
+			for i := range entries {
+				if entries[i].Size > 0 {
+					entries[i].Size--
 				}
 			}
-			b = append(b[:off], tocFrame(toc.marshal(), off)...)
+			b = append(b[:off], tocFrame(marshalTOC(toc.frames, entries), off)...)
 			os.WriteFile(path, b, 0o644)
 		},
 	}
@@ -289,6 +291,43 @@ func TestParsePackName(t *testing.T) {
 		if _, err := ParsePackName(bad); err == nil {
 			t.Errorf("ParsePackName(%q) succeeded", bad)
 		}
+	}
+}
+
+// DecodeFrame, given a buffer too small for a frame of small blobs, makes
+// one that holds any such frame: a reader going through frames of
+// different sizes makes one buffer, not one for each frame larger than the
+// last.
+func TestDecodeFrameGrowsTheBufferOnce(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	contents, _, info := packFixture(t, s)
+	removeLoose(t, s, contents)
+	sizes := map[int]int{} // frame of small blobs → its bytes
+	for b, data := range contents {
+		if _, e, ok := s.PackPosition(ctx, b); ok && len(data) > 0 && len(data) <= FrameSize/4 {
+			data, err := s.DecodeFrame(ctx, info.Name, e.Frame, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes[e.Frame] = len(data)
+		}
+	}
+	frames := slices.Collect(maps.Keys(sizes))
+	slices.SortFunc(frames, func(a, b int) int { return sizes[a] - sizes[b] })
+	if len(frames) < 2 || sizes[frames[0]] == sizes[frames[len(frames)-1]] {
+		t.Fatalf("the fixture's frames of small blobs are %v bytes; want two of different sizes", sizes)
+	}
+	buf := make([]byte, 0, 1)
+	for _, f := range frames { // the smallest first
+		data, err := s.DecodeFrame(ctx, info.Name, f, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cap(buf) > 1 && &data[:1][0] != &buf[:1][0] {
+			t.Errorf("DecodeFrame of frame %d (%d bytes) made a new buffer; the one given, made for a smaller frame, held %d", f, len(data), cap(buf))
+		}
+		buf = data
 	}
 }
 

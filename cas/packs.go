@@ -293,13 +293,25 @@ func decodeFrame(f file, i int, fr packFrame, dst []byte) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("pack file does not support positioned reads")
 	}
-	comp := make([]byte, fr.Len)
+	cp := compressedFrames.Get().(*[]byte)
+	defer compressedFrames.Put(cp)
+	if int64(cap(*cp)) < fr.Len {
+		*cp = make([]byte, fr.Len)
+	}
+	comp := (*cp)[:fr.Len]
 	if _, err := ra.ReadAt(comp, fr.Off); err != nil {
 		return nil, fmt.Errorf("read frame %d: %w", i, err)
 	}
 	dec := decoders.Get().(*zstd.Decoder)
 	if int64(cap(dst)) < fr.Raw {
-		dst = make([]byte, 0, fr.Raw)
+		// A caller that gives a buffer reuses it for frame after
+		// frame: room for any frame of small blobs saves making a new
+		// one for each frame a little larger than the last.
+		n := fr.Raw
+		if dst != nil && n <= FrameSize {
+			n = FrameSize
+		}
+		dst = make([]byte, 0, n)
 	}
 	data, err := dec.DecodeAll(comp, dst[:0])
 	decoders.Put(dec)
@@ -358,8 +370,8 @@ func (s *Store) Packs(ctx context.Context) (packs []PackInfo, temps []Entry, bad
 			bad[name] = err
 			continue
 		}
-		pi := PackInfo{Name: name, Digest: d, Size: lp.size, ModTime: lp.modTime, Entries: lp.toc.entries}
-		for _, e := range lp.toc.entries {
+		pi := PackInfo{Name: name, Digest: d, Size: lp.size, ModTime: lp.modTime, Entries: lp.toc.entries()}
+		for _, e := range pi.Entries {
 			pi.Raw += e.Size
 		}
 		packs = append(packs, pi)
@@ -444,11 +456,12 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 		return PackInfo{}, err
 	}
 	var (
-		toc   packTOC
-		seen  = map[Blob]bool{}
-		raw   int64 // uncompressed bytes in the open frame
-		start int64 // where the open frame starts in the file
-		info  PackInfo
+		frames  []packFrame
+		entries []PackEntry
+		seen    = map[Blob]bool{}
+		raw     int64 // uncompressed bytes in the open frame
+		start   int64 // where the open frame starts in the file
+		info    PackInfo
 	)
 	closeFrame := func() error {
 		if err := enc.Close(); err != nil {
@@ -457,7 +470,7 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		toc.frames = append(toc.frames, packFrame{Off: start, Len: cw.n - start, Raw: raw})
+		frames = append(frames, packFrame{Off: start, Len: cw.n - start, Raw: raw})
 		start, raw = cw.n, 0
 		enc.Reset(bw)
 		return nil
@@ -484,7 +497,7 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 				return PackInfo{}, s.writeError(Blob{}, err)
 			}
 		}
-		e := PackEntry{Blob: b, Frame: len(toc.frames), Offset: raw, Size: size}
+		e := PackEntry{Blob: b, Frame: len(frames), Offset: raw, Size: size}
 		// Bytes go into the frame only once they are checked: small blobs
 		// are read whole first; a large one has its frame to itself and a
 		// bad byte in it stops the whole pack.
@@ -506,17 +519,17 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 		r.Close()
 		e.Size = n
 		raw += n
-		toc.entries = append(toc.entries, e)
+		entries = append(entries, e)
 		info.Raw += n
 	}
-	if len(toc.entries) == 0 {
+	if len(entries) == 0 {
 		return PackInfo{}, fmt.Errorf("write pack: %w: every blob given was removed", ErrNotFound)
 	}
 	if err := closeFrame(); err != nil {
 		return PackInfo{}, s.writeError(Blob{}, err)
 	}
-	sort.Slice(toc.entries, func(i, j int) bool { return toc.entries[i].Blob.FileName() < toc.entries[j].Blob.FileName() })
-	if _, err := bw.Write(tocFrame(toc.marshal(), cw.n)); err != nil {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Blob.FileName() < entries[j].Blob.FileName() })
+	if _, err := bw.Write(tocFrame(marshalTOC(frames, entries), cw.n)); err != nil {
 		return PackInfo{}, s.writeError(Blob{}, err)
 	}
 	if err := bw.Flush(); err != nil {
@@ -524,7 +537,7 @@ func (s *Store) writePack(ctx context.Context, f file, blobs []Blob) (PackInfo, 
 	}
 	cw.h.Sum(info.Digest[:0])
 	info.Size = cw.n
-	info.Entries = toc.entries
+	info.Entries = entries
 	return info, nil
 }
 
@@ -604,7 +617,7 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 	// (so damage anywhere in it fails every blob in it, as it fails their
 	// reads), a frame of one large blob is streamed.
 	byFrame := make([][]PackEntry, len(lp.toc.frames))
-	for _, e := range lp.toc.entries {
+	for _, e := range lp.toc.entries() {
 		byFrame[e.Frame] = append(byFrame[e.Frame], e)
 	}
 	for i, fr := range lp.toc.frames {
