@@ -532,3 +532,79 @@ func TestLoadPackTables(t *testing.T) {
 		}
 	}
 }
+
+// A read of a packed blob that no loaded table of contents lists reads the
+// table of the pack the PackHint names, and no other; a hint that names a
+// pack not holding the blob, one not there, or none, costs a look at every
+// pack, and the read still finds the blob.
+func TestPackHint(t *testing.T) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	contents := map[Blob][]byte{}
+	var packs []string
+	packOf := map[Blob]string{}
+	for p := range 3 {
+		var blobs []Blob
+		for i := range 5 {
+			data := []byte(fmt.Sprintf("blob %d of pack %d\n", i, p))
+			r, err := s.PutBytes(ctx, data, ".txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			contents[r.Blob] = data
+			blobs = append(blobs, r.Blob)
+		}
+		info, err := s.WritePack(ctx, blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		packs = append(packs, info.Name)
+		for _, b := range blobs {
+			packOf[b] = info.Name
+		}
+	}
+	removeLoose(t, s, contents)
+	loaded := func(s *Store) []string {
+		s.packs.mu.Lock()
+		defer s.packs.mu.Unlock()
+		return slices.Sorted(maps.Keys(s.packs.loaded))
+	}
+	for name, hint := range map[string]func(Blob) string{
+		"right":        func(b Blob) string { return packOf[b] },
+		"another pack": func(b Blob) string { return packs[(slices.Index(packs, packOf[b])+1)%len(packs)] },
+		"a pack not there": func(b Blob) string {
+			return "pack-" + strings.Repeat("0", 64) + ".zst"
+		},
+		"not a pack name": func(Blob) string { return "../../etc/passwd" },
+		"none":            func(Blob) string { return "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for b, data := range contents {
+				s2, err := Open(ctx, s.Dir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				asked := 0
+				s2.SetPackHint(func(_ context.Context, got Blob) string {
+					asked++
+					if got != b {
+						t.Errorf("the hint was asked for %s, want %s", got, b)
+					}
+					return hint(b)
+				})
+				got, err := ReadBlob(ctx, s2, b)
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("ReadBlob(%s) = %q, %v; want %q", b, got, err, data)
+				}
+				wantLoaded := packs
+				if name == "right" {
+					wantLoaded = []string{packOf[b]}
+				}
+				if l := loaded(s2); asked != 1 || !slices.Equal(l, slices.Sorted(slices.Values(wantLoaded))) {
+					t.Errorf("reading %s of %s: the hint asked %d times, packs loaded %v; want once, %v", b, packOf[b], asked, l, wantLoaded)
+				}
+				s2.Close()
+			}
+		})
+	}
+}

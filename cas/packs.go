@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -66,6 +67,8 @@ type packSet struct {
 	// blobs in the order they are packed, so the next one is most often
 	// there too, and one search of its table of contents finds it.
 	last *loadedPack
+	// hint is the PackHint SetPackHint gave, if any.
+	hint atomic.Pointer[PackHint]
 }
 
 // cachedFrame is a decoded frame of a pack.
@@ -79,19 +82,64 @@ type cachedFrame struct {
 // FrameSize bytes.
 const frameCacheSize = 4
 
-// lookup returns the loaded pack holding b, refreshing the set once if none
-// does.
+// lookup returns the loaded pack holding b: one loaded already, else the
+// one the PackHint names, else one found by refreshing the set once.
 func (s *Store) lookup(ctx context.Context, b Blob) (*loadedPack, PackEntry, bool, error) {
 	s.packs.mu.Lock()
+	lp, e, ok := s.searchLoaded(b)
+	s.packs.mu.Unlock()
+	if ok {
+		return lp, e, true, nil
+	}
+	if lp, e, ok = s.hintedPack(ctx, b); ok {
+		return lp, e, true, nil
+	}
+	s.packs.mu.Lock()
 	defer s.packs.mu.Unlock()
-	if lp, e, ok := s.searchLoaded(b); ok {
+	if lp, e, ok = s.searchLoaded(b); ok { // loaded meanwhile
 		return lp, e, true, nil
 	}
 	if err := s.refreshPacks(ctx); err != nil {
 		return nil, PackEntry{}, false, err
 	}
-	lp, e, ok := s.searchLoaded(b)
+	lp, e, ok = s.searchLoaded(b)
 	return lp, e, ok, nil
+}
+
+// A PackHint names the pack that holds a blob, as far as its caller knows
+// (a store's index records it), or returns "".
+type PackHint func(ctx context.Context, b Blob) string
+
+// SetPackHint gives the store a PackHint, which a read of a packed blob
+// that no table of contents read so far lists asks first: a process that
+// reads one packed blob then reads that pack's table alone, not every
+// pack's. A hint that names no pack, or one that does not hold the blob,
+// costs what a read costs without one.
+func (s *Store) SetPackHint(h PackHint) {
+	s.packs.hint.Store(&h)
+}
+
+// hintedPack looks for b in the pack the PackHint names.
+func (s *Store) hintedPack(ctx context.Context, b Blob) (*loadedPack, PackEntry, bool) {
+	h := s.packs.hint.Load()
+	if h == nil || *h == nil {
+		return nil, PackEntry{}, false
+	}
+	name := (*h)(ctx, b)
+	if name == "" {
+		return nil, PackEntry{}, false
+	}
+	lp := s.namedPack(name)
+	if lp == nil {
+		return nil, PackEntry{}, false
+	}
+	e, ok := lp.toc.find(b)
+	if ok {
+		s.packs.mu.Lock()
+		s.packs.last = lp
+		s.packs.mu.Unlock()
+	}
+	return lp, e, ok
 }
 
 func (s *Store) searchLoaded(b Blob) (*loadedPack, PackEntry, bool) {

@@ -193,3 +193,18 @@ func (x *Index) PackedBlobs(ctx context.Context, pack string) ([]cas.Blob, error
 	}
 	return convertRows(rows, digestExt.blob)
 }
+
+// PackOf returns the name of the pack the index records as holding b, or
+// "" when it records none (b is loose, or has no row).
+func (x *Index) PackOf(ctx context.Context, b cas.Blob) (string, error) {
+	var name string
+	err := x.read(ctx, func() error {
+		name = ""
+		return queryRows(ctx, x.db, `SELECT p.name FROM blobs b JOIN packs p ON p.id = b.pack_id WHERE `+blobDigestIs+` AND b.ext = ?`,
+			[]any{digestKey(b.Digest), b.Digest[:], b.Ext}, func(rows *sql.Rows) error { return rows.Scan(&name) })
+	})
+	if err != nil {
+		return "", fmt.Errorf("pack of %s: %w", b, err)
+	}
+	return name, nil
+}

@@ -96,6 +96,12 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 		blobs.Close()
 		return nil, err
 	}
+	// A read of a packed blob asks the index for its pack: a process that
+	// reads one reads that pack's table of contents, not every pack's.
+	blobs.SetPackHint(func(ctx context.Context, b cas.Blob) string {
+		name, _ := ix.PackOf(ctx, b)
+		return name
+	})
 	e := &localEngine{dir: blobs.Dir(), blobs: blobs, ix: ix, now: c.now, locks: newFileLocks(blobs.Dir(), c.lockWait, c.readOnly),
 		reserve: c.reserve, recentKeysMayBeLost: c.recentKeysMayBeLost && c.durability == cas.SyncFull}
 	if c.readOnly {
