@@ -67,7 +67,7 @@ type packFrame struct {
 // packTOC is a pack's table of contents as a reader holds it: the frames
 // decoded, the entries left as the file encodes them and decoded where a
 // lookup lands. A process that searches reads the tables of every pack its
-// hits are in: decoded into PackEntry values they took 2.5 times the memory
+// candidates are in: decoded into PackEntry values they took 2.5 times the memory
 // of their encoding, and on a machine where a page fault is dear, the
 // fresh pages cost a one-shot search more than its matching did.
 type packTOC struct {
@@ -234,7 +234,6 @@ func unmarshalTOC(b []byte, dataEnd int64) (*packTOC, error) {
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the last entry", errTOC, len(rest))
 	}
-	t.raw = t.raw[:len(t.raw)-len(rest)]
 	return t, nil
 }
 
