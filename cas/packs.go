@@ -129,17 +129,7 @@ func (s *Store) hintedPack(ctx context.Context, b Blob) (*loadedPack, PackEntry,
 	if name == "" {
 		return nil, PackEntry{}, false
 	}
-	lp := s.namedPack(name)
-	if lp == nil {
-		return nil, PackEntry{}, false
-	}
-	e, ok := lp.toc.find(b)
-	if ok {
-		s.packs.mu.Lock()
-		s.packs.last = lp
-		s.packs.mu.Unlock()
-	}
-	return lp, e, ok
+	return s.findIn(name, b)
 }
 
 func (s *Store) searchLoaded(b Blob) (*loadedPack, PackEntry, bool) {
@@ -775,15 +765,26 @@ func (s *Store) PackPosition(ctx context.Context, b Blob) (pack string, e PackEn
 // or does not hold the blob (gc rewrote it), it looks as PackPosition
 // does.
 func (s *Store) PackPositionIn(ctx context.Context, pack string, b Blob) (string, PackEntry, bool) {
-	if lp := s.namedPack(pack); lp != nil {
-		if e, ok := lp.toc.find(b); ok {
-			s.packs.mu.Lock()
-			s.packs.last = lp
-			s.packs.mu.Unlock()
-			return lp.name, e, true
-		}
+	if lp, e, ok := s.findIn(pack, b); ok {
+		return lp.name, e, true
 	}
 	return s.PackPosition(ctx, b)
+}
+
+// findIn looks for b in the named pack, loading its table of contents
+// alone if need be.
+func (s *Store) findIn(pack string, b Blob) (*loadedPack, PackEntry, bool) {
+	lp := s.namedPack(pack)
+	if lp == nil {
+		return nil, PackEntry{}, false
+	}
+	e, ok := lp.toc.find(b)
+	if ok {
+		s.packs.mu.Lock()
+		s.packs.last = lp
+		s.packs.mu.Unlock()
+	}
+	return lp, e, ok
 }
 
 // LoadPackTables loads the tables of contents of the named packs that are
