@@ -90,6 +90,30 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 	return s, nil
 }
 
+// Totals is Stats of the whole index without its groups (ByRun and ByTool
+// are empty): the sums of the counters, added up by the database, so that
+// it costs a fraction of Stats on an index of many runs. It is what a
+// check that runs often (is the store past its quota?) reads.
+func (x *Index) Totals(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := x.read(ctx, func() error {
+		s = Stats{}
+		if err := x.db.QueryRowContext(ctx, totalsSQL).Scan(&s.Runs, &s.Parts, &s.LogicalBytes, &s.Blobs, &s.StoredBytes,
+			&s.PackedBlobs, &s.PackedBytes); err != nil {
+			return err
+		}
+		if err := x.db.QueryRowContext(ctx, unusedBlobsSQL).Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
+			return fmt.Errorf("unused blobs: %w", err)
+		}
+		return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	x.finish(&s)
+	return s, nil
+}
+
 // The queries of countedStats, each a read of a few rows however many
 // parts there are.
 const (
@@ -97,6 +121,11 @@ const (
 		c.packed_blobs, c.packed, c.first_at, c.last_at FROM counts c LEFT JOIN runs r ON r.id = c.run_id`
 	unusedBlobsSQL = `SELECT blobs, bytes FROM unused_blobs WHERE id = 1`
 	packTotalsSQL  = `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`
+	// totalsSQL counts the runs as countedStats does: those of which a
+	// group holds parts.
+	totalsSQL = `SELECT (SELECT count(DISTINCT run_id) FROM counts WHERE parts > 0),
+		coalesce(sum(parts), 0), coalesce(sum(logical), 0), coalesce(sum(blobs), 0), coalesce(sum(stored), 0),
+		coalesce(sum(packed_blobs), 0), coalesce(sum(packed), 0) FROM counts`
 )
 
 func sortGroups(m map[string]*GroupStats) []GroupStats {

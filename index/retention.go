@@ -137,3 +137,41 @@ func (x *Index) RunsByActivity(ctx context.Context) ([]RunActivity, error) {
 		return RunActivity{Run: r.Run, Last: time.Unix(0, r.Last), Parts: r.Parts}, nil
 	})
 }
+
+// RunCounts counts runs by when their parts were created, from the kept
+// counters, with the dates Stats gives each run in ByRun.
+type RunCounts struct {
+	// Runs counts the runs that have parts.
+	Runs int64
+	// Inactive counts those of them with no part created at or after the
+	// activeSince given to CountRuns.
+	Inactive int64
+	// Aged counts the inactive runs whose oldest part was created before
+	// the agedBefore given to CountRuns.
+	Aged int64
+}
+
+// CountRuns counts the runs that have parts, those of them not written to
+// since activeSince, and those of these whose oldest part is older than
+// agedBefore: what retention rules decide on, in one aggregate row.
+func (x *Index) CountRuns(ctx context.Context, activeSince, agedBefore time.Time) (RunCounts, error) {
+	var a RunCounts
+	err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, countRunsSQL, activeSince.UnixNano(), activeSince.UnixNano(), agedBefore.UnixNano()).
+			Scan(&a.Runs, &a.Inactive, &a.Aged)
+	})
+	if err != nil {
+		return RunCounts{}, fmt.Errorf("count runs: %w", err)
+	}
+	return a, nil
+}
+
+// countRunsSQL dates a run as countedStats does: from the groups whose
+// dates are both set, and at time 0 when none are. A group without parts
+// has no dates (its triggers clear them with its last part), so the
+// groups with parts alone date the run.
+const countRunsSQL = `SELECT count(*), coalesce(sum(CASE WHEN l < ? THEN 1 ELSE 0 END), 0),
+	coalesce(sum(CASE WHEN l < ? AND f < ? THEN 1 ELSE 0 END), 0)
+	FROM (SELECT coalesce(min(CASE WHEN last_at IS NULL THEN NULL ELSE first_at END), 0) AS f,
+		coalesce(max(CASE WHEN first_at IS NULL THEN NULL ELSE last_at END), 0) AS l
+		FROM counts WHERE parts > 0 GROUP BY run_id) g`

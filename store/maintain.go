@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/toolcas/toolcas/index"
 )
 
 // MaintainResult says what one maintenance did.
@@ -133,38 +135,34 @@ func maintenanceHolder() string {
 // Due reports whether the store is past its retention policy, from the kept
 // counters: past 90 % of its quota (the high-water mark), or holding parts
 // that max_age or keep_runs would remove. It is what a write checks before
-// it starts a maintenance.
+// it starts a maintenance, once a second: it reads a few aggregate rows,
+// however many runs the store holds.
 func (s *Store) Due(ctx context.Context) (bool, error) {
 	r, err := s.Retention(ctx)
 	if err != nil || r.IsZero() {
 		return false, err
 	}
-	st, err := s.Stats(ctx, "")
+	disk, err := s.DiskBytes(ctx)
+	if err != nil || overHighWater(r, disk) {
+		return err == nil, err
+	}
+	if r.MaxAge == 0 && r.KeepRuns == 0 {
+		return false, nil
+	}
+	now := s.now()
+	n, err := s.ix.CountRuns(ctx, now.Add(-r.ActiveWindow()), now.Add(-r.MaxAge))
 	if err != nil {
 		return false, err
 	}
-	return due(r, st, s.now()), nil
+	return dueByRules(r, n), nil
 }
 
-func due(r Retention, st Stats, now time.Time) bool {
-	if overHighWater(r, diskBytes(st)) {
-		return true
-	}
-	activeSince := now.Add(-r.ActiveWindow())
-	runs := append([]GroupStats(nil), st.ByRun...)
-	sortRunsByLast(runs)
-	for i, g := range runs {
-		if !g.Last.Before(activeSince) {
-			continue
-		}
-		if r.MaxAge > 0 && g.First.Before(now.Add(-r.MaxAge)) {
-			return true
-		}
-		if r.KeepRuns > 0 && len(runs)-i > r.KeepRuns {
-			return true
-		}
-	}
-	return false
+// dueByRules reports whether max_age or keep_runs would remove parts of
+// the runs n counts. Runs written to within the active window are the
+// newest, so keep_runs removes a run as soon as there are more runs than
+// it keeps and one of them is inactive.
+func dueByRules(r Retention, n index.RunCounts) bool {
+	return r.MaxAge > 0 && n.Aged > 0 || r.KeepRuns > 0 && n.Inactive > 0 && n.Runs > int64(r.KeepRuns)
 }
 
 // How often writes look at whether the store is due for maintenance, and

@@ -660,3 +660,48 @@ func TestAutoMaintenanceConfig(t *testing.T) {
 		t.Error("a string for auto_maintenance was taken")
 	}
 }
+
+// TestPruneChunks: a quota's prunes name at most pruneRunsAtOnce runs and
+// prunePartsAtOnce parts, a run larger than that alone, in the order the
+// runs were picked.
+func TestPruneChunks(t *testing.T) {
+	runs := func(parts ...int64) []GroupStats {
+		out := make([]GroupStats, len(parts))
+		for i, n := range parts {
+			out[i] = GroupStats{Name: fmt.Sprintf("r%d", i), Parts: n}
+		}
+		return out
+	}
+	many := make([]int64, pruneRunsAtOnce+1)
+	for i := range many {
+		many[i] = 1
+	}
+	for _, tc := range []struct {
+		name  string
+		runs  []GroupStats
+		sizes []int // runs in each prune
+	}{
+		{"none", nil, nil},
+		{"one small", runs(3), []int{1}},
+		{"parts fill a prune", runs(200, 300, 12, 1), []int{3, 1}},
+		{"a large run alone", runs(10, prunePartsAtOnce+5, 10), []int{1, 1, 1}},
+		{"runs bound a prune", runs(many...), []int{pruneRunsAtOnce, 1}},
+	} {
+		got := pruneChunks(tc.runs)
+		var sizes []int
+		var names []string
+		for _, c := range got {
+			sizes = append(sizes, len(c))
+			names = append(names, c...)
+		}
+		if !slices.Equal(sizes, tc.sizes) {
+			t.Errorf("%s: prunes of %v runs, want %v", tc.name, sizes, tc.sizes)
+		}
+		for i, g := range tc.runs {
+			if i >= len(names) || names[i] != g.Name {
+				t.Errorf("%s: runs out of order or lost: %v", tc.name, names)
+				break
+			}
+		}
+	}
+}
