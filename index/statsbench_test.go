@@ -92,3 +92,68 @@ func fillManyTools(tb testing.TB, x *Index, n int) {
 		}
 	}
 }
+
+// BenchmarkTotalsManyRuns compares, on a SQLite index of 13,600 runs of 8
+// parts each (as many runs as the retention benchmark writes), the whole
+// index's stats (a row per run, grouped in Go) with what a write's check of
+// the retention policy reads instead: the totals (a quota), and the runs'
+// counts (max_age, keep_runs):
+//
+//	go test ./index -run '^$' -bench TotalsManyRuns
+func BenchmarkTotalsManyRuns(b *testing.B) {
+	ctx := context.Background()
+	const runs, perRun = 13_600, 8
+	x := MustOpen(b, WithDurability(cas.SyncNone))
+	fillManyRuns(b, x, runs, perRun)
+	x.Checkpoint(ctx)
+	b.Run("stats", func(b *testing.B) {
+		for b.Loop() {
+			if s, err := x.Stats(ctx, ""); err != nil || s.Runs != runs {
+				b.Fatalf("stats of %d runs, %v", s.Runs, err)
+			}
+		}
+	})
+	b.Run("totals", func(b *testing.B) {
+		for b.Loop() {
+			if s, err := x.Totals(ctx); err != nil || s.Parts != runs*perRun {
+				b.Fatalf("totals of %d parts, %v", s.Parts, err)
+			}
+		}
+	})
+	b.Run("count-runs", func(b *testing.B) {
+		for b.Loop() {
+			n, err := x.CountRuns(ctx, time.Unix(0, runs*perRun/2), time.Unix(0, runs*perRun/4))
+			if err != nil || n.Runs != runs || n.Inactive == 0 || n.Aged == 0 {
+				b.Fatalf("CountRuns = %+v, %v", n, err)
+			}
+		}
+	})
+	x.Close()
+}
+
+// fillManyRuns records runs × perRun parts by SQL, the counters kept by
+// the triggers: part i (from 1) of run 1 + (i - 1) / perRun, tool i % 3,
+// at i nanoseconds after the epoch, each with a blob of its own.
+func fillManyRuns(tb testing.TB, x *Index, runs, perRun int) {
+	tb.Helper()
+	ctx := context.Background()
+	n := runs * perRun
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO runs (id, name, prefix) WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+			SELECT n, 'run-' || n, 'run-' || n || '/' FROM i`, []any{runs}},
+		{`INSERT INTO blobs (id, digest, ext, size, first_stored, last_referenced)
+			WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+			SELECT n, randomblob(32), '.txt', 4096 + n % 1000, n, n FROM i`, []any{n}},
+		{`INSERT INTO parts (id, run_id, key, step, tool, call_id, part, version, kind, mime, filename, chars, bytes, blob_id, created_at)
+			WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?)
+			SELECT n, 1 + (n - 1) / ?, n || '_tool' || (n % 3) || '_call-' || n || '.txt', n, 'tool' || (n % 3),
+				'call-' || n, -1, 1, 'text', 'text/plain', '', 4096, 4096, n, n FROM i`, []any{n, perRun}},
+	} {
+		if _, err := x.db.ExecContext(ctx, q.sql, q.args...); err != nil {
+			tb.Fatalf("%.60s…: %v", q.sql, err)
+		}
+	}
+}
