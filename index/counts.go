@@ -122,7 +122,7 @@ const (
 		c.packed_blobs, c.packed, c.first_at, c.last_at FROM counts c LEFT JOIN runs r ON r.id = c.run_id`
 	unusedBlobsSQL = `SELECT blobs, bytes FROM unused_blobs WHERE id = 1`
 	packTotalsSQL  = `SELECT count(*), coalesce(sum(raw), 0), coalesce(sum(size), 0) FROM packs`
-	totalsSQL = `SELECT coalesce(sum(parts), 0), coalesce(sum(logical), 0), coalesce(sum(blobs), 0), coalesce(sum(stored), 0),
+	totalsSQL      = `SELECT coalesce(sum(parts), 0), coalesce(sum(logical), 0), coalesce(sum(blobs), 0), coalesce(sum(stored), 0),
 		coalesce(sum(packed_blobs), 0), coalesce(sum(packed), 0) FROM counts`
 )
 
