@@ -173,6 +173,13 @@ type Step struct {
 	// State is the run's live state, which the framework adapter fills and
 	// policies see (policy.Subject.State); nil when there is none.
 	State policy.State
+	// TTL, when set, is how long a store that keeps a retention policy
+	// keeps the run after its last write: once the run's newest part is
+	// older than that, every part of it may go, whatever the store's
+	// policy (never within its active window). The latest TTL a step of the
+	// run gives is the run's; 0 leaves it as it is. Stores without
+	// retention ignore it.
+	TTL time.Duration
 }
 
 // Offload returns the step's block of tool results with every result its
@@ -279,7 +286,7 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks f
 			if err := k.Check(); err != nil && bad == nil {
 				bad = err
 			}
-			mine = append(mine, Item{Key: k, Part: p})
+			mine = append(mine, Item{Key: k, Part: p, RunTTL: step.TTL})
 		}
 		if bad != nil {
 			// One result the store cannot key stays in context; the others

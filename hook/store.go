@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
@@ -36,6 +37,9 @@ var (
 type Item struct {
 	Key  Key
 	Part Part
+	// RunTTL is the run's own retention (Step.TTL), for a store that
+	// keeps one; 0 when the step gave none.
+	RunTTL time.Duration
 }
 
 // Stored says where one item went.

@@ -210,6 +210,7 @@ func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart, ready func() 
 		// A run made by the steps rolled back is not there after all.
 		d.r.newRuns = map[runKey]int64{}
 	}
+	d.r.ttls = nil // nor, maybe, a ttl they set
 	return nil, err
 }
 

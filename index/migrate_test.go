@@ -151,6 +151,8 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	// 00013 stores postings by group: version 12's segments go, and their
 	// blobs are indexed again.
 	12: fixtureV12,
+	// 00014 gives runs a ttl, NULL on every run written before it.
+	13: fixtureV7,
 }
 
 // fixtureV12 adds to fixtureV7 a search segment of version 12 that covers
@@ -291,7 +293,7 @@ func testMigrateKeepsEveryRow(t *testing.T) {
 // laterColumns are columns that migrations after version 9 add to the
 // tables tableRows prints, NULL on every row written before them: what an
 // older version's rows are compared without.
-var laterColumns = map[string]bool{"search_segment": true}
+var laterColumns = map[string]bool{"search_segment": true, "ttl": true}
 
 // tableQueries counts tableRows's queries.
 var tableQueries atomic.Int64

@@ -46,6 +46,10 @@ type NewPart struct {
 	Chars    int64 // code points of a text part
 	Bytes    int64
 	Blob     cas.Blob
+	// RunTTL, when set, is the run's own retention: how long after its
+	// newest part the run may be removed whole (PruneOptions.Expired). The
+	// latest a write of the run gives is the run's; 0 leaves it as it is.
+	RunTTL time.Duration
 }
 
 // Recorded says what Record did with one part.
@@ -178,6 +182,8 @@ func checkPart(p NewPart) error {
 		return bad("unknown kind %q", p.Kind)
 	case p.Bytes < 0 || p.Chars < 0:
 		return bad("negative size")
+	case p.RunTTL < 0:
+		return bad("negative run ttl %v", p.RunTTL)
 	case len(p.Tool) > maxTextLen || len(p.CallID) > maxTextLen || len(p.MIME) > maxTextLen || len(p.Filename) > maxTextLen:
 		return bad("a column is over %d bytes", maxTextLen)
 	}
@@ -337,8 +343,10 @@ type recorder struct {
 	x   *Index
 	tx  *sql.Tx
 	now int64
-	// newRuns are the runs' rows the transaction made.
+	// newRuns are the runs' rows the transaction made; ttls the runs rows'
+	// ttls it set.
 	newRuns map[runKey]int64
+	ttls    map[int64]time.Duration
 
 	keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
 }
@@ -374,6 +382,15 @@ func (r *recorder) record(ctx context.Context, p NewPart) (Recorded, error) {
 			return Recorded{}, fmt.Errorf("run %s: %w", clip(p.Run), err)
 		}
 		r.newRuns[rk] = run
+	}
+	if p.RunTTL > 0 && r.ttls[run] != p.RunTTL {
+		if _, err := r.tx.ExecContext(ctx, `UPDATE runs SET ttl = ? WHERE id = ?`, int64(p.RunTTL), run); err != nil {
+			return Recorded{}, fmt.Errorf("run %s: ttl: %w", clip(p.Run), err)
+		}
+		if r.ttls == nil {
+			r.ttls = map[int64]time.Duration{}
+		}
+		r.ttls[run] = p.RunTTL
 	}
 	// A new blob is charged to the part's group as it is made (see
 	// insertBlobSQL); no other part can use it yet, so there is no same

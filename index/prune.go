@@ -21,6 +21,10 @@ type PruneOptions struct {
 	// KeepRuns removes every part of all but the KeepRuns runs with the
 	// newest parts.
 	KeepRuns int
+	// Expired, when set (to the time now), removes every part of the runs
+	// whose own ttl (NewPart.RunTTL) has run out: whose newest part is
+	// older than Expired minus the ttl.
+	Expired time.Time
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
 	// ActiveSince, when set, keeps every part of the runs with a part
@@ -55,6 +59,14 @@ const pruneBeforeDatesSQL = `UPDATE counts SET first_at = CASE WHEN last_at >= ?
 	last_at = CASE WHEN last_at >= ? THEN last_at ELSE NULL END
 	WHERE first_at < ?`
 
+// expiredRunsCond picks the parts of the runs whose ttl has run out at its
+// argument (a time): whose newest part, over every row of the run (a run
+// whose keys were rendered two ways has two), is older than the time minus
+// the ttl. It reads parts, not the counters' dates, which a prune clears
+// before it deletes.
+const expiredRunsCond = `run_id IN (SELECT id FROM runs WHERE name IN (SELECT r.name FROM runs r WHERE r.ttl IS NOT NULL
+		AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ? - r.ttl))`
+
 // Prune removes index rows. Their blobs stay until gc finds them unused.
 func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	set := 0
@@ -70,8 +82,11 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if o.KeepRuns != 0 {
 		set++
 	}
+	if !o.Expired.IsZero() {
+		set++
+	}
 	if set != 1 {
-		return PruneResult{}, errors.New("prune: give exactly one of a run (or runs), an age or a number of runs to keep")
+		return PruneResult{}, errors.New("prune: give exactly one of a run (or runs), an age, a number of runs to keep or the time the runs' ttls are checked at")
 	}
 	if o.KeepRuns < 0 {
 		return PruneResult{}, fmt.Errorf("prune: cannot keep %d runs", o.KeepRuns)
@@ -93,6 +108,9 @@ func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		cond, args = "created_at < ?", []any{o.Before.UnixNano()}
 		dates = pruneBeforeDatesSQL
 		datesArgs = []any{o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano(), o.Before.UnixNano()}
+	case !o.Expired.IsZero():
+		what = "run ttl"
+		cond, args = expiredRunsCond, []any{o.Expired.UnixNano()}
 	default:
 		what = "run"
 		cond = `run_id IN (SELECT id FROM runs WHERE name NOT IN (SELECT r.name FROM parts p JOIN runs r ON r.id = p.run_id

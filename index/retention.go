@@ -175,3 +175,25 @@ const countRunsSQL = `SELECT count(*), coalesce(sum(CASE WHEN l < ? THEN 1 ELSE 
 	FROM (SELECT coalesce(min(CASE WHEN last_at IS NULL THEN NULL ELSE first_at END), 0) AS f,
 		coalesce(max(CASE WHEN first_at IS NULL THEN NULL ELSE last_at END), 0) AS l
 		FROM counts WHERE parts > 0 GROUP BY run_id) g`
+
+// HasExpiredRuns reports whether a run's own ttl (NewPart.RunTTL) has run
+// out at now, as a prune with Expired set to now would find, among the
+// runs not written to since activeSince.
+func (x *Index) HasExpiredRuns(ctx context.Context, now, activeSince time.Time) (bool, error) {
+	var n int64
+	err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, expiredRunsSQL, now.UnixNano(), activeSince.UnixNano()).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("expired runs: %w", err)
+	}
+	return n > 0, nil
+}
+
+// expiredRunsSQL finds a run whose ttl ran out at its first argument and
+// that was not written to since its second: through the partial index of
+// the runs that have a ttl, then each one's newest part through parts_run.
+const expiredRunsSQL = `SELECT count(*) FROM (SELECT 1 FROM runs r WHERE r.ttl IS NOT NULL
+	AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ? - r.ttl
+	AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ?
+	LIMIT 1) e`

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,58 @@ func TestRemovalLogBounded(t *testing.T) {
 	}
 	if log, _ := x.Removals(ctx, time.Time{}, 1); len(log) != 1 || log[0].Run != "r" {
 		t.Errorf("newest entry %+v, want run r's", log)
+	}
+}
+
+// TestRunTTL: a run's own ttl, kept from its latest write that gives one,
+// removes the whole run once its newest part is older than the ttl, and
+// only then; a run without one never goes by it.
+func TestRunTTL(t *testing.T) { forEachBackend(t, testRunTTL) }
+
+func testRunTTL(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(100_000, 0)
+	c := &clock{t0}
+	x := MustOpen(t, WithClock(c.now))
+	ttl := func(p NewPart, d time.Duration) NewPart { p.RunTTL = d; return p }
+	mustRecord(t, x, ttl(newPart("a", 1, "bash", "c1", "a1"), time.Hour), newPart("b", 1, "bash", "c1", "b1"),
+		ttl(newPart("c", 1, "bash", "c1", "c1"), 3*time.Hour))
+	c.t = t0.Add(30 * time.Minute)
+	mustRecord(t, x, newPart("a", 2, "bash", "c2", "a2")) // no ttl given: a keeps its hour
+	c.t = t0.Add(40 * time.Minute)
+	mustRecord(t, x, ttl(newPart("c", 2, "bash", "c2", "c2"), 10*time.Minute)) // c's ttl is now 10 min
+	if _, err := x.Record(ctx, []NewPart{ttl(newPart("d", 1, "bash", "c1", "d1"), -time.Second)}); !errors.Is(err, ErrInvalidPart) {
+		t.Errorf("Record with a negative run ttl: %v, want ErrInvalidPart", err)
+	}
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	for _, tc := range []struct {
+		now, activeSince time.Time
+		want             bool
+	}{
+		{at(45), at(41), false}, // c's newest part (40 min) is 5 min old
+		{at(55), at(41), true},  // c's is 15 min old, over its 10
+		{at(55), at(40), false}, // but c was written within the window
+		{at(89), at(60), true},  // a's newest (30 min) is 59 min old: c only
+		{at(120), at(60), true}, // a's and c's
+	} {
+		if got, err := x.HasExpiredRuns(ctx, tc.now, tc.activeSince); err != nil || got != tc.want {
+			t.Errorf("HasExpiredRuns(%v, %v) = %v, %v; want %v", tc.now.Sub(t0), tc.activeSince.Sub(t0), got, err, tc.want)
+		}
+	}
+	// At 80 min, with a window of 39 min: only c has run out.
+	res, err := x.Prune(ctx, PruneOptions{Expired: at(80), ActiveSince: at(41), Rule: "ttl"})
+	if err != nil || res.RemovedParts != 2 || strings.Join(res.Runs, ",") != "c" {
+		t.Errorf("prune of expired runs at 80 min = %+v, %v; want c's 2 parts", res, err)
+	}
+	res, err = x.Prune(ctx, PruneOptions{Expired: at(200), Rule: "ttl"})
+	if err != nil || res.RemovedParts != 2 || strings.Join(res.Runs, ",") != "a" {
+		t.Errorf("prune of expired runs at 200 min = %+v, %v; want a's 2 parts", res, err)
+	}
+	if got, err := x.HasExpiredRuns(ctx, at(10_000), at(10_000)); err != nil || got {
+		t.Errorf("HasExpiredRuns once a and c are gone = %v, %v; want false: b has no ttl", got, err)
+	}
+	log, err := x.Removals(ctx, time.Time{}, 0)
+	if err != nil || len(log) != 2 || log[0].Rule != "ttl" || log[0].Run != "a" || log[1].Run != "c" {
+		t.Errorf("removal log %+v, %v; want a then c by ttl", log, err)
 	}
 }

@@ -134,13 +134,21 @@ func maintenanceHolder() string {
 
 // Due reports whether the store is past its retention policy, from the kept
 // counters: past 90 % of its quota (the high-water mark), or holding parts
-// that max_age or keep_runs would remove. It is what a write checks before
+// that max_age, keep_runs or a run's own ttl would remove. It is what a write checks before
 // it starts a maintenance, once a second: it reads a few aggregate rows,
 // however many runs the store holds.
 func (s *Store) Due(ctx context.Context) (bool, error) {
 	r, err := s.Retention(ctx)
-	if err != nil || r.IsZero() {
+	if err != nil {
 		return false, err
+	}
+	now := s.now()
+	// A run's own ttl holds with no policy as well.
+	if expired, err := s.ix.HasExpiredRuns(ctx, now, now.Add(-r.ActiveWindow())); err != nil || expired {
+		return expired, err
+	}
+	if r.IsZero() {
+		return false, nil
 	}
 	disk, err := s.DiskBytes(ctx)
 	if err != nil || overHighWater(r, disk) {
@@ -149,7 +157,6 @@ func (s *Store) Due(ctx context.Context) (bool, error) {
 	if r.MaxAge == 0 && r.KeepRuns == 0 {
 		return false, nil
 	}
-	now := s.now()
 	n, err := s.ix.CountRuns(ctx, now.Add(-r.ActiveWindow()), now.Add(-r.MaxAge))
 	if err != nil {
 		return false, err

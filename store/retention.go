@@ -27,6 +27,11 @@ const (
 	RuleMaxAge   = "max_age"
 	RuleKeepRuns = "keep_runs"
 	RuleMaxBytes = "max_bytes"
+	// RuleRunTTL removes a run whose own ttl, given by its writer
+	// (hook.Step.TTL), has run out since its last write. It applies
+	// whatever the store's policy, within the policy's active window as
+	// the other rules do.
+	RuleRunTTL = "ttl"
 	// RuleByName is a prune asked for by name (casctl prune).
 	RuleByName = index.RuleByName
 )
@@ -276,7 +281,7 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		return res, fmt.Errorf("retention: %w", ErrReadOnly)
 	}
 	r, err := s.Retention(ctx)
-	if err != nil || r.IsZero() {
+	if err != nil {
 		return res, err
 	}
 	res.Policy = r
@@ -292,6 +297,15 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 			panic("store: prune without a rule")
 		}
 		return s.ix.Prune(ctx, o)
+	}
+	// The runs' own ttls first: they hold with no policy as well.
+	pr, err := prune(index.PruneOptions{Expired: now, ActiveSince: activeSince, Rule: RuleRunTTL, DryRun: o.DryRun})
+	if err != nil {
+		return res, fmt.Errorf("retention: %w", err)
+	}
+	add(RuleRunTTL, PruneResult(pr))
+	if r.IsZero() && len(res.Rules) == 0 {
+		return res, nil
 	}
 	if r.MaxAge > 0 {
 		pr, err := prune(index.PruneOptions{Before: now.Add(-r.MaxAge), ActiveSince: activeSince, Rule: RuleMaxAge, DryRun: o.DryRun})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/policy"
 )
 
 // safeClock is a test clock that a store's background maintenance may
@@ -703,5 +704,67 @@ func TestPruneChunks(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestRunTTL: a run's own ttl, given by the hook's step, removes the run
+// once it has not been written to for that long, on a store with no
+// policy; not a run written to within the active window, whatever its
+// ttl, nor a run without one. The removal log names the rule.
+func TestRunTTL(t *testing.T) {
+	ctx := context.Background()
+	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
+	t0 := c.now()
+	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offload := func(step hook.Step, text string) {
+		t.Helper()
+		if _, err := h.Offload(ctx, step, []hook.Result{{Tool: "bash", CallID: "c1", Parts: []hook.Part{hook.Text(text)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offload(hook.Step{Run: "brief", Number: 1, TTL: 2 * time.Hour}, "brief one")
+	offload(hook.Step{Run: "kept", Number: 1}, "kept one")
+	c.t = t0.Add(150 * time.Minute)
+	offload(hook.Step{Run: "live", Number: 1, TTL: 5 * time.Minute}, "live one")
+	if _, err := h.Offload(ctx, hook.Step{Run: "bad", Number: 1, TTL: -time.Minute},
+		[]hook.Result{{Tool: "bash", CallID: "c1", Parts: []hook.Part{hook.Text("bad")}}}); err == nil {
+		t.Error("a step with a negative TTL was offloaded")
+	}
+	c.t = t0.Add(time.Hour)
+	if ok, err := s.Due(ctx); err != nil || ok {
+		t.Errorf("Due within brief's ttl = %v, %v; want false", ok, err)
+	}
+	// At 3 h: brief's newest part is 3 h old, over its 2; live's is 30
+	// min old, over its 5, but within the hour of the active window.
+	c.t = t0.Add(3 * time.Hour)
+	if ok, err := s.Due(ctx); err != nil || !ok {
+		t.Errorf("Due once brief's ttl ran out = %v, %v; want true", ok, err)
+	}
+	res, err := s.ApplyRetention(ctx, RetentionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rules) != 1 || res.Rules[0].Rule != RuleRunTTL || res.RemovedParts() != 1 {
+		t.Errorf("ApplyRetention = %+v; want brief's part by %s", res, RuleRunTTL)
+	}
+	for run, want := range map[string]int{"brief": 0, "kept": 1, "live": 1} {
+		if n := len(runKeys(t, s, run)); n != want {
+			t.Errorf("run %s keeps %d parts, want %d", run, n, want)
+		}
+	}
+	if log, err := s.Removals(ctx, time.Time{}, 0); err != nil || len(log) != 1 || log[0].Run != "brief" || log[0].Rule != RuleRunTTL {
+		t.Errorf("removal log %+v, %v; want brief by %s", log, err, RuleRunTTL)
+	}
+	if ok, err := s.Due(ctx); err != nil || ok {
+		t.Errorf("Due after applying = %v, %v; want false", ok, err)
+	}
+	// Once live leaves the window, its ttl removes it too.
+	c.t = t0.Add(150*time.Minute + time.Hour + time.Second)
+	if res, err := s.ApplyRetention(ctx, RetentionOptions{}); err != nil || res.RemovedParts() != 1 || len(runKeys(t, s, "live")) != 0 {
+		t.Errorf("ApplyRetention once live left the window = %+v, %v; want its part removed", res, err)
 	}
 }

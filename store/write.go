@@ -71,7 +71,7 @@ func newPart(it hook.Item) (index.NewPart, []byte, error) {
 		}
 	}
 	np := keyPart(k, p.Kind, p.MIME, p.Filename)
-	np.Bytes, np.Chars, np.Blob.Ext = size, chars, k.Ext
+	np.Bytes, np.Chars, np.Blob.Ext, np.RunTTL = size, chars, k.Ext, it.RunTTL
 	if err := index.CheckPart(np); err != nil {
 		return index.NewPart{}, nil, err
 	}
