@@ -77,11 +77,7 @@ func (x *Index) countedStats(ctx context.Context) (Stats, error) {
 		}
 		s.Runs = int64(len(runs))
 		s.ByTool, s.ByRun = sortGroups(tools), sortGroups(runs)
-		// The blobs no group is charged with are the unreferenced ones.
-		if err := x.db.QueryRowContext(ctx, unusedBlobsSQL).Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
-			return fmt.Errorf("unused blobs: %w", err)
-		}
-		return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
+		return x.readUnusedAndPacks(ctx, &s)
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
@@ -103,16 +99,22 @@ func (x *Index) Totals(ctx context.Context) (Stats, error) {
 			&s.PackedBlobs, &s.PackedBytes); err != nil {
 			return err
 		}
-		if err := x.db.QueryRowContext(ctx, unusedBlobsSQL).Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
-			return fmt.Errorf("unused blobs: %w", err)
-		}
-		return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
+		return x.readUnusedAndPacks(ctx, &s)
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	x.finish(&s)
 	return s, nil
+}
+
+// readUnusedAndPacks reads into s the counters of the unused blobs (those
+// no group is charged with) and the packs' totals.
+func (x *Index) readUnusedAndPacks(ctx context.Context, s *Stats) error {
+	if err := x.db.QueryRowContext(ctx, unusedBlobsSQL).Scan(&s.UnreferencedBlobs, &s.UnreferencedBytes); err != nil {
+		return fmt.Errorf("unused blobs: %w", err)
+	}
+	return x.db.QueryRowContext(ctx, packTotalsSQL).Scan(&s.Packs, &s.PackRawBytes, &s.PackFileBytes)
 }
 
 // The queries of countedStats, each a read of a few rows however many
