@@ -134,9 +134,9 @@ func maintenanceHolder() string {
 
 // Due reports whether the store is past its retention policy, from the kept
 // counters: past 90 % of its quota (the high-water mark), or holding parts
-// that max_age, keep_runs or a run's own ttl would remove. It is what a write checks before
-// it starts a maintenance, once a second: it reads a few aggregate rows,
-// however many runs the store holds.
+// that max_age, keep_runs or a run's own ttl would remove. It is what a
+// write checks before it starts a maintenance, once a second: it reads a
+// few aggregate rows, not a row per run.
 func (s *Store) Due(ctx context.Context) (bool, error) {
 	r, err := s.Retention(ctx)
 	if err != nil {
