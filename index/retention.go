@@ -166,15 +166,16 @@ func (x *Index) CountRuns(ctx context.Context, activeSince, agedBefore time.Time
 	return a, nil
 }
 
-// countRunsSQL dates a run as countedStats does: from the groups whose
-// dates are both set, and at time 0 when none are. A group without parts
-// has no dates (its triggers clear them with its last part), so the
-// groups with parts alone date the run.
+// countRunsSQL dates a run as countedStats does: by name (a run whose keys
+// were rendered two ways has two rows), from the groups whose dates are
+// both set, and at time 0 when none are. A group without parts has no
+// dates (its triggers clear them with its last part), so the groups with
+// parts alone date the run.
 const countRunsSQL = `SELECT count(*), coalesce(sum(CASE WHEN l < ? THEN 1 ELSE 0 END), 0),
 	coalesce(sum(CASE WHEN l < ? AND f < ? THEN 1 ELSE 0 END), 0)
-	FROM (SELECT coalesce(min(CASE WHEN last_at IS NULL THEN NULL ELSE first_at END), 0) AS f,
-		coalesce(max(CASE WHEN first_at IS NULL THEN NULL ELSE last_at END), 0) AS l
-		FROM counts WHERE parts > 0 GROUP BY run_id) g`
+	FROM (SELECT coalesce(min(CASE WHEN c.last_at IS NULL THEN NULL ELSE c.first_at END), 0) AS f,
+		coalesce(max(CASE WHEN c.first_at IS NULL THEN NULL ELSE c.last_at END), 0) AS l
+		FROM counts c JOIN runs r ON r.id = c.run_id WHERE c.parts > 0 GROUP BY r.name) g`
 
 // HasExpiredRuns reports whether a run's own ttl (NewPart.RunTTL) has run
 // out at now, as a prune with Expired set to now would find, among the

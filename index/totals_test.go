@@ -99,4 +99,18 @@ func testCountRuns(t *testing.T) {
 			t.Errorf("CountRuns(%v, %v) = %+v, %v; want %+v", tc.activeSince.Sub(t0), tc.agedBefore.Sub(t0), got, err, tc.want)
 		}
 	}
+	// A run whose keys were rendered two ways (an older build's escaping)
+	// has two runs rows: it counts once, dated by both.
+	var id int64
+	if err := x.db.QueryRowContext(ctx, `INSERT INTO runs (name, prefix) VALUES ('d', 'old-d/') RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.db.ExecContext(ctx, `INSERT INTO parts (run_id, key, step, tool, call_id, part, version, kind, mime, filename,
+		chars, bytes, blob_id, created_at) VALUES (?, '0_bash_c0.txt', 0, 'bash', 'c0', -1, 1, 'text', 'text/plain', '', 2, 2,
+		(SELECT min(id) FROM blobs), ?)`, id, h(1).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := x.CountRuns(ctx, h(7), h(2)); err != nil || got != (RunCounts{Runs: 3, Inactive: 2, Aged: 1}) {
+		t.Errorf("CountRuns with d's second row = %+v, %v; want 3 runs, b and d inactive, d older than 2 h by that row", got, err)
+	}
 }
