@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/gabriel-vasile/mimetype"
 
@@ -198,6 +199,9 @@ type StreamPart struct {
 	// MIME and Filename are as the tool gave them, either may be empty.
 	MIME     string
 	Filename string
+	// RunTTL is the run's own retention, as hook.Step.TTL gives it; 0
+	// leaves the run's as it is.
+	RunTTL time.Duration
 }
 
 // PutResult says what Put stored.
@@ -243,6 +247,9 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	if err := probe.CheckMIME(); err != nil {
 		return PutResult{}, err
 	}
+	if sp.RunTTL < 0 {
+		return PutResult{}, fmt.Errorf("put: negative run ttl %v", sp.RunTTL)
+	}
 	st, err := e.stage(ctx, io.TeeReader(r, probe), func() (string, error) { return probe.Ext(), nil })
 	if err != nil {
 		return PutResult{}, err
@@ -259,7 +266,7 @@ func (s *Store) Put(ctx context.Context, sp StreamPart, r io.Reader) (PutResult,
 	}, func(ctx context.Context) error {
 		k.Ext = res.Blob.Ext
 		np := keyPart(k, part.Kind, part.MIME, part.Filename)
-		np.Bytes, np.Chars, np.Blob = res.Size, probe.Chars(), res.Blob
+		np.Bytes, np.Chars, np.Blob, np.RunTTL = res.Size, probe.Chars(), res.Blob, sp.RunTTL
 		rec, err = s.ix.Record(ctx, []index.NewPart{np})
 		return err
 	})

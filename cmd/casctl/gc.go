@@ -96,7 +96,7 @@ type retentionRuleJSON struct {
 }
 
 func retentionRunOf(r store.RetentionResult) *retentionRunJSON {
-	if r.Policy.IsZero() {
+	if r.Policy.IsZero() && len(r.Rules) == 0 {
 		return nil
 	}
 	out := &retentionRunJSON{RemovedParts: r.RemovedParts(), Rules: []retentionRuleJSON{}, DiskBytes: r.DiskBytes, OverQuota: r.OverQuota}
@@ -108,8 +108,8 @@ func retentionRunOf(r store.RetentionResult) *retentionRunJSON {
 
 // printRetentionRun says what applying the retention policy removed.
 func printRetentionRun(w io.Writer, r store.RetentionResult) {
-	if r.Policy.IsZero() {
-		return
+	if r.Policy.IsZero() && len(r.Rules) == 0 {
+		return // no policy, and no run's own ttl ran out
 	}
 	verb := "removed"
 	if r.DryRun {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type putOptions struct {
 	durability                      string
 	step, part                      int
 	json, init                      bool
+	ttl                             time.Duration
 }
 
 func newPutCommand(g *globals) *cobra.Command {
@@ -56,6 +58,7 @@ it refuses an empty input and a terminal as stdin.`,
 	f.StringVar(&o.filename, "filename", "", "file name the tool gave the content")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of the pointer")
 	f.BoolVar(&o.init, "init", false, "create the store if there is none")
+	f.Var(durationFlag{&o.ttl}, "ttl", "remove the whole run once it has not been written to for this long (6h, 7d), whatever the store's policy")
 	f.StringVar(&o.durability, "durability", "full", "full; none (no fsync at all); or "+store.DurabilityRecentKeysMayBeLost+
 		" (the blob durable, the index row committed without a sync: a power cut may lose the key, never the file)")
 	cmd.MarkFlagRequired("tool")
@@ -140,7 +143,7 @@ func runPut(ctx context.Context, g *globals, o putOptions, in string) (err error
 		return fail("put", err)
 	}
 	defer s.Close()
-	res, err := s.Put(ctx, store.StreamPart{Key: k, MIME: o.mime, Filename: o.filename}, br)
+	res, err := s.Put(ctx, store.StreamPart{Key: k, MIME: o.mime, Filename: o.filename, RunTTL: o.ttl}, br)
 	if err != nil {
 		return fail("put", err)
 	}
