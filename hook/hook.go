@@ -173,12 +173,11 @@ type Step struct {
 	// State is the run's live state, which the framework adapter fills and
 	// policies see (policy.Subject.State); nil when there is none.
 	State policy.State
-	// TTL, when set, is how long a store that keeps a retention policy
-	// keeps the run after its last write: once the run's newest part is
-	// older than that, every part of it may go, whatever the store's
-	// policy (never within its active window). The latest TTL a step of the
-	// run gives is the run's; 0 leaves it as it is. Stores without
-	// retention ignore it.
+	// TTL, when set, asks the store to remove the whole run once it has not
+	// been written to for that long, whatever the store's retention policy,
+	// or with none (never within the policy's active window). The latest TTL
+	// a step of the run gives is the run's; 0 leaves it as it is. A store
+	// without retention (DirStore) ignores it.
 	TTL time.Duration
 }
 
