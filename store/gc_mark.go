@@ -173,13 +173,15 @@ func (m *localMark) shard(ctx context.Context, sh byte, loose map[cas.Blob]cas.E
 	if err := m.rows(ctx, sh, keys, loose, inPack); err != nil {
 		return err
 	}
-	// Files no row names, each blob once: a packed copy, when there is
-	// one, rather than a loose one.
+	// Files no row names, every copy: a loose one goes with the sweep; a
+	// packed one counts as unused packed bytes, which go when its pack is
+	// rewritten. Planning only the packed copy of a blob that also has a
+	// loose one (a packer stopped before it removed its loose files, the
+	// blob's row collected since) left the loose file an orphan that no
+	// gc removed.
 	for b, en := range loose {
-		if _, ok := inPack[b]; !ok {
-			if err := m.unused(b, en, 0); err != nil {
-				return err
-			}
+		if err := m.unused(b, en, 0); err != nil {
+			return err
 		}
 	}
 	for b, en := range inPack {

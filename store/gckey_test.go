@@ -207,10 +207,11 @@ func TestMatchByKey(t *testing.T) {
 	}
 }
 
-// TestGCCountsABlobOnce: a blob no row names that is both in a pack and
-// loose is one candidate, the packed one: a dry run counts it once, as
-// unused packed bytes, and removes no file of it.
-func TestGCCountsABlobOnce(t *testing.T) {
+// TestGCCountsEachCopyOnce: a blob no row names that is both in a pack and
+// loose is two candidates, one a copy: a dry run counts its packed copy as
+// unused packed bytes and its loose copy as a file to remove, each once.
+// (Counting the packed copy alone left the loose file for good.)
+func TestGCCountsEachCopyOnce(t *testing.T) {
 	ctx := context.Background()
 	s, c, want, stored := packedStore(t)
 	if _, err := s.Prune(ctx, PruneOptions{Run: "c"}); err != nil {
@@ -246,8 +247,8 @@ func TestGCCountsABlobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.UnusedPacked != len(dead) || res.RemovedBlobs != 0 {
-		t.Errorf("dry run = %d unused packed, %d removed; want %d and 0: %s counted twice",
-			res.UnusedPacked, res.RemovedBlobs, len(dead), copied)
+	if res.UnusedPacked != len(dead) || res.RemovedBlobs != 1 || !slices.Equal(res.Removed, []cas.Blob{copied}) {
+		t.Errorf("dry run = %d unused packed, %d removed %v; want %d and the loose copy of %s",
+			res.UnusedPacked, res.RemovedBlobs, res.Removed, len(dead), copied)
 	}
 }

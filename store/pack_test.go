@@ -673,3 +673,38 @@ func TestPackHoldsUpNoWriter(t *testing.T) {
 		t.Errorf("verify after pack and gc = %+v, %v", v, err)
 	}
 }
+
+// TestGCRemovesLooseCopyOfUnusedPackedBlob: a blob no row names, with a
+// copy in a pack and a loose one (a pack killed before it removed its
+// loose files, then the blob's row collected), loses its loose copy to
+// gc: verify finds no orphan after. The packed copy goes with its pack.
+func TestGCRemovesLooseCopyOfUnusedPackedBlob(t *testing.T) {
+	ctx := context.Background()
+	s, _, want, stored := packedStore(t)
+	// Run c's 9 blobs are less than half of the pack: it stays as it is.
+	if _, err := s.Prune(ctx, PruneOptions{Run: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.GC(ctx, GCOptions{Grace: time.Hour}); err != nil || g.Packs.Rewritten+g.Packs.Dropped != 0 || g.UnusedPacked != 9 {
+		t.Fatalf("gc of run c = %+v, %v; want 9 unused packed blobs, the pack kept", g, err)
+	}
+	key := "c/0_grep_c.txt"
+	st := stored[key]
+	path := st.Path
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, want[key], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil || g.RemovedBlobs != 1 {
+		t.Fatalf("gc with a loose copy of %s = %+v, %v; want it removed", key, g, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the loose copy is still there: %v", err)
+	}
+	if v, err := s.Verify(ctx, VerifyOptions{}); err != nil || !v.OK || len(v.Orphans) != 0 {
+		t.Errorf("verify after gc = %+v, %v; want no orphan", v, err)
+	}
+}
