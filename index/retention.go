@@ -177,6 +177,19 @@ const countRunsSQL = `SELECT count(*), coalesce(sum(CASE WHEN l < ? THEN 1 ELSE 
 		coalesce(max(CASE WHEN c.first_at IS NULL THEN NULL ELSE c.last_at END), 0) AS l
 		FROM counts c JOIN runs r ON r.id = c.run_id WHERE c.parts > 0 GROUP BY r.name) g`
 
+// HasRunTTLs reports whether any run has a ttl of its own
+// (NewPart.RunTTL), through the partial index of those that have one.
+func (x *Index) HasRunTTLs(ctx context.Context) (bool, error) {
+	var n int64
+	err := x.read(ctx, func() error {
+		return x.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM runs WHERE ttl IS NOT NULL LIMIT 1) t`).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("run ttls: %w", err)
+	}
+	return n > 0, nil
+}
+
 // HasExpiredRuns reports whether a run's own ttl (NewPart.RunTTL) has run
 // out at now, as a prune with Expired set to now would find, among the
 // runs not written to since activeSince.

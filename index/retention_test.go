@@ -134,12 +134,19 @@ func testRunTTL(t *testing.T) {
 	c := &clock{t0}
 	x := MustOpen(t, WithClock(c.now))
 	ttl := func(p NewPart, d time.Duration) NewPart { p.RunTTL = d; return p }
+	mustRecord(t, x, newPart("b", 0, "bash", "c0", "b0"))
+	if has, err := x.HasRunTTLs(ctx); err != nil || has {
+		t.Errorf("HasRunTTLs before any ttl = %v, %v; want false", has, err)
+	}
 	mustRecord(t, x, ttl(newPart("a", 1, "bash", "c1", "a1"), time.Hour), newPart("b", 1, "bash", "c1", "b1"),
 		ttl(newPart("c", 1, "bash", "c1", "c1"), 3*time.Hour))
 	c.t = t0.Add(30 * time.Minute)
 	mustRecord(t, x, newPart("a", 2, "bash", "c2", "a2")) // no ttl given: a keeps its hour
 	c.t = t0.Add(40 * time.Minute)
 	mustRecord(t, x, ttl(newPart("c", 2, "bash", "c2", "c2"), 10*time.Minute)) // c's ttl is now 10 min
+	if has, err := x.HasRunTTLs(ctx); err != nil || !has {
+		t.Errorf("HasRunTTLs = %v, %v; want true", has, err)
+	}
 	if _, err := x.Record(ctx, []NewPart{ttl(newPart("d", 1, "bash", "c1", "d1"), -time.Second)}); !errors.Is(err, ErrInvalidPart) {
 		t.Errorf("Record with a negative run ttl: %v, want ErrInvalidPart", err)
 	}

@@ -142,6 +142,13 @@ func (s *Store) Due(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if r.IsZero() {
+		// Without a policy only a run's own ttl can make the store due:
+		// most stores have none, and need not read the clock.
+		if has, err := s.ix.HasRunTTLs(ctx); err != nil || !has {
+			return false, err
+		}
+	}
 	now := s.now()
 	// A run's own ttl holds with no policy as well.
 	if expired, err := s.ix.HasExpiredRuns(ctx, now, now.Add(-r.ActiveWindow())); err != nil || expired {
