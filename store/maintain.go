@@ -271,7 +271,12 @@ func (s *Store) packInBackground(r Retention) {
 // maintenance lease, when the store is due for it, and reports whether it
 // ran. The caller packs afterwards, outside the lease.
 func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error) {
-	ok, err := s.Due(ctx)
+	// The look itself is not cancelled by Close, which waits the few
+	// milliseconds it takes: cancelling a query interrupts its connection,
+	// and an interrupt that comes as the query ends can reach the next
+	// statement on that connection instead, such as the checkpoint that
+	// closing the index makes, and leave the last writes in the log.
+	ok, err := s.Due(context.WithoutCancel(ctx))
 	if err != nil || !ok {
 		return MaintainResult{}, false, err
 	}
