@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // ErrPackCorrupt is returned, wrapped, for a pack file whose bytes do not
@@ -634,7 +636,7 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 		return nil, []PackProblem{{Pack: name, Reason: err.Error()}}, nil
 	}
 	h := NewHash()
-	_, err = io.Copy(h, &ctxReader{ctx: ctx, r: f})
+	_, err = io.Copy(h, cancel.NewReader(ctx, f))
 	f.Close()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -707,19 +709,6 @@ func (s *Store) VerifyPack(ctx context.Context, name string) (ok []PackEntry, pr
 		}
 	}
 	return ok, problems, nil
-}
-
-// ctxReader stops a long read when its context is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // RemoveEmptyShards removes shard directories that hold nothing, as packing

@@ -10,6 +10,8 @@ import (
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // A SizedBlob is a blob and its size in bytes.
@@ -37,7 +39,7 @@ func (s *Store) SalvagePack(ctx context.Context, name string, want []SizedBlob, 
 	if err != nil {
 		return 0, fmt.Errorf("salvage %s: %w", name, err)
 	}
-	data, err := io.ReadAll(&ctxReader{ctx: ctx, r: f})
+	data, err := io.ReadAll(cancel.NewReader(ctx, f))
 	f.Close()
 	if err != nil {
 		return 0, fmt.Errorf("salvage %s: %w", name, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/toolcas/toolcas/internal/cancel"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -60,7 +61,7 @@ func scanReader(ctx context.Context, m *search.Matcher, key string, r io.Reader,
 		return nil
 	}
 	var fnErr error
-	err = m.Scan(ctxReader{ctx, io.MultiReader(bytes.NewReader(head[:k]), r)}, func(n int64, line []byte, col int) bool {
+	err = m.Scan(cancel.NewReader(ctx, io.MultiReader(bytes.NewReader(head[:k]), r)), func(n int64, line []byte, col int) bool {
 		text, _ := search.Cut(line, col, width)
 		fnErr = fn(SearchHit{Key: key, Line: n, Text: text})
 		return fnErr == nil
@@ -69,17 +70,4 @@ func scanReader(ctx context.Context, m *search.Matcher, key string, r io.Reader,
 		return fnErr
 	}
 	return err
-}
-
-// ctxReader stops a read with ctx's error once ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -30,6 +30,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/cancel"
 	"github.com/toolcas/toolcas/migrations"
 )
 
@@ -818,25 +819,12 @@ func retryBusy(ctx context.Context, total time.Duration, f func() error) error {
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
-		if err := sleep(ctx, wait/2+rand.N(wait)); err != nil {
+		if err := cancel.Sleep(ctx, wait/2+rand.N(wait)); err != nil {
 			return err
 		}
 		if wait < 100*time.Millisecond {
 			wait *= 2
 		}
-	}
-}
-
-// sleep waits for d, or until ctx ends, when it returns ctx's error: the
-// pause of a loop that tries again.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

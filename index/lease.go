@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // sweepLockKey is the session-scoped advisory lock that writers of blobs
@@ -88,7 +89,7 @@ func (x *Index) AcquireBlobLease(ctx context.Context, wait time.Duration) (*Blob
 			return nil, fmt.Errorf("blob lease: %w: a gc that lost its sweep lock mid-sweep fences writes off for %v more, past the write's wait of %v on %s",
 				ErrSweepBusy, d.Round(time.Millisecond), wait, x.path)
 		}
-		if err := sleep(ctx, d); err != nil {
+		if err := cancel.Sleep(ctx, d); err != nil {
 			l.Release()
 			return nil, err
 		}
@@ -187,7 +188,7 @@ func (x *Index) AcquireSweepLock(ctx context.Context, wait time.Duration) (*Swee
 				conn.Close()
 				return nil, fmt.Errorf("sweep lock: %w: gc waited %v for the writes holding blob leases to commit on %s", ErrSweepBusy, wait, x.path)
 			}
-			if err := sleep(ctx, pause/2+rand.N(pause)); err != nil {
+			if err := cancel.Sleep(ctx, pause/2+rand.N(pause)); err != nil {
 				conn.Close()
 				return nil, err
 			}

@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/cancel"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -310,7 +311,7 @@ func readThrough(ctx context.Context, r io.Reader, buf []byte, rest io.Writer) e
 	if rest == nil {
 		rest = io.Discard
 	}
-	n, err := io.Copy(rest, ctxReader{ctx, r})
+	n, err := io.Copy(rest, cancel.NewReader(ctx, r))
 	if err != nil {
 		return err
 	}
@@ -374,18 +375,4 @@ func (a anyRun) Resolve(ctx context.Context, _ string, ref string) (store.Part, 
 		return rs.Resolve(ctx, "", ref)
 	}
 	return store.Part{}, hook.ErrNotFound
-}
-
-// ctxReader stops a read with ctx's error once ctx ends: reading through a
-// large part that a client gave up on does not run on.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

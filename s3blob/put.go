@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // Put stores the bytes read from r as a blob. The content is read to its
@@ -164,12 +165,8 @@ func (be *Backend) awaitObject(ctx context.Context, b cas.Blob, size int64) (boo
 	d := be.pollBase
 	for range conflictPolls {
 		wait := d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, fmt.Errorf("s3blob: put %s: %w", b.FileName(), ctx.Err())
-		case <-t.C:
+		if err := cancel.Sleep(ctx, wait); err != nil {
+			return false, fmt.Errorf("s3blob: put %s: %w", b.FileName(), err)
 		}
 		info, err := be.Stat(ctx, b)
 		switch {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // sweepGC sweeps a local store's plan: the rows of blobs that are nowhere
@@ -172,12 +173,8 @@ func (w *sweeper) lock(ctx context.Context) error {
 		return nil
 	}
 	if d := w.gapLeft(time.Now()); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := cancel.Sleep(ctx, d); err != nil {
+			return err
 		}
 	}
 	u, err := w.e.locks.exclusive(ctx, w.timeout)

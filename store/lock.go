@@ -14,6 +14,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // IntentFile is the lock gc takes before gc.lock, to say it is waiting:
@@ -54,12 +55,8 @@ func pollLock(ctx context.Context, try func() (bool, error)) error {
 		if err != nil || ok {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := cancel.Sleep(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, pollMax)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/cancel"
 )
 
 // PackLockFile keeps packers apart: one pack at a time per store.
@@ -235,7 +236,7 @@ func (e *localEngine) recordPack(ctx context.Context, name string, size, raw int
 	rows := packSliceRows
 	for i := 0; i < len(blobs); i += len(slice) {
 		if i > 0 {
-			if err := pause(ctx, packSliceGap(held)); err != nil {
+			if err := cancel.Sleep(ctx, packSliceGap(held)); err != nil {
 				return err
 			}
 			rows = nextSliceRows(rows, held)
@@ -290,18 +291,6 @@ func nextSliceRows(rows int, held time.Duration) int {
 // recording a slice that took held: as long again, within bounds.
 func packSliceGap(held time.Duration) time.Duration {
 	return min(max(held, 2*time.Millisecond), 50*time.Millisecond)
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // packLock keeps a second packer out while one works; like gc, a packer

@@ -16,6 +16,7 @@ import (
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
+	"github.com/toolcas/toolcas/internal/cancel"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -209,8 +210,65 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 	}
 	units := make(chan []*grepJob)
 	order := make(chan []*grepJob, 2*runtime.GOMAXPROCS(0))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	workers := s.startGrepWorkers(ctx, m, o, units)
+	feedErr := make(chan error, 1)
+	go func() {
+		defer close(order)
+		defer close(units)
+		feedErr <- s.feedGrep(ctx, cands, units, order)
+	}()
+	popts := index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since, AllVersions: o.AllVersions}
+	// The parts of a batch of blobs are looked up, and their lines
+	// reported, by a goroutine of its own while the next batch gathers:
+	// done here, each lookup stopped the workers once the order's few
+	// units were waiting (about a tenth of a search that reads every
+	// blob). At most one batch waits for it.
+	batches := make(chan []*grepJob, 1)
+	emitted := make(chan error, 1)
+	go func() {
+		var err error
+		for batch := range batches {
+			if err == nil {
+				if err = s.emitBatch(ctx, m, o, popts, batch, &res, fn); err != nil {
+					stop()
+				}
+			}
+		}
+		emitted <- err
+	}()
+	col := grepCollector{batches: batches}
+	err = func() error {
+		for u := range order {
+			for _, j := range u {
+				if err := col.add(ctx, j, &res); err != nil {
+					return err
+				}
+			}
+		}
+		return col.flush(ctx)
+	}()
+	close(batches)
+	if eerr := <-emitted; eerr != nil {
+		err = eerr // the lookup's own error: the rest saw only its cancel
+	}
+	if err != nil {
+		stop()
+		<-feedErr
+		workers.Wait()
+		return res, err
+	}
+	if err := <-feedErr; err != nil {
+		return res, fmt.Errorf("grep: %w", err)
+	}
+	return res, ctx.Err()
+}
+
+// startGrepWorkers starts a worker a processor, each reading the units
+// sent on units (a frame's blobs, or one blob) and marking their jobs
+// done, until units is closed; the group says when all have returned.
+func (s *Store) startGrepWorkers(ctx context.Context, m *search.Matcher, o GrepOptions, units <-chan []*grepJob) *sync.WaitGroup {
 	var workers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		workers.Go(func() {
@@ -227,140 +285,107 @@ func (s *Store) Grep(ctx context.Context, o GrepOptions, fn func(GrepHit) error)
 			}
 		})
 	}
-	feedErr := make(chan error, 1)
-	go func() {
-		defer close(order)
-		defer close(units)
-		// A unit goes to a worker before it goes to the emitter, which
-		// waits for its jobs in order: workers never wait for the emitter,
-		// and the units in flight are one a worker and the order's buffer.
-		send := func(u []*grepJob) error {
-			select {
-			case units <- u:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			select {
-			case order <- u:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		for rest := cands; len(rest) > 0; {
-			n := min(grepBatch, len(rest))
-			blobs, err := s.ix.SearchBlobs(ctx, rest[:n])
-			rest = rest[n:]
-			if err != nil {
-				feedErr <- err
-				return
-			}
-			batch := make([]*grepJob, len(blobs))
-			for i, b := range blobs {
-				batch[i] = &grepJob{blob: b, done: make(chan struct{})}
-			}
-			for _, u := range s.sortForReading(ctx, batch) {
-				if err := send(u); err != nil {
-					feedErr <- err
-					return
-				}
-			}
-		}
-		feedErr <- nil
-	}()
-	popts := index.SearchPartsOptions{Run: o.Run, Tool: o.Tool, Since: o.Since, AllVersions: o.AllVersions}
-	// The parts of a batch of blobs are looked up, and their lines
-	// reported, by a goroutine of its own while the next batch gathers:
-	// done here, each lookup stopped the workers once the order's few
-	// units were waiting (about a tenth of a search that reads every
-	// blob). At most one batch waits for it.
-	batches := make(chan []*grepJob, 1)
-	emitted := make(chan error, 1)
-	go func() {
-		var err error
-		for batch := range batches {
-			if err == nil {
-				if err = s.emitBatch(ctx, m, o, popts, batch, &res, fn); err != nil {
-					cancel()
-				}
-			}
-		}
-		emitted <- err
-	}()
-	var pending []*grepJob
-	var held int64
-	var since time.Time // when the first pending job was done
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
+	return &workers
+}
+
+// feedGrep reads the candidates' blob rows a batch at a time and sends
+// each batch's units, in the order they are best read, first to a worker
+// (units), then to the collector (order), which waits for their jobs in
+// that order: workers never wait for the collector, and the units in
+// flight are one a worker and the order's buffer.
+func (s *Store) feedGrep(ctx context.Context, cands []int64, units, order chan<- []*grepJob) error {
+	send := func(u []*grepJob) error {
 		select {
-		case batches <- pending:
+		case units <- u:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		pending, held = nil, 0
-		return nil
-	}
-	next := func(j *grepJob) error {
 		select {
-		case <-j.done:
-		default:
-			// Nothing ready: report what waited long enough (each flush
-			// costs a statement).
-			if len(pending) > 0 && time.Since(since) >= pendingWait {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			<-j.done
+		case order <- u:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if err := ctx.Err(); err != nil {
+	}
+	for rest := cands; len(rest) > 0; {
+		n := min(grepBatch, len(rest))
+		blobs, err := s.ix.SearchBlobs(ctx, rest[:n])
+		rest = rest[n:]
+		if err != nil {
 			return err
 		}
-		res.Blobs++
-		res.Bytes += j.bytes
-		switch {
-		case j.binary:
-			res.Binary++
-			return nil
-		case j.err == nil && len(j.hits) == 0 && !j.matched:
-			return nil
+		batch := make([]*grepJob, len(blobs))
+		for i, b := range blobs {
+			batch[i] = &grepJob{blob: b, done: make(chan struct{})}
 		}
-		if len(pending) == 0 {
-			since = time.Now()
-		}
-		pending = append(pending, j)
-		held += j.hitBytes
-		if len(pending) >= pendingBlobs || held >= pendingBytes {
-			return flush()
-		}
-		return nil
-	}
-	err = func() error {
-		for u := range order {
-			for _, j := range u {
-				if err := next(j); err != nil {
-					return err
-				}
+		for _, u := range s.sortForReading(ctx, batch) {
+			if err := send(u); err != nil {
+				return err
 			}
 		}
-		return flush()
-	}()
-	close(batches)
-	if eerr := <-emitted; eerr != nil {
-		err = eerr // the lookup's own error: the rest saw only its cancel
 	}
-	if err != nil {
-		cancel()
-		<-feedErr
-		workers.Wait()
-		return res, err
+	return nil
+}
+
+// grepCollector takes the jobs in order as they are done, counts them, and
+// gathers those with hits into batches for the emitter: a batch goes when
+// it holds enough blobs or bytes, or, when the next job is not done yet,
+// once its first job has waited long enough (each batch costs a
+// statement).
+type grepCollector struct {
+	batches chan<- []*grepJob
+	pending []*grepJob
+	held    int64
+	since   time.Time // when the first pending job was done
+}
+
+func (c *grepCollector) flush(ctx context.Context) error {
+	if len(c.pending) == 0 {
+		return nil
 	}
-	if err := <-feedErr; err != nil {
-		return res, fmt.Errorf("grep: %w", err)
+	select {
+	case c.batches <- c.pending:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return res, ctx.Err()
+	c.pending, c.held = nil, 0
+	return nil
+}
+
+// add waits for j, counts it in res, and keeps it for the emitter if it
+// has hits or an error.
+func (c *grepCollector) add(ctx context.Context, j *grepJob, res *GrepResult) error {
+	select {
+	case <-j.done:
+	default:
+		if len(c.pending) > 0 && time.Since(c.since) >= pendingWait {
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+		}
+		<-j.done
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res.Blobs++
+	res.Bytes += j.bytes
+	switch {
+	case j.binary:
+		res.Binary++
+		return nil
+	case j.err == nil && len(j.hits) == 0 && !j.matched:
+		return nil
+	}
+	if len(c.pending) == 0 {
+		c.since = time.Now()
+	}
+	c.pending = append(c.pending, j)
+	c.held += j.hitBytes
+	if len(c.pending) >= pendingBlobs || c.held >= pendingBytes {
+		return c.flush(ctx)
+	}
+	return nil
 }
 
 // emitBatch looks up the parts of a batch of blobs with matching lines
@@ -456,12 +481,12 @@ func (s *Store) grepBlob(ctx context.Context, m *search.Matcher, o GrepOptions, 
 			j.binary, j.bytes = true, int64(k)
 			return buf
 		}
-		counted := &ctxReader{r: io.MultiReader(bytes.NewReader(head[:k]), r), ctx: ctx}
+		counted := cancel.NewReader(ctx, io.MultiReader(bytes.NewReader(head[:k]), r))
 		j.err = m.Scan(counted, func(int64, []byte, int) bool {
 			j.matched = true
 			return false
 		})
-		j.bytes = counted.n
+		j.bytes = counted.Count()
 		return buf
 	}
 	// Read as much as the row says, and one byte more: a blob of another
@@ -572,7 +597,7 @@ func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions
 			res.fail(sp, err)
 			continue
 		}
-		counted := &ctxReader{r: r, ctx: ctx}
+		counted := cancel.NewReader(ctx, r)
 		count := 0
 		var fnErr error
 		part := partOf(sp.Part)
@@ -586,7 +611,7 @@ func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions
 			return o.MaxCount == 0 || count < o.MaxCount
 		})
 		r.Close()
-		res.Bytes += counted.n
+		res.Bytes += counted.Count()
 		if fnErr != nil {
 			return fnErr
 		}
@@ -603,22 +628,6 @@ func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions
 		}
 	}
 	return nil
-}
-
-// ctxReader counts what it reads and stops when ctx is done.
-type ctxReader struct {
-	r   io.Reader
-	ctx context.Context
-	n   int64
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	k, err := c.r.Read(p)
-	c.n += int64(k)
-	return k, err
 }
 
 // grepCandidates returns the blobs that may hold a match, in increasing
