@@ -35,10 +35,15 @@ func (s *Store) Write(ctx context.Context, items []hook.Item) ([]hook.Stored, er
 		}
 		streamed = streamed || it.Part.Source != nil
 	}
+	var (
+		puts []cas.PutResult
+		recs []index.Recorded
+	)
 	if streamed {
-		return s.writeStreamed(ctx, e, items, parts, data)
+		puts, recs, err = s.writeStreamed(ctx, e, items, parts, data)
+	} else {
+		puts, recs, err = e.write(ctx, parts, data)
 	}
-	puts, recs, err := e.write(ctx, parts, data)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +88,7 @@ func newPart(it hook.Item) (index.NewPart, []byte, error) {
 // Source: every part is staged first (a Source read in bounded memory,
 // checked against its size), then, under the engine's guard, every blob is
 // put and every row recorded in one transaction, as Write does.
-func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, parts []index.NewPart, data [][]byte) ([]hook.Stored, error) {
+func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, parts []index.NewPart, data [][]byte) ([]cas.PutResult, []index.Recorded, error) {
 	sts := make([]staged, 0, len(items))
 	defer func() {
 		for _, st := range sts {
@@ -93,7 +98,7 @@ func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, 
 	for i, it := range items {
 		st, err := stagePart(ctx, e, it, data[i])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sts = append(sts, st)
 	}
@@ -117,15 +122,7 @@ func (s *Store) writeStreamed(ctx context.Context, e engine, items []hook.Item, 
 		recs, err = s.ix.Record(ctx, parts)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]hook.Stored, len(items))
-	for i := range items {
-		out[i] = s.stored(puts[i], recs[i])
-	}
-	s.afterWrite()
-	return out, nil
+	return puts, recs, err
 }
 
 // stagePart stages one part of a streamed write: its Source, or data.
