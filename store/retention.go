@@ -285,123 +285,39 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		return res, err
 	}
 	res.Policy = r
-	now := s.now()
-	activeSince := now.Add(-r.ActiveWindow())
-	add := func(rule string, pr PruneResult) {
-		if pr.RemovedParts > 0 {
-			res.Rules = append(res.Rules, RuleResult{Rule: rule, Parts: pr.RemovedParts, Runs: pr.Runs})
-		}
-	}
-	prune := func(o index.PruneOptions) (index.PruneResult, error) {
-		if o.Rule == "" {
-			panic("store: prune without a rule")
-		}
-		return s.ix.Prune(ctx, o)
-	}
+	a := &retentionPass{s: s, o: o, r: r, now: s.now(), res: &res}
+	a.activeSince = a.now.Add(-r.ActiveWindow())
 	// The runs' own ttls first: they hold with no policy as well.
-	pr, err := prune(index.PruneOptions{Expired: now, ActiveSince: activeSince, Rule: RuleRunTTL, DryRun: o.DryRun})
-	if err != nil {
-		return res, fmt.Errorf("retention: %w", err)
+	if err := a.prune(ctx, index.PruneOptions{Expired: a.now, Rule: RuleRunTTL}); err != nil {
+		return res, err
 	}
-	add(RuleRunTTL, PruneResult(pr))
 	if r.IsZero() && len(res.Rules) == 0 {
 		return res, nil
 	}
 	if r.MaxAge > 0 {
-		pr, err := prune(index.PruneOptions{Before: now.Add(-r.MaxAge), ActiveSince: activeSince, Rule: RuleMaxAge, DryRun: o.DryRun})
-		if err != nil {
-			return res, fmt.Errorf("retention: %w", err)
+		if err := a.prune(ctx, index.PruneOptions{Before: a.now.Add(-r.MaxAge), Rule: RuleMaxAge}); err != nil {
+			return res, err
 		}
-		add(RuleMaxAge, PruneResult(pr))
 	}
 	if r.KeepRuns > 0 {
-		pr, err := prune(index.PruneOptions{KeepRuns: r.KeepRuns, ActiveSince: activeSince, Rule: RuleKeepRuns, DryRun: o.DryRun})
-		if err != nil {
-			return res, fmt.Errorf("retention: %w", err)
+		if err := a.prune(ctx, index.PruneOptions{KeepRuns: r.KeepRuns, Rule: RuleKeepRuns}); err != nil {
+			return res, err
 		}
-		add(RuleKeepRuns, PruneResult(pr))
 	}
-	// gc frees what the rules and the quota removed, and reports what it
-	// freed: blobs, and dead packs dropped or rewritten.
-	collected := false
-	gc := func() (freed int64, err error) {
-		if o.DryRun {
-			return 0, nil
-		}
-		collected = true
-		g, err := s.GC(ctx, GCOptions{Grace: r.ActiveWindow(), LockTimeout: o.LockTimeout})
-		res.GC.RemovedBlobs += g.RemovedBlobs
-		res.GC.FreedBytes += g.FreedBytes
-		res.GC.RemovedTemp += g.RemovedTemp
-		res.GC.Packs.Rewritten += g.Packs.Rewritten
-		res.GC.Packs.Dropped += g.Packs.Dropped
-		res.GC.Packs.FreedBytes += g.Packs.FreedBytes
-		res.GC.IndexFreed += g.IndexFreed
-		return g.FreedBytes + g.Packs.FreedBytes, err
+	if err := a.measure(ctx); err != nil {
+		return res, err
 	}
-	st, err := s.Stats(ctx, "")
+	quota, err := a.meetQuota(ctx)
 	if err != nil {
 		return res, err
 	}
-	res.DiskBytes = diskBytes(st)
-	quota := RuleResult{Rule: RuleMaxBytes}
-	if overHighWater(r, res.DiskBytes) {
-		gone := map[string]bool{}
-		for _, rr := range res.Rules {
-			if rr.Rule == RuleKeepRuns {
-				for _, run := range rr.Runs {
-					gone[run] = true
-				}
-			}
-		}
-		// Once past the high-water mark, runs go until the store is
-		// under quotaHeadroom of the quota: the writes that go on
-		// meanwhile, and until the next maintenance, have room. The gc
-		// after each round also frees what the rules above removed.
-		aim := int64(float64(r.MaxBytes) * quotaHeadroom)
-		for round := 0; round < quotaRounds && res.DiskBytes > aim; round++ {
-			runs := quotaRuns(st, r.MaxBytes, activeSince, gone)
-			if len(runs) == 0 {
-				break
-			}
-			for _, chunk := range pruneChunks(runs) {
-				for _, run := range chunk {
-					gone[run] = true
-				}
-				pr, err := prune(index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes, ActiveSince: activeSince, DryRun: o.DryRun})
-				if err != nil {
-					return res, fmt.Errorf("retention: %w", err)
-				}
-				quota.Parts += pr.RemovedParts
-				quota.Runs = append(quota.Runs, pr.Runs...)
-			}
-			if o.DryRun {
-				break // a dry run removes nothing, so cannot measure again
-			}
-			freed, err := gc()
-			if err != nil {
-				return res, fmt.Errorf("retention: %w", err)
-			}
-			if st, err = s.Stats(ctx, ""); err != nil {
-				return res, err
-			}
-			res.DiskBytes = diskBytes(st)
-			if freed == 0 {
-				// The blobs of the runs removed are younger than gc's
-				// grace period (or runs that stay share them): removing
-				// more runs would free no more now; a later gc frees them.
-				break
-			}
-		}
-	}
-	if res.RemovedParts()+quota.Parts > 0 && !collected {
-		if _, err := gc(); err != nil {
+	if res.RemovedParts()+quota.Parts > 0 && !a.collected {
+		if _, err := a.gc(ctx); err != nil {
 			return res, fmt.Errorf("retention: %w", err)
 		}
-		if st, err = s.Stats(ctx, ""); err != nil {
+		if err := a.measure(ctx); err != nil {
 			return res, err
 		}
-		res.DiskBytes = diskBytes(st)
 	}
 	if quota.Parts > 0 {
 		res.Rules = append(res.Rules, quota)
@@ -410,6 +326,134 @@ func (s *Store) ApplyRetention(ctx context.Context, o RetentionOptions) (Retenti
 		res.OverQuota = res.DiskBytes - r.MaxBytes
 	}
 	return res, nil
+}
+
+// retentionPass is one ApplyRetention: its policy, its clock reading, and
+// what it has done so far.
+type retentionPass struct {
+	s           *Store
+	o           RetentionOptions
+	r           Retention
+	now         time.Time
+	activeSince time.Time
+	res         *RetentionResult
+	// st is the store's stats as last measured.
+	st Stats
+	// collected says a gc ran.
+	collected bool
+}
+
+// prune removes what a rule picks, never of an active run, and records it
+// under the rule.
+func (a *retentionPass) prune(ctx context.Context, po index.PruneOptions) error {
+	pr, err := a.pruneRaw(ctx, po)
+	if err != nil {
+		return err
+	}
+	if pr.RemovedParts > 0 {
+		a.res.Rules = append(a.res.Rules, RuleResult{Rule: po.Rule, Parts: pr.RemovedParts, Runs: pr.Runs})
+	}
+	return nil
+}
+
+func (a *retentionPass) pruneRaw(ctx context.Context, po index.PruneOptions) (index.PruneResult, error) {
+	if po.Rule == "" {
+		panic("store: prune without a rule")
+	}
+	po.ActiveSince, po.DryRun = a.activeSince, a.o.DryRun
+	pr, err := a.s.ix.Prune(ctx, po)
+	if err != nil {
+		return pr, fmt.Errorf("retention: %w", err)
+	}
+	return pr, nil
+}
+
+// measure reads the store's stats and its size on disk.
+func (a *retentionPass) measure(ctx context.Context) error {
+	st, err := a.s.Stats(ctx, "")
+	if err != nil {
+		return err
+	}
+	a.st, a.res.DiskBytes = st, diskBytes(st)
+	return nil
+}
+
+// gc frees what the rules and the quota removed, and adds what it freed
+// (blobs, and dead packs dropped or rewritten) to the result; a dry run
+// collects nothing.
+func (a *retentionPass) gc(ctx context.Context) (freed int64, err error) {
+	if a.o.DryRun {
+		return 0, nil
+	}
+	a.collected = true
+	g, err := a.s.GC(ctx, GCOptions{Grace: a.r.ActiveWindow(), LockTimeout: a.o.LockTimeout})
+	t := &a.res.GC
+	t.RemovedBlobs += g.RemovedBlobs
+	t.FreedBytes += g.FreedBytes
+	t.RemovedTemp += g.RemovedTemp
+	t.Packs.Rewritten += g.Packs.Rewritten
+	t.Packs.Dropped += g.Packs.Dropped
+	t.Packs.FreedBytes += g.Packs.FreedBytes
+	t.IndexFreed += g.IndexFreed
+	return g.FreedBytes + g.Packs.FreedBytes, err
+}
+
+// meetQuota removes whole runs, the least recently written first, while
+// the store is past its quota's high-water mark, measuring again after a
+// gc each round, and returns what it removed.
+func (a *retentionPass) meetQuota(ctx context.Context) (RuleResult, error) {
+	quota := RuleResult{Rule: RuleMaxBytes}
+	r := a.r
+	if !overHighWater(r, a.res.DiskBytes) {
+		return quota, nil
+	}
+	gone := map[string]bool{}
+	for _, rr := range a.res.Rules {
+		if rr.Rule == RuleKeepRuns {
+			for _, run := range rr.Runs {
+				gone[run] = true
+			}
+		}
+	}
+	// Once past the high-water mark, runs go until the store is under
+	// quotaHeadroom of the quota: the writes that go on meanwhile, and
+	// until the next maintenance, have room. The gc after each round also
+	// frees what the rules removed.
+	aim := int64(float64(r.MaxBytes) * quotaHeadroom)
+	for round := 0; round < quotaRounds && a.res.DiskBytes > aim; round++ {
+		runs := quotaRuns(a.st, r.MaxBytes, a.activeSince, gone)
+		if len(runs) == 0 {
+			break
+		}
+		for _, chunk := range pruneChunks(runs) {
+			for _, run := range chunk {
+				gone[run] = true
+			}
+			pr, err := a.pruneRaw(ctx, index.PruneOptions{Runs: chunk, Rule: RuleMaxBytes})
+			if err != nil {
+				return quota, err
+			}
+			quota.Parts += pr.RemovedParts
+			quota.Runs = append(quota.Runs, pr.Runs...)
+		}
+		if a.o.DryRun {
+			break // a dry run removes nothing, so cannot measure again
+		}
+		freed, err := a.gc(ctx)
+		if err != nil {
+			return quota, fmt.Errorf("retention: %w", err)
+		}
+		if err := a.measure(ctx); err != nil {
+			return quota, err
+		}
+		if freed == 0 {
+			// The blobs of the runs removed are younger than gc's grace
+			// period (or runs that stay share them): removing more runs
+			// would free no more now; a later gc frees them.
+			break
+		}
+	}
+	return quota, nil
 }
 
 // A quota is kept between two marks. A store past quotaHighWater of its
