@@ -67,6 +67,14 @@ func ParseDurability(s string) (Durability, error) {
 // An Option configures Open.
 type Option func(*config) error
 
+// setting is an Option that cannot be wrong: it only sets.
+func setting(set func(*config)) Option {
+	return func(c *config) error {
+		set(c)
+		return nil
+	}
+}
+
 type config struct {
 	durability Durability
 	create     bool
@@ -89,10 +97,7 @@ func WithDurability(d Durability) Option {
 
 // WithCreate makes Open create the store when the directory holds none.
 func WithCreate() Option {
-	return func(c *config) error {
-		c.create = true
-		return nil
-	}
+	return setting(func(c *config) { c.create = true })
 }
 
 // WithClock replaces the clock used to refresh blob ages, so that tests of
@@ -111,10 +116,7 @@ func WithClock(now func() time.Time) Option {
 // a missing shard directory), so that a store on a read-only mount, or
 // without write permission, can be read.
 func ReadOnly() Option {
-	return func(c *config) error {
-		c.readOnly = true
-		return nil
-	}
+	return setting(func(c *config) { c.readOnly = true })
 }
 
 // Store is a content-addressed blob store rooted at a directory. It is safe for
@@ -368,8 +370,5 @@ func (s *Store) Close() error {
 // withFileSystem wraps the store's file system; tests use it to observe the
 // order of calls and to inject failures.
 func withFileSystem(wrap func(fileSystem) fileSystem) Option {
-	return func(c *config) error {
-		c.wrapFS = wrap
-		return nil
-	}
+	return setting(func(c *config) { c.wrapFS = wrap })
 }

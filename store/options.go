@@ -13,6 +13,14 @@ import (
 // An Option configures Open.
 type Option func(*config) error
 
+// setting is an Option that cannot be wrong: it only sets.
+func setting(set func(*config)) Option {
+	return func(c *config) error {
+		set(c)
+		return nil
+	}
+}
+
 type config struct {
 	durability cas.Durability
 	// recentKeysMayBeLost: the index commits without a sync.
@@ -86,10 +94,7 @@ const DurabilityRecentKeysMayBeLost = "recent-keys-may-be-lost"
 // resolve, and the blob is then an orphan that gc removes after its grace
 // period. The default (cas.SyncFull without this option) gives up nothing.
 func RecentKeysMayBeLostOnPowerCut() Option {
-	return func(c *config) error {
-		c.recentKeysMayBeLost = true
-		return nil
-	}
+	return setting(func(c *config) { c.recentKeysMayBeLost = true })
 }
 
 // DurabilityOptions returns the options a durability's name stands for:
@@ -116,10 +121,7 @@ func (c *config) durabilityName() string {
 
 // WithCreate makes Open create the store if the directory holds none.
 func WithCreate() Option {
-	return func(c *config) error {
-		c.create = true
-		return nil
-	}
+	return setting(func(c *config) { c.create = true })
 }
 
 // WithClock replaces the clock that stamps rows and ages blobs, so that
@@ -153,10 +155,7 @@ func WithLockTimeout(d time.Duration) Option {
 // records nothing). Writes, prune, gc, pack and repair fail with
 // ErrReadOnly.
 func ReadOnly() Option {
-	return func(c *config) error {
-		c.readOnly = true
-		return nil
-	}
+	return setting(func(c *config) { c.readOnly = true })
 }
 
 // WithIndexURL makes Open use the index in the PostgreSQL database that
@@ -195,20 +194,14 @@ func WithReserve(bytes int64) Option {
 // opened for want of space, the reserve file is released first. gc and
 // prune open the store so; GC and Prune make the reserve again when done.
 func Maintenance() Option {
-	return func(c *config) error {
-		c.maintenance = true
-		return nil
-	}
+	return setting(func(c *config) { c.maintenance = true })
 }
 
 // WithoutAutoMaintenance stops the store's writes from starting
 // maintenance on their own when the store is past its retention policy
 // (see Store.Maintain); casctl gc and Maintain still apply it.
 func WithoutAutoMaintenance() Option {
-	return func(c *config) error {
-		c.noAutoMaintain = true
-		return nil
-	}
+	return setting(func(c *config) { c.noAutoMaintain = true })
 }
 
 // WithMappedIndex has a local index read through a memory map of up to
