@@ -65,7 +65,11 @@ const pruneBeforeDatesSQL = `UPDATE counts SET first_at = CASE WHEN last_at >= ?
 // the ttl. It reads parts, not the counters' dates, which a prune clears
 // before it deletes.
 const expiredRunsCond = `run_id IN (SELECT id FROM runs WHERE name IN (SELECT r.name FROM runs r WHERE r.ttl IS NOT NULL
-		AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ? - r.ttl))`
+		AND ` + runNewestPartSQL + ` < ? - r.ttl))`
+
+// runNewestPartSQL is when the newest part of the run r was made, over
+// every row of the run's name.
+const runNewestPartSQL = `(SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name)`
 
 // Prune removes index rows. Their blobs stay until gc finds them unused.
 func (x *Index) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {

@@ -208,6 +208,6 @@ func (x *Index) HasExpiredRuns(ctx context.Context, now, activeSince time.Time) 
 // that was not written to since its second: through the partial index of
 // the runs that have a ttl, then each one's newest part through parts_run.
 const expiredRunsSQL = `SELECT count(*) FROM (SELECT 1 FROM runs r WHERE r.ttl IS NOT NULL
-	AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ? - r.ttl
-	AND (SELECT max(p.created_at) FROM parts p JOIN runs rr ON rr.id = p.run_id WHERE rr.name = r.name) < ?
+	AND ` + runNewestPartSQL + ` < ? - r.ttl
+	AND ` + runNewestPartSQL + ` < ?
 	LIMIT 1) e`
