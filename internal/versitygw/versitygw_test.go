@@ -60,8 +60,13 @@ const childEnv = "TOOLCAS_TEST_VERSITYGW_CHILD"
 // the child with SIGKILL, and waits, polling with a deadline, for the
 // server to be gone too.
 func TestServerDiesWithTestBinary(t *testing.T) {
-	if os.Getenv(childEnv) != "" {
-		s := Start(t)
+	if dir := os.Getenv(childEnv); dir != "" {
+		// The server's files go in the parent's directory: this process is
+		// killed, and its own temporary directories would stay behind.
+		s, err := StartIn(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
 		fmt.Printf("PID=%d\n", s.Pid())
 		io.ReadAll(os.Stdin) // until the parent kills this process
 		return
@@ -76,7 +81,7 @@ func TestServerDiesWithTestBinary(t *testing.T) {
 		t.Skip(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTestBinary$", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
