@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -60,5 +61,47 @@ func TestFrontEndsUseTheFacade(t *testing.T) {
 	}
 	if files < 30 {
 		t.Fatalf("read %d files of the front ends: the walk missed them", files)
+	}
+}
+
+// maxStoreFunc is the most lines a function of store/ may take, from its
+// func line to its closing brace: past it, a function holds steps that
+// want names of their own.
+const maxStoreFunc = 100
+
+// TestStoreFunctionsStayShort fails on a function of store/ (its tests
+// aside) longer than maxStoreFunc lines.
+func TestStoreFunctionsStayShort(t *testing.T) {
+	dir, err := filepath.Abs("../../store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	funcs := 0
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			funcs++
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxStoreFunc {
+				t.Errorf("store/%s: %s is %d lines, over %d", filepath.Base(path), fn.Name.Name, n, maxStoreFunc)
+			}
+		}
+	}
+	if funcs < 100 {
+		t.Fatalf("read %d functions of store/: the glob missed them", funcs)
 	}
 }
