@@ -237,9 +237,12 @@ func testPostgresOptions(t *testing.T) {
 	}
 }
 
-// A writer that waits on PostgreSQL longer than the statement's busy
-// timeout gets lock_not_available from the server, and tries again until
-// its total: the caller sees no error, only the wait.
+// A writer that waits on PostgreSQL for the writers' lock longer than the
+// statement's busy timeout keeps its place in the server's queue for the
+// lock: one statement waits, up to the total (a write that gave up at the
+// statement's timeout and came back went behind those that came later).
+// The caller sees no error, only the wait, and the statements after the
+// lock have the busy timeout again.
 func TestPostgresLockWaitRetried(t *testing.T) { t.Run("postgres", testPostgresLockWaitRetried) }
 
 func testPostgresLockWaitRetried(t *testing.T) {
@@ -258,25 +261,23 @@ func testPostgresLockWaitRetried(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
 		t.Fatal(err)
 	}
-	held := time.Now()
 	done := make(chan error, 1)
 	go func() {
 		_, err := x.Record(ctx, []NewPart{newPart("r", 1, "t", "c", "waited")})
 		done <- err
 	}()
-	// The writer has timed out and come back several times by the time the
-	// lock has been held for ten of its timeouts: it is still waiting.
-	var waits int
-	for deadline := time.Now().Add(time.Minute); ; {
+	// The writer's statement waiting for the lock has been waiting for 50
+	// of its timeouts: it did not give up and come back.
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		if time.Now().After(deadline) {
-			t.Fatal("the writer never waited for the lock")
+			t.Fatal("no statement waited for the writers' lock for 50 busy timeouts in one go")
 		}
-		var n int
-		if err := x.db.GetContext(ctx, &n, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`); err != nil {
+		var waited float64
+		if err := x.db.GetContext(ctx, &waited, `SELECT coalesce(max(extract(epoch FROM clock_timestamp() - query_start)), 0)
+			FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'`); err != nil {
 			t.Fatal(err)
 		}
-		waits += n
-		if waits > 0 && time.Since(held) > 10*statement {
+		if waited > (50 * statement).Seconds() {
 			break
 		}
 		select {
@@ -295,6 +296,12 @@ func testPostgresLockWaitRetried(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Record after the lock was freed = %v, want nil", err)
+	}
+	err = x.write(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SHOW lock_timeout`).Scan(&lt)
+	})
+	if err != nil || lt != "20ms" {
+		t.Errorf("lock_timeout in a write, after the writers' lock = %q, %v; want 20ms", lt, err)
 	}
 }
 

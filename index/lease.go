@@ -231,7 +231,7 @@ func (l *SweepLock) DeleteUnreferenced(ctx context.Context, blobs []cas.Blob, cu
 			return err
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, l.x.lockKey(writeLockKey)); err != nil {
+		if err := l.x.lockWrites(ctx, tx); err != nil {
 			return err
 		}
 		if gone, err = deleteUnreferenced(ctx, tx, blobs, cutoff, now); err != nil {

@@ -602,7 +602,7 @@ func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error)
 		return err
 	}
 	if x.pg {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, x.lockKey(writeLockKey)); err != nil {
+		if err := x.lockWrites(ctx, tx); err != nil {
 			tx.Rollback()
 			return err
 		}

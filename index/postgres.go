@@ -65,6 +65,20 @@ func (x *Index) lockKey(key int64) int64 {
 	return key<<32 | int64(uint32(x.schemaHash))
 }
 
+// lockWrites takes, in tx, the lock that makes the writes to an index in
+// PostgreSQL one at a time, as SQLite's are. It waits in PostgreSQL's queue
+// for the lock for as long as a write may retry (WithBusyTimeout's total),
+// not for the statements' lock_timeout: a write that gave up at the
+// lock_timeout to try again later lost its place in the queue, and with
+// many writers, and gc holding the store's gc.lock meanwhile, went on
+// losing it for tens of seconds while those that came later went first.
+func (x *Index) lockWrites(ctx context.Context, tx *sql.Tx) error {
+	// No arguments: one round trip of three statements.
+	_, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d); SET LOCAL lock_timeout TO DEFAULT`,
+		max(x.retry.Milliseconds(), 1), x.lockKey(writeLockKey)))
+	return err
+}
+
 // idleInTxTimeout is how long PostgreSQL lets a session of the index sit
 // idle inside a transaction before it ends the session, freeing its locks.
 const idleInTxTimeout = time.Minute
