@@ -104,9 +104,9 @@ func runChild(role, args string) int {
 }
 
 // openChild opens the store a child process works on, with gc.lock turned
-// off when the test asks.
-func openChild(ctx context.Context, dir string, nolock bool) (*Store, error) {
-	var opts []Option
+// off when the test asks, and with any other options given.
+func openChild(ctx context.Context, dir string, nolock bool, extra ...Option) (*Store, error) {
+	opts := extra
 	if d := os.Getenv(childDurabilityEnv); d != "" {
 		dopts, err := DurabilityOptions(d)
 		if err != nil {
@@ -366,7 +366,9 @@ func gcLoop(dir string, nolock bool, until loopEnd) error {
 		// With no grace period, the blobs of writes between their blob and
 		// their row look like blobs no row names, and may be most of the
 		// store: the loop forces (the sweep looks again under the lock).
-		_, err := s.GC(ctx, GCOptions{Grace: 0, Force: true})
+		// Its wait for the writers is bounded by the loop's deadline, as
+		// theirs for gc is (see raceWriter).
+		_, err := s.GC(ctx, GCOptions{Grace: 0, Force: true, LockTimeout: raceDeadline})
 		if errors.Is(err, index.ErrGCRunning) {
 			// On PostgreSQL a gc killed a moment ago holds the index's gc
 			// lock until the server has ended its session: wait a turn.
@@ -391,7 +393,11 @@ func gcLoop(dir string, nolock bool, until loopEnd) error {
 // writes until its loopEnd says so, and prints how many parts it wrote.
 func raceWriter(dir, seedArg string, until loopEnd, nolock bool) error {
 	ctx := context.Background()
-	s, err := openChild(ctx, dir, nolock)
+	// The race is about what gc removes, not how long a write waits for it:
+	// on a machine busy with other work, eight writers and a gc in a loop
+	// on PostgreSQL queue for its writers' lock for more than the default
+	// 30 s. The race's own deadline bounds the wait instead.
+	s, err := openChild(ctx, dir, nolock, WithLockTimeout(raceDeadline))
 	if err != nil {
 		return err
 	}
