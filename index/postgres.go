@@ -70,8 +70,8 @@ func (x *Index) lockKey(key int64) int64 {
 // for the lock for as long as a write may retry (WithBusyTimeout's total),
 // not for the statements' lock_timeout: a write that gave up at the
 // lock_timeout to try again later lost its place in the queue, and with
-// many writers, and gc holding the store's gc.lock meanwhile, went on
-// losing it for tens of seconds while those that came later went first.
+// many writers could keep losing it to those that came later, gc's row
+// deletes among them, made while gc holds the store's gc.lock.
 func (x *Index) lockWrites(ctx context.Context, tx *sql.Tx) error {
 	// No arguments: one round trip of three statements.
 	_, err := tx.ExecContext(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d); SET LOCAL lock_timeout TO DEFAULT`,
