@@ -109,47 +109,37 @@ func (q *Query) Eval(has func(Trigram) bool) bool {
 }
 
 // and returns a query holding when both hold.
-func and(a, b *Query) *Query {
-	switch {
-	case a.Op == None || b.Op == None:
-		return noneQuery
-	case a.Op == All:
-		return b
-	case b.Op == All:
-		return a
-	}
-	q := &Query{Op: And}
-	for _, x := range []*Query{a, b} {
-		if x.Op == And {
-			q.Trigrams = append(q.Trigrams, x.Trigrams...)
-			q.Sub = append(q.Sub, x.Sub...)
-		} else {
-			q.Sub = append(q.Sub, x)
-		}
-	}
-	slices.Sort(q.Trigrams)
-	q.Trigrams = slices.Compact(q.Trigrams)
-	return q
-}
+func and(a, b *Query) *Query { return join(And, a, b) }
 
 // or returns a query holding when either holds.
-func or(a, b *Query) *Query {
+func or(a, b *Query) *Query { return join(Or, a, b) }
+
+// join returns a op b, op And or Or. All is the unit of And and None its
+// zero; for Or it is the other way round. Operands of the same op are
+// flattened into the result, and under Or an And of a single trigram
+// counts as that trigram.
+func join(op Op, a, b *Query) *Query {
+	unit, zero, zeroQuery := All, None, noneQuery
+	if op == Or {
+		unit, zero, zeroQuery = None, All, allQuery
+	}
 	switch {
-	case a.Op == All || b.Op == All:
-		return allQuery
-	case a.Op == None:
+	case a.Op == zero || b.Op == zero:
+		return zeroQuery
+	case a.Op == unit:
 		return b
-	case b.Op == None:
+	case b.Op == unit:
 		return a
 	}
-	q := &Query{Op: Or}
+	q := &Query{Op: op}
 	for _, x := range []*Query{a, b} {
-		if x.Op == Or || x.Op == And && len(x.Trigrams) == 1 && len(x.Sub) == 0 {
+		switch {
+		case x.Op == op:
 			q.Trigrams = append(q.Trigrams, x.Trigrams...)
-			if x.Op == Or {
-				q.Sub = append(q.Sub, x.Sub...)
-			}
-		} else {
+			q.Sub = append(q.Sub, x.Sub...)
+		case op == Or && x.Op == And && len(x.Trigrams) == 1 && len(x.Sub) == 0:
+			q.Trigrams = append(q.Trigrams, x.Trigrams...)
+		default:
 			q.Sub = append(q.Sub, x)
 		}
 	}
