@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
@@ -369,28 +370,12 @@ func testRemove(t *testing.T, f Fixture) {
 	}
 }
 
-// pattern is a deterministic stream of n bytes that no one holds in memory.
-type pattern struct {
-	r    *rand.ChaCha8
-	left int64
-}
-
-func newPattern(seed byte, n int64) *pattern {
+// newPattern returns a deterministic stream of n bytes that no one holds
+// in memory.
+func newPattern(seed byte, n int64) io.Reader {
 	var s [32]byte
 	s[0] = seed
-	return &pattern{r: rand.NewChaCha8(s), left: n}
-}
-
-func (p *pattern) Read(b []byte) (int, error) {
-	if p.left == 0 {
-		return 0, io.EOF
-	}
-	if int64(len(b)) > p.left {
-		b = b[:p.left]
-	}
-	n, _ := p.r.Read(b)
-	p.left -= int64(n)
-	return n, nil
+	return io.LimitReader(rand.NewChaCha8(s), n)
 }
 
 func testLarge(t *testing.T, f Fixture) {
@@ -490,26 +475,6 @@ func testCancelledOpen(t *testing.T, f Fixture) {
 	}
 }
 
-// failAfter passes on a stream until n bytes have gone by, then fails, as
-// a pipe whose writer died or a disk that cannot be read.
-type failAfter struct {
-	r   io.Reader
-	n   int64
-	err error
-}
-
-func (f *failAfter) Read(p []byte) (int, error) {
-	if f.n <= 0 {
-		return 0, f.err
-	}
-	if int64(len(p)) > f.n {
-		p = p[:f.n]
-	}
-	k, err := f.r.Read(p)
-	f.n -= int64(k)
-	return k, err
-}
-
 // testFailingReader puts content whose reader fails partway, small and
 // large: Put returns the reader's error, and no blob of the whole content
 // or of the part read is stored.
@@ -522,7 +487,7 @@ func testFailingReader(t *testing.T, f Fixture) {
 		{8 << 20, 6 << 20},
 	} {
 		full := RandomBytes(uint64(tc.size), int(tc.size))
-		_, err := f.Backend.Put(t.Context(), &failAfter{r: bytes.NewReader(full), n: tc.failAt, err: errRead}, ".bin")
+		_, err := f.Backend.Put(t.Context(), io.MultiReader(bytes.NewReader(full[:tc.failAt]), iotest.ErrReader(errRead)), ".bin")
 		if !errors.Is(err, errRead) {
 			t.Errorf("%d bytes failing at %d: Put = %v, want the reader's error", tc.size, tc.failAt, err)
 		}
