@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -317,21 +319,22 @@ func (h *httpServer) reap() {
 
 // close ends every session.
 func (h *httpServer) close() {
+	for _, s := range h.end() {
+		s.close()
+	}
+}
+
+// end marks the server closed and returns the sessions to close: none
+// when it was closed already.
+func (h *httpServer) end() []*httpSession {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.closed {
-		h.mu.Unlock()
-		return
+		return nil
 	}
 	h.closed = true
 	close(h.stop)
-	ss := make([]*httpSession, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		ss = append(ss, s)
-	}
-	h.mu.Unlock()
-	for _, s := range ss {
-		s.close()
-	}
+	return slices.Collect(maps.Values(h.sessions))
 }
 
 // httpSession is a client session over HTTP: the downstream of its link.
@@ -535,19 +538,27 @@ func (s *httpSession) ended() bool {
 }
 
 func (s *httpSession) close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	b, ok := s.end()
+	if !ok {
 		return
 	}
-	s.closed = true
-	b := s.backlog
-	s.backlog = nil
-	s.mu.Unlock()
 	for _, m := range b {
 		m.release()
 	}
 	close(s.gone)
+}
+
+// end marks the session closed and hands over its backlog; ok is false
+// when it was closed already.
+func (s *httpSession) end() (backlog []*message, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.closed = true
+	backlog, s.backlog = s.backlog, nil
+	return backlog, true
 }
 
 // sseStream is one HTTP response carrying server-sent events.
