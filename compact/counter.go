@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -208,32 +209,29 @@ func writePython(b *bytes.Buffer, v any) {
 	case string:
 		writePythonString(b, v)
 	case []any:
-		b.WriteByte('[')
-		for i, x := range v {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePython(b, x)
-		}
-		b.WriteByte(']')
+		writeJoined(b, '[', ']', len(v), func(i int) { writePython(b, v[i]) })
 	case map[string]any:
 		// Go's strings compare as Python's do: by code point.
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			writePythonString(b, k)
+		keys := slices.Sorted(maps.Keys(v))
+		writeJoined(b, '{', '}', len(keys), func(i int) {
+			writePythonString(b, keys[i])
 			b.WriteString(": ")
-			writePython(b, v[k])
-		}
-		b.WriteByte('}')
+			writePython(b, v[keys[i]])
+		})
 	}
+}
+
+// writeJoined writes n items between open and close, ", " between them,
+// as Python prints a list or a dict.
+func writeJoined(b *bytes.Buffer, open, close byte, n int, item func(i int)) {
+	b.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		item(i)
+	}
+	b.WriteByte(close)
 }
 
 // pythonNumber writes a JSON number as Python prints what json.loads makes
