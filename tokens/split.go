@@ -221,10 +221,18 @@ func nextCl100k(s string, i int) int {
 			return run(s, i+w, cLetter)
 		}
 	}
+	return notWord(s, i, c, w, newline)
+}
+
+// notWord returns the end of the piece at s[i], of class c and width w,
+// that no word alternative took: digits, punctuation followed by the
+// characters tail accepts, or spaces, in the order both expressions try
+// them.
+func notWord(s string, i int, c class, w int, tail func(byte) bool) int {
 	if c&cNumber != 0 {
 		return digits(s, i)
 	}
-	if j := punct(s, i, newline); j > i {
+	if j := punct(s, i, tail); j > i {
 		return j
 	}
 	if c&cSpace != 0 {
@@ -256,16 +264,7 @@ func nextO200k(s string, i int) int {
 	if j := wordUpper(s, i); j > 0 {
 		return j
 	}
-	if c&cNumber != 0 {
-		return digits(s, i)
-	}
-	if j := punct(s, i, newlineOrSlash); j > i {
-		return j
-	}
-	if c&cSpace != 0 {
-		return spaces(s, i)
-	}
-	return i + w
+	return notWord(s, i, c, w, newlineOrSlash)
 }
 
 // wordLower matches [U]*[W]+(contraction)? at s[i] and returns its end, or
