@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -290,5 +291,27 @@ func TestCheckPrompt(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		}
+	}
+}
+
+func TestPromptMessages(t *testing.T) {
+	tag := func(role string) func(string) string { return func(text string) string { return role + ":" + text } }
+	prompt := []Message{
+		{Role: RoleSystem, Text: "rules"},
+		{Role: RoleUser, Text: "question"},
+		{Role: RoleAssistant},
+		{Role: RoleAssistant, Text: "answer"},
+		{Role: RoleUser, Text: "more"},
+	}
+	got, err := PromptMessages(prompt, tag("s"), tag("u"), tag("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"s:rules", "u:question", "a:answer", "u:more"}
+	if !slices.Equal(got, want) {
+		t.Errorf("PromptMessages = %q, want %q", got, want)
+	}
+	if _, err := PromptMessages([]Message{{Role: RoleTool, Text: "x"}}, tag("s"), tag("u"), tag("a")); err == nil {
+		t.Error("PromptMessages took a tool message")
 	}
 }

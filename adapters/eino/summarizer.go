@@ -84,20 +84,10 @@ func (s *Summarizer) Summarize(ctx context.Context, prompt []compact.Message) (s
 
 // messagesOf turns a summary prompt into eino messages.
 func messagesOf(prompt []compact.Message) ([]*schema.Message, error) {
-	if err := compact.CheckPrompt(prompt); err != nil {
+	assistant := func(text string) *schema.Message { return schema.AssistantMessage(text, nil) }
+	out, err := compact.PromptMessages(prompt, schema.SystemMessage, schema.UserMessage, assistant)
+	if err != nil {
 		return nil, fmt.Errorf("toolcaseino: summarize: %w", err)
-	}
-	var out []*schema.Message
-	for _, m := range prompt {
-		switch {
-		case m.Text == "":
-		case m.Role == compact.RoleSystem:
-			out = append(out, schema.SystemMessage(m.Text))
-		case m.Role == compact.RoleUser:
-			out = append(out, schema.UserMessage(m.Text))
-		default:
-			out = append(out, schema.AssistantMessage(m.Text, nil))
-		}
 	}
 	return out, nil
 }

@@ -100,20 +100,9 @@ func (s *Summarizer) Summarize(ctx context.Context, prompt []compact.Message) (s
 
 // chatMessages turns a summary prompt into Chat Completions messages.
 func chatMessages(prompt []compact.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
-	if err := compact.CheckPrompt(prompt); err != nil {
+	out, err := compact.PromptMessages(prompt, openai.SystemMessage[string], openai.UserMessage[string], openai.AssistantMessage[string])
+	if err != nil {
 		return nil, fmt.Errorf("toolcasopenai: summarize: %w", err)
-	}
-	var out []openai.ChatCompletionMessageParamUnion
-	for _, m := range prompt {
-		switch {
-		case m.Text == "":
-		case m.Role == compact.RoleSystem:
-			out = append(out, openai.SystemMessage(m.Text))
-		case m.Role == compact.RoleUser:
-			out = append(out, openai.UserMessage(m.Text))
-		default:
-			out = append(out, openai.AssistantMessage(m.Text))
-		}
 	}
 	return out, nil
 }
