@@ -335,14 +335,10 @@ func (u *httpUp) openGet() {
 // stop ends the session: the upstream is told (DELETE), and every stream
 // closes.
 func (u *httpUp) stop() {
-	u.mu.Lock()
-	if u.stopped {
-		u.mu.Unlock()
+	var sid string
+	if !endOnce(&u.mu, &u.stopped, func() { sid = u.sessionID }) {
 		return
 	}
-	u.stopped = true
-	sid := u.sessionID
-	u.mu.Unlock()
 	u.cancel()
 	if sid != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -171,11 +171,7 @@ func (h *httpServer) post(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.openStream(ids)
 	defer s.closeStream(st)
-	w.Header().Set("Content-Type", contentSSE)
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	st.attach(w)
-	s.flushBacklog()
+	s.startStream(w, st)
 	for _, m := range ms {
 		if err := s.deliver(r.Context(), m); err != nil {
 			return
@@ -203,11 +199,7 @@ func (h *httpServer) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.closeStream(st)
-	w.Header().Set("Content-Type", contentSSE)
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	st.attach(w)
-	s.flushBacklog()
+	s.startStream(w, st)
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
@@ -319,22 +311,14 @@ func (h *httpServer) reap() {
 
 // close ends every session.
 func (h *httpServer) close() {
-	for _, s := range h.end() {
+	var ss []*httpSession
+	endOnce(&h.mu, &h.closed, func() {
+		close(h.stop)
+		ss = slices.Collect(maps.Values(h.sessions))
+	})
+	for _, s := range ss {
 		s.close()
 	}
-}
-
-// end marks the server closed and returns the sessions to close: none
-// when it was closed already.
-func (h *httpServer) end() []*httpSession {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	close(h.stop)
-	return slices.Collect(maps.Values(h.sessions))
 }
 
 // httpSession is a client session over HTTP: the downstream of its link.
@@ -538,27 +522,24 @@ func (s *httpSession) ended() bool {
 }
 
 func (s *httpSession) close() {
-	b, ok := s.end()
-	if !ok {
+	var backlog []*message
+	if !endOnce(&s.mu, &s.closed, func() { backlog, s.backlog = s.backlog, nil }) {
 		return
 	}
-	for _, m := range b {
+	for _, m := range backlog {
 		m.release()
 	}
 	close(s.gone)
 }
 
-// end marks the session closed and hands over its backlog; ok is false
-// when it was closed already.
-func (s *httpSession) end() (backlog []*message, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, false
-	}
-	s.closed = true
-	backlog, s.backlog = s.backlog, nil
-	return backlog, true
+// startStream answers with an event stream, attaches st to it and sends
+// what the session held back while it had no stream.
+func (s *httpSession) startStream(w http.ResponseWriter, st *sseStream) {
+	w.Header().Set("Content-Type", contentSSE)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	st.attach(w)
+	s.flushBacklog()
 }
 
 // sseStream is one HTTP response carrying server-sent events.

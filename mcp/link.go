@@ -119,19 +119,30 @@ func (l *link) readClient() error {
 
 // close ends the session and its upstream connection.
 func (l *link) close() {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	var up upstreamConn
+	if !endOnce(&l.mu, &l.closed, func() { up = l.up }) {
 		return
 	}
-	l.closed = true
-	up := l.up
-	l.mu.Unlock()
 	l.cancel()
 	if up != nil {
 		up.stop()
 	}
 	l.down.close()
+}
+
+// endOnce marks something ended: under mu, it sets *ended and runs end
+// (which takes what the ending needs while the lock is held) and reports
+// true, unless *ended was set already, when it does neither and reports
+// false.
+func endOnce(mu *sync.Mutex, ended *bool, end func()) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if *ended {
+		return false
+	}
+	*ended = true
+	end()
+	return true
 }
 
 // JSON-RPC error codes the proxy answers with.
