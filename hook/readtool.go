@@ -162,47 +162,36 @@ func (t *ReadTool) Parameters() json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"ref": map[string]any{
-				"type":        "string",
-				"description": "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>. Leave it out, and give pattern, to search every offloaded text of this run.",
-			},
-			"offset": map[string]any{
-				"type": "integer", "minimum": 0,
-				"description": "Lines to skip (matching lines, with pattern; hits, when searching). Default 0.",
-			},
-			"limit": map[string]any{
-				"type": "integer", "minimum": 1, "maximum": MaxReadLimit,
-				"description": fmt.Sprintf("Lines to return (hits, when searching). Default %d (%d hits).", DefaultReadLimit, DefaultSearchLimit),
-			},
-			"pattern": map[string]any{
-				"type":        "string",
-				"description": "Regular expression (RE2); only matching lines are returned, with their numbers. Without ref, the search: every offloaded text of this run, as KEY:LINE:text.",
-			},
-			"ignore_case": map[string]any{
-				"type":        "boolean",
-				"description": "Match pattern's letters in any case. Default false.",
-			},
-			"fixed": map[string]any{
-				"type":        "boolean",
-				"description": "Take pattern as plain text, not a regular expression. Default false.",
-			},
-			"tool": map[string]any{
-				"type":        "string",
-				"description": "When searching (no ref): only the results of this tool.",
-			},
-			"byte_offset": map[string]any{
-				"type": "integer", "minimum": 0,
-				"description": "Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.",
-			},
-			"query": map[string]any{
-				"type": "string",
-				"description": fmt.Sprintf("jq query run on the JSON the result holds (each value in turn, for JSON lines), as '.items[] | select(.price > 10) | .id'; "+
-					"its results come back one per line as compact JSON, paged with offset and limit and filtered by pattern. Parts up to %d MiB. Needs ref.", MaxQueryBytes>>20),
-			},
+			"ref":         param("string", "The key (run/step_tool_call.ext) or path from the pointer, or blake3:<digest>. Leave it out, and give pattern, to search every offloaded text of this run."),
+			"offset":      integerParam("Lines to skip (matching lines, with pattern; hits, when searching). Default 0.", 0),
+			"limit":       integerParam(fmt.Sprintf("Lines to return (hits, when searching). Default %d (%d hits).", DefaultReadLimit, DefaultSearchLimit), 1, MaxReadLimit),
+			"pattern":     param("string", "Regular expression (RE2); only matching lines are returned, with their numbers. Without ref, the search: every offloaded text of this run, as KEY:LINE:text."),
+			"ignore_case": param("boolean", "Match pattern's letters in any case. Default false."),
+			"fixed":       param("boolean", "Take pattern as plain text, not a regular expression. Default false."),
+			"tool":        param("string", "When searching (no ref): only the results of this tool."),
+			"byte_offset": integerParam("Start the first line returned at this byte of it, to read on in a line a page cut short. Default 0.", 0),
+			"query": param("string", fmt.Sprintf("jq query run on the JSON the result holds (each value in turn, for JSON lines), as '.items[] | select(.price > 10) | .id'; "+
+				"its results come back one per line as compact JSON, paged with offset and limit and filtered by pattern. Parts up to %d MiB. Needs ref.", MaxQueryBytes>>20)),
 		},
 		"additionalProperties": false,
 	})
 	return b
+}
+
+// param is the JSON Schema of one argument of the tool.
+func param(typ, description string) map[string]any {
+	return map[string]any{"type": typ, "description": description}
+}
+
+// integerParam is the JSON Schema of an integer argument of at least
+// minimum, and at most maximum when one is given.
+func integerParam(description string, minimum int, maximum ...int) map[string]any {
+	p := param("integer", description)
+	p["minimum"] = minimum
+	if len(maximum) > 0 {
+		p["maximum"] = maximum[0]
+	}
+	return p
 }
 
 // Call runs the tool on the JSON arguments a model sent, as a function-call
