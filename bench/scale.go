@@ -600,8 +600,7 @@ func scaleMarkdown(rep scaleReport) string {
 		rep.Machine.MemoryGiB, rep.Machine.Kernel, rep.Machine.FileSystem)
 	fmt.Fprintf(&b, "- Load average (1, 5, 15 min) before: %s; after: %s\n", rep.LoadBefore, rep.LoadAfter)
 	fmt.Fprintf(&b, "- Each store: runs of %d parts of 300 to 1,800 bytes of text, every second part the same bytes as the one before (blobs are half the parts), and one blob that 50,000 parts (a tenth, below a million) share; filled without fsync, once. Each command then runs in a process of its own on it; its time is the library call's, without opening the store. show is the resolution of a key whose blob the many parts share and the part's details with the first ten of them, the median of %d processes.\n\n", scaleRunParts, showProcesses)
-	b.WriteString("| parts | fill | put p50 / p99 | ls --limit 50 | ls of a run | show (shared blob) | stats | gc --dry-run | prune a tenth | gc | writer during gc: p50 / p99 / max, > 100 ms | verify | BLAKE3 alone | verify / BLAKE3 speed |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	numberTable(&b, "parts", "fill", "put p50 / p99", "ls --limit 50", "ls of a run", "show (shared blob)", "stats", "gc --dry-run", "prune a tenth", "gc", "writer during gc: p50 / p99 / max, > 100 ms", "verify", "BLAKE3 alone", "verify / BLAKE3 speed")
 	for _, sz := range rep.Sizes {
 		op := sz.byOp()
 		cell := func(name string) string {
@@ -639,8 +638,7 @@ func scaleMarkdown(rep scaleReport) string {
 func packMarkdown(rep scaleReport) string {
 	var b strings.Builder
 	b.WriteString("\nPack of every loose blob, with a gc started at the same time in another process and a durable writer putting one part a step in a third, from before both start until both end. The goal: no write waits more than 100 ms for pack or gc.\n\n")
-	b.WriteString("| parts | pack | gc beside it | writer: p50 / p99 / max | steps over 100 ms |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: |\n")
+	numberTable(&b, "parts", "pack", "gc beside it", "writer: p50 / p99 / max", "steps over 100 ms")
 	for _, sz := range rep.Sizes {
 		op := sz.byOp()
 		w := sz.PackWriter
@@ -652,6 +650,12 @@ func packMarkdown(rep scaleReport) string {
 			w.P50Milli, w.P99Milli, w.MaxMilli, w.Over100, w.Count)
 	}
 	return b.String()
+}
+
+// numberTable writes the header of a Markdown table whose columns all
+// hold numbers, aligned right.
+func numberTable(b *strings.Builder, cols ...string) {
+	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat(" ---: |", len(cols)))
 }
 
 func dur(ms float64) string {
@@ -667,8 +671,7 @@ func dur(ms float64) string {
 func verifyMarkdown(rep scaleReport) string {
 	var b strings.Builder
 	b.WriteString("\nWhat verify spends, each in a process of its own: the time, then the CPU time on all threads. verify runs SQLite's integrity check and the recount of the counters behind stats beside its re-hashing; each is also run alone. BLAKE3 alone reads and hashes the same files one after another. Verify meets its target when its time is at most the budget, BLAKE3's time / 0.8.\n\n")
-	b.WriteString("| parts | verify | integrity check alone | recount alone | BLAKE3 alone | budget |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	numberTable(&b, "parts", "verify", "integrity check alone", "recount alone", "BLAKE3 alone", "budget")
 	for _, sz := range rep.Sizes {
 		op := sz.byOp()
 		cell := func(name string) string {
