@@ -259,13 +259,19 @@ func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, 
 // race appends a byte for each run it completed) has grown by min runs
 // since the child's first round of work was done. The deadline only keeps
 // a child that nobody stops from running for ever: reaching it is a
-// failure when the child was to stop on its own.
+// failure when the child was to stop on its own. For a child that waits
+// on runs it is a watchdog, not a budget: each run the other side
+// completes moves it window further, so that a slow race (on a busy
+// machine) goes on while a stalled one fails.
 type loopEnd struct {
 	deadline   time.Time
+	window     time.Duration
 	stop, runs string
 	min        int64
-	// from is the size of runs after the first round, -1 before it.
-	from int64
+	// from is the size of runs after the first round, -1 before it; seen
+	// its size when the deadline last moved.
+	from, seen int64
+	now        func() time.Time
 }
 
 // loopEndOf reads a loopEnd from a child's arguments: the deadline in
@@ -273,7 +279,8 @@ type loopEnd struct {
 // the runs file and how many runs to wait for.
 func loopEndOf(ms string, rest ...string) loopEnd {
 	n, _ := strconv.Atoi(ms)
-	e := loopEnd{deadline: time.Now().Add(time.Duration(n) * time.Millisecond), from: -1}
+	e := loopEnd{window: time.Duration(n) * time.Millisecond, from: -1, now: time.Now}
+	e.deadline = e.now().Add(e.window)
 	if len(rest) > 0 {
 		e.stop = rest[0]
 	}
@@ -305,8 +312,12 @@ func (e *loopEnd) done(rounds int) (bool, error) {
 		if n-e.from >= e.min {
 			return true, nil
 		}
+		if n != e.seen {
+			e.seen = n
+			e.deadline = e.now().Add(e.window)
+		}
 	}
-	if time.Now().After(e.deadline) {
+	if e.now().After(e.deadline) {
 		if e.stop == "" && e.runs == "" {
 			return true, nil
 		}

@@ -31,8 +31,15 @@ func raceGCRuns() int {
 }
 
 // raceDeadline only keeps the children of a race that hangs from running
-// for ever: they stop on what the others did, not on the time.
+// for ever: they stop on what the others did, not on the time. A writer
+// waiting for gc runs fails when gc completed none for this long.
 const raceDeadline = 5 * time.Minute
+
+// raceGCDeadline keeps a gc child whose writers never tell it to stop
+// (their test died) from running for ever. Its writers may go on for
+// several raceDeadlines while gc keeps completing runs, slowly, on a busy
+// machine; this outlasts any race the package's time limit lets finish.
+const raceGCDeadline = 30 * time.Minute
 
 // raceChildren names the files through which the processes of a race
 // against gc say when to stop: gc counts its runs in runs, and stops once
@@ -47,7 +54,7 @@ func newRaceChildren(t *testing.T) raceChildren {
 
 // gcArgs are the gc child's arguments after the store and the lock.
 func (r raceChildren) gcArgs() []string {
-	return []string{fmt.Sprint(raceDeadline.Milliseconds()), r.stop, r.runs}
+	return []string{fmt.Sprint(raceGCDeadline.Milliseconds()), r.stop, r.runs}
 }
 
 // writerArgs are a racer's arguments after the store and its seed.
@@ -159,4 +166,43 @@ func TestWritersAgainstGCWithoutLock(t *testing.T) {
 		}
 	}
 	t.Error("without the lock the race never showed in 5 attempts")
+}
+
+// TestLoopEndWaitsWhileTheRaceMoves: a writer waiting for gc runs goes on
+// as long as gc keeps completing runs, however long the whole race takes,
+// fails once gc completed none for the deadline's length, and stops
+// without an error once it saw the runs it waits for.
+func TestLoopEndWaitsWhileTheRaceMoves(t *testing.T) {
+	runs := filepath.Join(t.TempDir(), "runs")
+	now := time.Unix(1e9, 0)
+	e := loopEndOf(fmt.Sprint(time.Minute.Milliseconds()), "", runs, "3")
+	e.now = func() time.Time { return now }
+	e.deadline = now.Add(e.window)
+	gcRun := func() {
+		f, err := os.OpenFile(runs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte{1})
+		f.Close()
+	}
+	if stop, err := e.done(1); stop || err != nil {
+		t.Fatalf("first round: done = %v, %v", stop, err)
+	}
+	for round := 2; round <= 3; round++ {
+		now = now.Add(50 * time.Second)
+		gcRun()
+		if stop, err := e.done(round); stop || err != nil {
+			t.Fatalf("%v in, gc ran %d times: done = %v, %v; want to go on", now.Sub(time.Unix(1e9, 0)), round-1, stop, err)
+		}
+	}
+	stalled := e
+	now = now.Add(61 * time.Second)
+	if stop, err := stalled.done(4); !stop || err == nil {
+		t.Errorf("gc ran nothing for 61 s: done = %v, %v; want a failure", stop, err)
+	}
+	gcRun()
+	if stop, err := e.done(4); !stop || err != nil {
+		t.Errorf("gc ran 3 times: done = %v, %v; want to stop", stop, err)
+	}
 }
