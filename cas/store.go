@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolcas/toolcas/internal/option"
 )
 
 // MarkerFile is the layout marker at the store root.
@@ -67,14 +69,6 @@ func ParseDurability(s string) (Durability, error) {
 // An Option configures Open.
 type Option func(*config) error
 
-// setting is an Option that cannot be wrong: it only sets.
-func setting(set func(*config)) Option {
-	return func(c *config) error {
-		set(c)
-		return nil
-	}
-}
-
 type config struct {
 	durability Durability
 	create     bool
@@ -86,37 +80,25 @@ type config struct {
 
 // WithDurability sets whether puts wait for stable storage (default SyncFull).
 func WithDurability(d Durability) Option {
-	return func(c *config) error {
-		if d != SyncFull && d != SyncNone {
-			return fmt.Errorf("invalid durability %d", int(d))
-		}
-		c.durability = d
-		return nil
-	}
+	return option.Check(d == SyncFull || d == SyncNone, func(c *config) { c.durability = d }, "invalid durability %d", int(d))
 }
 
 // WithCreate makes Open create the store when the directory holds none.
 func WithCreate() Option {
-	return setting(func(c *config) { c.create = true })
+	return option.Set(func(c *config) { c.create = true })
 }
 
 // WithClock replaces the clock used to refresh blob ages, so that tests of
 // grace periods advance time instead of sleeping.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
-		if now == nil {
-			return errors.New("nil clock")
-		}
-		c.now = now
-		return nil
-	}
+	return option.Check(now != nil, func(c *config) { c.now = now }, "nil clock")
 }
 
 // ReadOnly opens the store for reading only: Open creates nothing (not even
 // a missing shard directory), so that a store on a read-only mount, or
 // without write permission, can be read.
 func ReadOnly() Option {
-	return setting(func(c *config) { c.readOnly = true })
+	return option.Set(func(c *config) { c.readOnly = true })
 }
 
 // Store is a content-addressed blob store rooted at a directory. It is safe for
@@ -370,5 +352,5 @@ func (s *Store) Close() error {
 // withFileSystem wraps the store's file system; tests use it to observe the
 // order of calls and to inject failures.
 func withFileSystem(wrap func(fileSystem) fileSystem) Option {
-	return setting(func(c *config) { c.wrapFS = wrap })
+	return option.Set(func(c *config) { c.wrapFS = wrap })
 }

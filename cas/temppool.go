@@ -1,10 +1,10 @@
 package cas
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
+	"github.com/toolcas/toolcas/internal/option"
 	"github.com/toolcas/toolcas/internal/quiesce"
 )
 
@@ -25,13 +25,7 @@ import (
 // (TempLocking), it keeps none: gc could not tell a pooled file from a
 // stray one.
 func WithTempPool(n int) Option {
-	return func(c *config) error {
-		if n < 0 || n > maxTempPool {
-			return fmt.Errorf("a temp pool of %d files: want 0 to %d", n, maxTempPool)
-		}
-		c.tempPool = n
-		return nil
-	}
+	return option.Check(0 <= n && n <= maxTempPool, func(c *config) { c.tempPool = n }, "a temp pool of %d files: want 0 to %d", n, maxTempPool)
 }
 
 // maxTempPool bounds WithTempPool: a pool is for a few concurrent writers.

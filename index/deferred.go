@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/option"
 )
 
 // Deferred commits: an index opened WithDeferredCommit records parts with
@@ -35,7 +36,7 @@ const (
 // above). Only an index in SQLite defers; without it, or on PostgreSQL,
 // RecordDeferred records and commits at once, as Record does.
 func WithDeferredCommit() Option {
-	return setting(func(c *config) { c.deferCommits = true })
+	return option.Set(func(c *config) { c.deferCommits = true })
 }
 
 // deferred is the transaction RecordDeferred keeps open.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/internal/cancel"
+	"github.com/toolcas/toolcas/internal/option"
 	"github.com/toolcas/toolcas/migrations"
 )
 
@@ -160,13 +161,7 @@ func MustExist() Option {
 // default), NORMAL for cas.SyncNone. On PostgreSQL, cas.SyncNone turns
 // synchronous_commit off for the index's connections.
 func WithDurability(d cas.Durability) Option {
-	return func(c *config) error {
-		if d != cas.SyncFull && d != cas.SyncNone {
-			return fmt.Errorf("invalid durability %d", int(d))
-		}
-		c.durability = d
-		return nil
-	}
+	return option.Check(d == cas.SyncFull || d == cas.SyncNone, func(c *config) { c.durability = d }, "invalid durability %d", int(d))
 }
 
 // RecentKeysMayBeLostOnPowerCut commits without waiting for the log to reach
@@ -175,18 +170,12 @@ func WithDurability(d cas.Durability) Option {
 // killed loses nothing, but a power cut or an operating system crash may
 // lose the transactions committed since the last checkpoint.
 func RecentKeysMayBeLostOnPowerCut() Option {
-	return setting(func(c *config) { c.recentMayBeLost = true })
+	return option.Set(func(c *config) { c.recentMayBeLost = true })
 }
 
 // WithClock replaces the clock that stamps rows, for tests of ages.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
-		if now == nil {
-			return errors.New("nil clock")
-		}
-		c.now = now
-		return nil
-	}
+	return option.Check(now != nil, func(c *config) { c.now = now }, "nil clock")
 }
 
 // WithBusyTimeout sets how long one statement waits for another process's
@@ -212,13 +201,7 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 // the system may drop: a long-lived process, or one whose memory is
 // measured, does better without. On PostgreSQL it does nothing.
 func WithMappedReads(limit int64) Option {
-	return func(c *config) error {
-		if limit <= 0 {
-			return fmt.Errorf("mapped reads of %d bytes: want a positive limit", limit)
-		}
-		c.mapped = limit
-		return nil
-	}
+	return option.Check(limit > 0, func(c *config) { c.mapped = limit }, "mapped reads of %d bytes: want a positive limit", limit)
 }
 
 // ReadOnly opens the database for reading only, as SQLite's mode=ro does,
@@ -227,16 +210,7 @@ func WithMappedReads(limit int64) Option {
 // default_transaction_read_only. Nothing is created or migrated; a database
 // whose schema is older than this build's gives ErrOlderSchema.
 func ReadOnly() Option {
-	return setting(func(c *config) { c.readOnly = true })
-}
-
-// setting returns the Option that makes the change set, for an option
-// that takes no value and so cannot be wrong.
-func setting(set func(*config)) Option {
-	return func(c *config) error {
-		set(c)
-		return nil
-	}
+	return option.Set(func(c *config) { c.readOnly = true })
 }
 
 // Open opens the index database at path, creating it if needed, and migrates

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/option"
 	"github.com/toolcas/toolcas/policy"
 )
 
@@ -115,38 +116,34 @@ func (o *options) apply(opts []Option) error {
 	return nil
 }
 
-// proxyOnly is the error of an option that only NewProxy takes, given to
-// NewStoreServer.
-func (o *options) proxyOnly(name string) error {
-	if o.server {
-		return fmt.Errorf("mcp: %s configures NewProxy, not NewStoreServer", name)
+// proxyOption is an option, named name, that only NewProxy takes: given to
+// NewStoreServer, it is an error.
+func proxyOption(name string, set func(*options) error) Option {
+	return func(o *options) error {
+		if o.server {
+			return fmt.Errorf("mcp: %s configures NewProxy, not NewStoreServer", name)
+		}
+		return set(o)
 	}
-	return nil
 }
 
 // WithHook sets the hook that decides what the proxy offloads (its
 // policies and preview). Its store is not used: the proxy writes to its
 // own. The default offloads any result over DefaultThreshold characters.
 func WithHook(h *hook.Hook) Option {
-	return func(o *options) error {
-		if h == nil {
-			return errors.New("mcp: nil hook")
-		}
-		o.hook = h
-		return o.proxyOnly("WithHook")
-	}
+	return proxyOption("WithHook", option.Check(h != nil, func(o *options) { o.hook = h }, "mcp: nil hook"))
 }
 
 // WithStrategies sets the proxy's offload policies (see ParseOffload).
 func WithStrategies(s *policy.Strategies) Option {
-	return func(o *options) error {
+	return proxyOption("WithStrategies", func(o *options) error {
 		h, err := hook.New(nil, s)
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
 		o.hook = h
-		return o.proxyOnly("WithStrategies")
-	}
+		return nil
+	})
 }
 
 // WithRun names the one run the proxy's client sessions all write to,
@@ -168,25 +165,13 @@ func WithRun(run string) Option {
 // stopped, to start again on the session's next request. Zero (the
 // default) means no bound beyond the client's own.
 func WithCallTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("mcp: negative call timeout %s", d)
-		}
-		o.timeout = d
-		return o.proxyOnly("WithCallTimeout")
-	}
+	return proxyOption("WithCallTimeout", option.Check(d >= 0, func(o *options) { o.timeout = d }, "mcp: negative call timeout %s", d))
 }
 
 // WithLogger sets where the proxy says what goes wrong (default
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return errors.New("mcp: nil logger")
-		}
-		o.log = l
-		return o.proxyOnly("WithLogger")
-	}
+	return proxyOption("WithLogger", option.Check(l != nil, func(o *options) { o.log = l }, "mcp: nil logger"))
 }
 
 // WithMaxMessage bounds one message the proxy relays, a tool's result say
@@ -194,23 +179,15 @@ func WithLogger(l *slog.Logger) Option {
 // naming the limit; one under it passes in bounded memory, through a
 // temporary file past a few megabytes.
 func WithMaxMessage(n int64) Option {
-	return func(o *options) error {
-		if n < 1<<10 {
-			return fmt.Errorf("mcp: a message limit of %d bytes: want at least 1 KiB", n)
-		}
-		o.maxMessage = n
-		return o.proxyOnly("WithMaxMessage")
-	}
+	return proxyOption("WithMaxMessage", option.Check(n >= 1<<10, func(o *options) { o.maxMessage = n },
+		"mcp: a message limit of %d bytes: want at least 1 KiB", n))
 }
 
 // WithSpoolDir sets where the proxy keeps messages too large to hold in
 // memory while it relays them (default the system's temporary directory):
 // somewhere with room for the largest result, ideally on the store's disk.
 func WithSpoolDir(dir string) Option {
-	return func(o *options) error {
-		o.spoolDir = dir
-		return o.proxyOnly("WithSpoolDir")
-	}
+	return proxyOption("WithSpoolDir", option.Set(func(o *options) { o.spoolDir = dir }))
 }
 
 // DefaultIdleTimeout is how long an HTTP client session may go without a
@@ -221,22 +198,13 @@ const DefaultIdleTimeout = 10 * time.Minute
 // request or an open stream before the proxy ends it (default
 // DefaultIdleTimeout): clients often leave without saying so.
 func WithIdleTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("mcp: idle timeout %s: want a positive duration", d)
-		}
-		o.idle = d
-		return o.proxyOnly("WithIdleTimeout")
-	}
+	return proxyOption("WithIdleTimeout", option.Check(d > 0, func(o *options) { o.idle = d }, "mcp: idle timeout %s: want a positive duration", d))
 }
 
 // WithResourceLinks sets whether a pointer carries, after its text, a
 // resource link to each offloaded part (default true).
 func WithResourceLinks(on bool) Option {
-	return func(o *options) error {
-		o.links = on
-		return o.proxyOnly("WithResourceLinks")
-	}
+	return proxyOption("WithResourceLinks", option.Set(func(o *options) { o.links = on }))
 }
 
 // NewProxy returns a proxy in front of up, offloading to st. It connects to

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/internal/cancel"
+	"github.com/toolcas/toolcas/internal/option"
 	"github.com/toolcas/toolcas/store"
 )
 
@@ -108,13 +109,7 @@ const (
 // binary content as a note saying its size and how to get it. For NewProxy
 // and NewStoreServer alike.
 func WithMaxResourceBytes(n int64) Option {
-	return func(o *options) error {
-		if n < minResourceBytes || n > maxResourceBytes {
-			return fmt.Errorf("mcp: a resource limit of %d bytes: want %d to %d", n, minResourceBytes, maxResourceBytes)
-		}
-		o.maxResource = n
-		return nil
-	}
+	return option.Check(minResourceBytes <= n && n <= maxResourceBytes, func(o *options) { o.maxResource = n }, "mcp: a resource limit of %d bytes: want %d to %d", n, minResourceBytes, maxResourceBytes)
 }
 
 // limitResources sets the most bytes of a part a resource read returns;

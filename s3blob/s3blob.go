@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/option"
 )
 
 // MinPartSize is the smallest part of a multipart upload S3 accepts.
@@ -86,13 +87,7 @@ func WithCache(dir string, maxBytes int64) Option {
 // or tests. The client's own TLS settings apply: AWS_CA_BUNDLE is not
 // added to them.
 func WithHTTPClient(c *http.Client) Option {
-	return func(o *options) error {
-		if c == nil {
-			return errors.New("s3blob: nil HTTP client")
-		}
-		o.httpClient = c
-		return nil
-	}
+	return option.Check(c != nil, func(o *options) { o.httpClient = c }, "s3blob: nil HTTP client")
 }
 
 // WithCredentials uses a static access key and secret instead of the
@@ -111,37 +106,19 @@ func WithCredentials(accessKey, secretKey string) Option {
 // largest content sent in one request (default DefaultPartSize). Content
 // so large that it would need more than 10,000 parts gets larger parts.
 func WithPartSize(n int64) Option {
-	return func(o *options) error {
-		if n < MinPartSize || n > 5<<30 {
-			return fmt.Errorf("s3blob: part size %d: want %d to %d bytes", n, MinPartSize, int64(5<<30))
-		}
-		o.partSize = n
-		return nil
-	}
+	return option.Check(MinPartSize <= n && n <= 5<<30, func(o *options) { o.partSize = n }, "s3blob: part size %d: want %d to %d bytes", n, MinPartSize, int64(5<<30))
 }
 
 // WithMaxAttempts sets how many times a failing request is tried in all
 // (default 3).
 func WithMaxAttempts(n int) Option {
-	return func(o *options) error {
-		if n < 1 || n > 20 {
-			return fmt.Errorf("s3blob: max attempts %d: want 1 to 20", n)
-		}
-		o.maxAttempts = n
-		return nil
-	}
+	return option.Check(1 <= n && n <= 20, func(o *options) { o.maxAttempts = n }, "s3blob: max attempts %d: want 1 to 20", n)
 }
 
 // WithClock replaces the clock the cache uses to order blobs by last use,
 // so that tests of eviction advance time instead of sleeping.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
-		if now == nil {
-			return errors.New("s3blob: nil clock")
-		}
-		o.now = now
-		return nil
-	}
+	return option.Check(now != nil, func(o *options) { o.now = now }, "s3blob: nil clock")
 }
 
 // Backend is a cas.Backend on an S3-compatible object store. It is safe for

@@ -7,19 +7,12 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/option"
 	"github.com/toolcas/toolcas/s3blob"
 )
 
 // An Option configures Open.
 type Option func(*config) error
-
-// setting is an Option that cannot be wrong: it only sets.
-func setting(set func(*config)) Option {
-	return func(c *config) error {
-		set(c)
-		return nil
-	}
-}
 
 type config struct {
 	durability cas.Durability
@@ -71,13 +64,7 @@ const (
 // WithDurability sets whether writes wait for stable storage (default
 // SyncFull).
 func WithDurability(d cas.Durability) Option {
-	return func(c *config) error {
-		if d != cas.SyncFull && d != cas.SyncNone {
-			return fmt.Errorf("invalid durability %d", int(d))
-		}
-		c.durability = d
-		return nil
-	}
+	return option.Check(d == cas.SyncFull || d == cas.SyncNone, func(c *config) { c.durability = d }, "invalid durability %d", int(d))
 }
 
 // DurabilityRecentKeysMayBeLost is the name, in a hook's configuration and
@@ -94,7 +81,7 @@ const DurabilityRecentKeysMayBeLost = "recent-keys-may-be-lost"
 // resolve, and the blob is then an orphan that gc removes after its grace
 // period. The default (cas.SyncFull without this option) gives up nothing.
 func RecentKeysMayBeLostOnPowerCut() Option {
-	return setting(func(c *config) { c.recentKeysMayBeLost = true })
+	return option.Set(func(c *config) { c.recentKeysMayBeLost = true })
 }
 
 // DurabilityOptions returns the options a durability's name stands for:
@@ -121,32 +108,20 @@ func (c *config) durabilityName() string {
 
 // WithCreate makes Open create the store if the directory holds none.
 func WithCreate() Option {
-	return setting(func(c *config) { c.create = true })
+	return option.Set(func(c *config) { c.create = true })
 }
 
 // WithClock replaces the clock that stamps rows and ages blobs, so that
 // tests of gc's grace period advance time instead of sleeping.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
-		if now == nil {
-			return errors.New("nil clock")
-		}
-		c.now = now
-		return nil
-	}
+	return option.Check(now != nil, func(c *config) { c.now = now }, "nil clock")
 }
 
 // WithLockTimeout sets how long a write waits for gc to release the store
 // before it fails with ErrLocked (default DefaultLockTimeout), unless the
 // caller's context ends sooner; zero means the context alone decides.
 func WithLockTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("negative lock timeout %v", d)
-		}
-		c.lockWait = d
-		return nil
-	}
+	return option.Check(d >= 0, func(c *config) { c.lockWait = d }, "negative lock timeout %v", d)
 }
 
 // ReadOnly opens the store for reading only: it creates and changes
@@ -155,7 +130,7 @@ func WithLockTimeout(d time.Duration) Option {
 // records nothing). Writes, prune, gc, pack and repair fail with
 // ErrReadOnly.
 func ReadOnly() Option {
-	return setting(func(c *config) { c.readOnly = true })
+	return option.Set(func(c *config) { c.readOnly = true })
 }
 
 // WithIndexURL makes Open use the index in the PostgreSQL database that
@@ -181,27 +156,21 @@ func WithIndexURL(rawURL string) Option {
 // WithReserve sets the size of the reserve file, which otherwise grows
 // with the index from MinReserve to DefaultReserve; zero keeps none.
 func WithReserve(bytes int64) Option {
-	return func(c *config) error {
-		if bytes < 0 {
-			return fmt.Errorf("negative reserve %d", bytes)
-		}
-		c.reserve = bytes
-		return nil
-	}
+	return option.Check(bytes >= 0, func(c *config) { c.reserve = bytes }, "negative reserve %d", bytes)
 }
 
 // Maintenance opens the store to free space: when the index cannot be
 // opened for want of space, the reserve file is released first. gc and
 // prune open the store so; GC and Prune make the reserve again when done.
 func Maintenance() Option {
-	return setting(func(c *config) { c.maintenance = true })
+	return option.Set(func(c *config) { c.maintenance = true })
 }
 
 // WithoutAutoMaintenance stops the store's writes from starting
 // maintenance on their own when the store is past its retention policy
 // (see Store.Maintain); casctl gc and Maintain still apply it.
 func WithoutAutoMaintenance() Option {
-	return setting(func(c *config) { c.noAutoMaintain = true })
+	return option.Set(func(c *config) { c.noAutoMaintain = true })
 }
 
 // WithMappedIndex has a local index read through a memory map of up to
@@ -209,13 +178,7 @@ func WithoutAutoMaintenance() Option {
 // reads many rows once, as casctl grep does. It does nothing for an index
 // in PostgreSQL.
 func WithMappedIndex(limit int64) Option {
-	return func(c *config) error {
-		if limit <= 0 {
-			return fmt.Errorf("mapped index of %d bytes: want a positive limit", limit)
-		}
-		c.mappedIndex = limit
-		return nil
-	}
+	return option.Check(limit > 0, func(c *config) { c.mappedIndex = limit }, "mapped index of %d bytes: want a positive limit", limit)
 }
 
 // WithCacheDir sets the local read-through cache of a store in an object
@@ -242,13 +205,7 @@ func WithCacheDir(dir string) Option {
 // WithCacheSize bounds the read-through cache of a store in an object
 // store (default s3blob.DefaultCacheBytes).
 func WithCacheSize(bytes int64) Option {
-	return func(c *config) error {
-		if bytes <= 0 {
-			return fmt.Errorf("cache size %d: want a positive number of bytes", bytes)
-		}
-		c.cacheMax = bytes
-		return nil
-	}
+	return option.Check(bytes > 0, func(c *config) { c.cacheMax = bytes }, "cache size %d: want a positive number of bytes", bytes)
 }
 
 // WithS3Options passes options to s3blob.Open for a store in an object
