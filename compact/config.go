@@ -37,14 +37,7 @@ var haystackTypes = map[string]string{
 
 // canonical maps a Haystack type name to toolcas's, and says whether it was
 // Haystack's.
-func canonical(name string) (string, bool) {
-	if strings.HasPrefix(name, "haystack.") {
-		if ours, ok := haystackTypes[name[strings.LastIndexByte(name, '.')+1:]]; ok {
-			return ours, true
-		}
-	}
-	return name, false
-}
+func canonical(name string) (string, bool) { return strictjson.Canonical(name, haystackTypes) }
 
 type triggerParams struct {
 	Compactor     json.RawMessage `json:"compactor"`

@@ -43,13 +43,8 @@ type Typed struct {
 // CanonicalType maps a Haystack type name to toolcas's; other names are
 // returned as they are.
 func CanonicalType(name string) string {
-	if strings.HasPrefix(name, "haystack.") {
-		class := name[strings.LastIndexByte(name, '.')+1:]
-		if ours, ok := haystackNames[class]; ok {
-			return ours
-		}
-	}
-	return name
+	ours, _ := strictjson.Canonical(name, haystackNames)
+	return ours
 }
 
 type overCharsParams struct {

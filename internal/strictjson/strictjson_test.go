@@ -22,3 +22,23 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+func TestCanonical(t *testing.T) {
+	classes := map[string]string{"OffloadOverChars": "toolcas.policy.OverChars"}
+	for _, c := range []struct {
+		in, want string
+		mapped   bool
+	}{
+		{"haystack.components.OffloadOverChars", "toolcas.policy.OverChars", true},
+		{"haystack.OffloadOverChars", "toolcas.policy.OverChars", true},
+		{"haystack.components.Unknown", "haystack.components.Unknown", false},
+		{"other.OffloadOverChars", "other.OffloadOverChars", false},
+		{"toolcas.policy.OverChars", "toolcas.policy.OverChars", false},
+		{"haystack.", "haystack.", false},
+	} {
+		got, mapped := Canonical(c.in, classes)
+		if got != c.want || mapped != c.mapped {
+			t.Errorf("Canonical(%q) = %q, %v; want %q, %v", c.in, got, mapped, c.want, c.mapped)
+		}
+	}
+}
