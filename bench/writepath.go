@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/quiesce"
@@ -616,7 +617,7 @@ func indexFloor(ctx context.Context, dir string, rounds, n int, dirStep func(int
 	part := func(i int) index.NewPart {
 		text := uniqueText(4<<10, i)
 		return index.NewPart{Key: fmt.Sprintf("r/%d_read_file_c.txt", i), Run: "r", Step: i, Tool: "read_file", CallID: "c",
-			Part: -1, Kind: index.KindText, MIME: "text/plain", Chars: int64(len(text)), Bytes: int64(len(text)),
+			Part: -1, Kind: catalog.KindText, MIME: "text/plain", Chars: int64(len(text)), Bytes: int64(len(text)),
 			Blob: cas.Blob{Digest: cas.Sum([]byte(text)), Ext: ".txt"}}
 	}
 	var pending []index.NewPart

@@ -6,16 +6,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // Kind is what a part of a tool result holds.
-type Kind string
+type Kind = catalog.Kind
 
 // The kinds of part.
 const (
-	KindText  Kind = "text"
-	KindImage Kind = "image"
-	KindFile  Kind = "file"
+	KindText  = catalog.KindText
+	KindImage = catalog.KindImage
+	KindFile  = catalog.KindFile
 )
 
 // A Part is one piece of a tool result: text, an image or a file.

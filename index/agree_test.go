@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // The same work gives the same answers on SQLite and on PostgreSQL: every
@@ -59,7 +60,7 @@ func agreeTranscript(t *testing.T) string {
 		run := runs[i%len(runs)]
 		p := newPart(run, i%7, tools[i%len(tools)], fmt.Sprint("c", i%11), fmt.Sprint("content ", i%13))
 		if i%9 == 0 {
-			p.Kind, p.MIME, p.Blob.Ext, p.Filename = KindImage, "image/png", ".png", "shot.png"
+			p.Kind, p.MIME, p.Blob.Ext, p.Filename = catalog.KindImage, "image/png", ".png", "shot.png"
 			p.Key = strings.TrimSuffix(p.Key, ".txt") + ".png"
 		}
 		if run == "émile" {
@@ -80,7 +81,7 @@ func agreeTranscript(t *testing.T) string {
 
 	all, err := x.List(ctx, ListOptions{AllVersions: true})
 	parts("list all versions", all, err)
-	for _, o := range []ListOptions{{}, {Run: "beta"}, {Tool: "grep", Limit: 3}, {Kind: KindImage}, {Since: c.t.Add(-20 * time.Second)}} {
+	for _, o := range []ListOptions{{}, {Run: "beta"}, {Tool: "grep", Limit: 3}, {Kind: catalog.KindImage}, {Since: c.t.Add(-20 * time.Second)}} {
 		ps, err := x.List(ctx, o)
 		parts(fmt.Sprintf("list %+v", o), ps, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // go test ./index -run '^$' -bench . -benchtime 2s
@@ -15,7 +16,7 @@ func benchPart(i int) NewPart {
 	return NewPart{
 		Key: fmt.Sprintf("run-%d/%d_read_file_call-%d.txt", i%100, i, i), Run: fmt.Sprint("run-", i%100),
 		Step: i, Tool: []string{"read_file", "grep", "list_dir", "run_tests"}[i%4], CallID: fmt.Sprint("call-", i),
-		Part: -1, Kind: KindText, MIME: "text/plain", Chars: 4096, Bytes: 4096,
+		Part: -1, Kind: catalog.KindText, MIME: "text/plain", Chars: 4096, Bytes: 4096,
 		Blob: cas.Blob{Digest: cas.Sum([]byte(content)), Ext: ".txt"},
 	}
 }

@@ -7,19 +7,11 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // BlobRow is a row of the blobs table.
-type BlobRow struct {
-	Blob           cas.Blob
-	Size           int64
-	FirstStored    time.Time
-	LastReferenced time.Time
-	// Parts counts the parts that use the blob.
-	Parts int64
-	// VerifiedAt is when verify last found the blob whole; zero if never.
-	VerifiedAt time.Time
-}
+type BlobRow = catalog.BlobRow
 
 type blobRow struct {
 	Digest         []byte `db:"digest"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // MustOpen opens a new index in a temp directory, closed when the test ends;
@@ -37,7 +38,7 @@ func newPart(run string, step int, tool, call string, content string) NewPart {
 	return NewPart{
 		Key: fmt.Sprintf("%s/%d_%s_%s.txt", run, step, tool, call),
 		Run: run, Step: step, Tool: tool, CallID: call, Part: -1,
-		Kind: KindText, MIME: "text/plain", Chars: int64(len(content)), Bytes: int64(len(content)),
+		Kind: catalog.KindText, MIME: "text/plain", Chars: int64(len(content)), Bytes: int64(len(content)),
 		Blob: cas.Blob{Digest: cas.Sum([]byte(content)), Ext: ".txt"},
 	}
 }
@@ -115,7 +116,7 @@ func testRecordAndResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Part{ID: p.ID, Key: a.Key, Run: "run-a", Step: 1, Tool: "search", CallID: "c1", Part: -1, Version: 1,
-		Kind: KindText, MIME: "text/plain", Chars: 5, Bytes: 5, Blob: a.Blob, CreatedAt: p.CreatedAt}
+		Kind: catalog.KindText, MIME: "text/plain", Chars: 5, Bytes: 5, Blob: a.Blob, CreatedAt: p.CreatedAt}
 	if p != want {
 		t.Errorf("Resolve = %+v, want %+v", p, want)
 	}
@@ -244,7 +245,7 @@ func testList(t *testing.T) {
 		tool := []string{"search", "read_file", "screenshot"}[i%3]
 		p := newPart(run, i, tool, fmt.Sprint("c", i), fmt.Sprint("content", i))
 		if tool == "screenshot" {
-			p.Kind, p.MIME, p.Blob.Ext, p.Key = KindImage, "image/png", ".png", strings.TrimSuffix(p.Key, ".txt")+".png"
+			p.Kind, p.MIME, p.Blob.Ext, p.Key = catalog.KindImage, "image/png", ".png", strings.TrimSuffix(p.Key, ".txt")+".png"
 		}
 		all = append(all, p)
 		mustRecord(t, x, p)
@@ -258,7 +259,7 @@ func testList(t *testing.T) {
 		{"all", ListOptions{}, []int{5, 4, 3, 2, 1, 0}},
 		{"run", ListOptions{Run: "r1"}, []int{4, 2, 0}},
 		{"tool", ListOptions{Tool: "search"}, []int{3, 0}},
-		{"kind", ListOptions{Kind: KindImage}, []int{5, 2}},
+		{"kind", ListOptions{Kind: catalog.KindImage}, []int{5, 2}},
 		{"since", ListOptions{Since: time.Unix(1000, 0).Add(4 * time.Minute)}, []int{5, 4}},
 		{"limit", ListOptions{Limit: 2}, []int{5, 4}},
 		{"run and tool", ListOptions{Run: "r2", Tool: "read_file"}, []int{1}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/internal/pgtest"
 )
 
@@ -265,7 +266,7 @@ func TestRecordChecksLease(t *testing.T) {
 	}
 	defer l.Release()
 	lctx := WithBlobLease(ctx, l)
-	p := NewPart{Key: "r/1_t_c.txt", Run: "r", Step: 1, Tool: "t", CallID: "c", Part: -1, Kind: KindText,
+	p := NewPart{Key: "r/1_t_c.txt", Run: "r", Step: 1, Tool: "t", CallID: "c", Part: -1, Kind: catalog.KindText,
 		MIME: "text/plain", Blob: cas.Blob{Digest: cas.Sum([]byte("a")), Ext: ".txt"}, Bytes: 1, Chars: 1}
 	if _, err := x.Record(lctx, []NewPart{p}); err != nil {
 		t.Fatalf("Record under a held lease: %v", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // listRunQueries are List's reads of one run's newest parts, with every
@@ -19,7 +21,7 @@ func listRunQueries() (qs []string, args [][]any) {
 					a = append(a, "t4")
 				}
 				if kind {
-					a = append(a, string(KindText))
+					a = append(a, string(catalog.KindText))
 				}
 				qs = append(qs, listRunSQL(tool, kind, allv))
 				args = append(args, a)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // List with a limit and no run reads the runs newest first and stops early;
@@ -76,7 +78,7 @@ func testListNewestMatchesPlainQuery(t *testing.T) {
 				// Few steps and calls: keys come back as new versions.
 				p := newPart(run, rng.IntN(5), tools[rng.IntN(len(tools))], fmt.Sprint("c", j), fmt.Sprint("content ", rng.IntN(30)))
 				if rng.IntN(4) == 0 {
-					p.Kind, p.MIME, p.Blob.Ext = KindImage, "image/png", ".png"
+					p.Kind, p.MIME, p.Blob.Ext = catalog.KindImage, "image/png", ".png"
 					p.Key = strings.TrimSuffix(p.Key, ".txt") + ".png"
 				}
 				if run == "two" && rng.IntN(2) == 0 {
@@ -110,7 +112,7 @@ func testListNewestMatchesPlainQuery(t *testing.T) {
 	mid := all[len(all)/2].CreatedAt
 	checked := 0
 	for _, tool := range append([]string{"", "none"}, tools...) {
-		for _, kind := range []Kind{"", KindText, KindImage} {
+		for _, kind := range []catalog.Kind{"", catalog.KindText, catalog.KindImage} {
 			for _, since := range []time.Time{{}, mid, base.Add(-30 * time.Minute), c.t.Add(time.Hour)} {
 				for _, allv := range []bool{false, true} {
 					for _, limit := range []int{1, 2, 3, 7, 50, 10000} {

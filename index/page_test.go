@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // Paging through a listing with ListPage, and streaming it with ListEach,
@@ -29,7 +31,7 @@ func testListPageMatchesList(t *testing.T) {
 		c.t = c.t.Add(time.Duration(rng.IntN(3)) * time.Second)
 		p := newPart(runs[rng.IntN(len(runs))], rng.IntN(20), tools[rng.IntN(len(tools))], fmt.Sprint("c", i%4), fmt.Sprint("content ", i))
 		if rng.IntN(4) == 0 {
-			p.Kind, p.MIME, p.Blob.Ext = KindImage, "image/png", ".png"
+			p.Kind, p.MIME, p.Blob.Ext = catalog.KindImage, "image/png", ".png"
 			p.Key = strings.TrimSuffix(p.Key, ".txt") + ".png"
 		}
 		mustRecord(t, x, p)
@@ -37,7 +39,7 @@ func testListPageMatchesList(t *testing.T) {
 	checked := 0
 	for _, run := range []string{"", "a", "none"} {
 		for _, tool := range []string{"", "grep"} {
-			for _, kind := range []Kind{"", KindImage} {
+			for _, kind := range []catalog.Kind{"", catalog.KindImage} {
 				for _, key := range []string{"", "grep", "_c1", "1_", "b/1", "nothing"} {
 					for _, allv := range []bool{false, true} {
 						lo := ListOptions{Run: run, Tool: tool, Kind: kind, AllVersions: allv}

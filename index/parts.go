@@ -15,16 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/toolcas/toolcas/cas"
-)
-
-// Kind is what a part holds.
-type Kind string
-
-// The kinds of part.
-const (
-	KindText  Kind = "text"
-	KindImage Kind = "image"
-	KindFile  Kind = "file"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // NewPart is a part to record: its logical key and columns, and the blob its
@@ -40,7 +31,7 @@ type NewPart struct {
 	Tool     string
 	CallID   string
 	Part     int // position in the result, -1 when the result has one part
-	Kind     Kind
+	Kind     catalog.Kind
 	MIME     string
 	Filename string
 	Chars    int64 // code points of a text part
@@ -67,23 +58,7 @@ type Recorded struct {
 }
 
 // Part is a recorded part.
-type Part struct {
-	ID        int64
-	Key       string
-	Run       string
-	Step      int
-	Tool      string
-	CallID    string
-	Part      int
-	Version   int
-	Kind      Kind
-	MIME      string
-	Filename  string
-	Chars     int64
-	Bytes     int64
-	Blob      cas.Blob
-	CreatedAt time.Time
-}
+type Part = catalog.Part
 
 // partRow is a row of the parts table joined with its blob.
 type partRow struct {
@@ -116,7 +91,7 @@ func (r partRow) part() (Part, error) {
 	}
 	return Part{
 		ID: r.ID, Key: r.Key, Run: r.Run, Step: r.Step, Tool: r.Tool, CallID: r.CallID, Part: r.Part,
-		Version: r.Version, Kind: Kind(r.Kind), MIME: r.MIME, Filename: r.Filename, Chars: r.Chars,
+		Version: r.Version, Kind: catalog.Kind(r.Kind), MIME: r.MIME, Filename: r.Filename, Chars: r.Chars,
 		Bytes: r.Bytes, Blob: cas.Blob{Digest: cas.Digest(r.Digest), Ext: r.Ext},
 		CreatedAt: time.Unix(0, r.CreatedAt),
 	}, nil
@@ -178,7 +153,7 @@ func checkPart(p NewPart) error {
 		return bad("negative step %d", p.Step)
 	case p.Part < -1:
 		return bad("part position %d", p.Part)
-	case p.Kind != KindText && p.Kind != KindImage && p.Kind != KindFile:
+	case p.Kind != catalog.KindText && p.Kind != catalog.KindImage && p.Kind != catalog.KindFile:
 		return bad("unknown kind %q", p.Kind)
 	case p.Bytes < 0 || p.Chars < 0:
 		return bad("negative size")
@@ -629,7 +604,7 @@ func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error)
 type ListOptions struct {
 	Run   string
 	Tool  string
-	Kind  Kind
+	Kind  catalog.Kind
 	Since time.Time // only parts created at or after
 	Limit int       // 0: no limit
 	// AllVersions lists every version of each key, not only the newest.

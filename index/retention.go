@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // Setting returns the value of the named setting, and whether it is set.
@@ -41,18 +43,8 @@ func (x *Index) SetSetting(ctx context.Context, name, value string) error {
 	return nil
 }
 
-// Removal is one entry of the removal log: parts of one run that one
-// prune removed, and the rule that removed them.
-type Removal struct {
-	At   time.Time
-	Run  string
-	Rule string
-	// Parts counts the parts removed; FirstCreated and LastCreated span
-	// their creation times.
-	Parts        int64
-	FirstCreated time.Time
-	LastCreated  time.Time
-}
+// Removal is one entry of the removal log.
+type Removal = catalog.Removal
 
 // RuleByName is the removal log's rule for a prune asked for directly
 // (casctl prune), rather than by the store's retention policy.

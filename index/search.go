@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -641,7 +642,7 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []S
 				if d, ok := digests[sp.BlobID]; !ok || string(digest) != string(d[:]) {
 					return nil
 				}
-				sp.Kind, sp.CreatedAt = KindText, time.Unix(0, created)
+				sp.Kind, sp.CreatedAt = catalog.KindText, time.Unix(0, created)
 				byBlob[sp.BlobID] = append(byBlob[sp.BlobID], sp)
 				runOf[sp.ID] = runID
 				return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -159,7 +160,7 @@ func testSearchParts(t *testing.T) {
 					want = b
 				}
 			}
-			if sp.Blob != want.Blob || sp.Kind != KindText {
+			if sp.Blob != want.Blob || sp.Kind != catalog.KindText {
 				t.Errorf("part %s: blob %v, kind %s; want %v, text", sp.Key, sp.Blob, sp.Kind, want.Blob)
 			}
 			got = append(got, fmt.Sprintf("%s@%d %s", sp.Key, sp.Version, sp.Run))

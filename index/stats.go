@@ -5,60 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/toolcas/toolcas/catalog"
 )
 
-// Stats summarises the index: how much the agents produced (logical bytes),
-// how much the store holds for it (stored bytes, each blob once), and the
-// difference.
-type Stats struct {
-	Runs  int64
-	Parts int64
-	// Blobs counts the distinct blobs the parts use.
-	Blobs        int64
-	LogicalBytes int64
-	// StoredBytes is the size of the distinct blobs the parts use.
-	StoredBytes int64
-	// SavedBytes is LogicalBytes - StoredBytes.
-	SavedBytes int64
-	// DedupRatio is LogicalBytes / StoredBytes, 1 when nothing is stored.
-	DedupRatio float64
-	// IndexBytes is the index's size on disk.
-	IndexBytes int64
-	// UnreferencedBlobs and UnreferencedBytes count blobs no part uses
-	// (after a prune, until gc); only in unscoped stats.
-	UnreferencedBlobs int64
-	UnreferencedBytes int64
-	// PackedBlobs and PackedBytes count the distinct blobs the parts use
-	// that a pack holds, and their uncompressed size; the rest of
-	// StoredBytes is in loose files.
-	PackedBlobs int64
-	PackedBytes int64
-	// Packs counts the pack files; PackRawBytes is the uncompressed size of
-	// every blob they hold (dead ones too, until gc rewrites them) and
-	// PackFileBytes their size on disk; only in unscoped stats.
-	Packs         int64
-	PackRawBytes  int64
-	PackFileBytes int64
-	// CompressionRatio is PackRawBytes / PackFileBytes, 1 without packs.
-	CompressionRatio float64
-	ByTool           []GroupStats
-	ByRun            []GroupStats
-}
+// Stats summarises the index (see catalog.Stats).
+type Stats = catalog.Stats
 
-// GroupStats is the share of one tool or run. StoredBytes counts, in the
-// whole index's stats, the blobs charged to the group (the groups add up
-// to the total), and in a run's, the distinct blobs of the group (groups
-// sharing blobs add up to more than the total).
-type GroupStats struct {
-	Name         string
-	Parts        int64
-	LogicalBytes int64
-	StoredBytes  int64
-	// First and Last are when the group's oldest and newest parts were
-	// recorded.
-	First time.Time
-	Last  time.Time
-}
+// GroupStats is the share of one tool or run.
+type GroupStats = catalog.GroupStats
 
 // Stats computes the statistics of the whole index, or of one run. The
 // whole index's are read from the counters the index keeps as rows change

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // BenchmarkRecordStep records one-part steps of new content, as a hook
@@ -23,7 +24,7 @@ func BenchmarkRecordStep(b *testing.B) {
 					run := fmt.Sprint("run", i%runs)
 					return NewPart{
 						Key: fmt.Sprintf("%s/%d_Bash_toolu_01%022d.txt", run, i, i), Run: run, Step: i, Tool: "Bash",
-						CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: KindText, MIME: "text/plain",
+						CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
 						Chars: 4096, Bytes: 4096,
 						Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
 					}
@@ -50,7 +51,7 @@ func BenchmarkRecordStep(b *testing.B) {
 		for b.Loop() {
 			p := NewPart{
 				Key: fmt.Sprintf("run/%d_Bash_toolu_01%022d.txt", i, i), Run: "run", Step: i, Tool: "Bash",
-				CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: KindText, MIME: "text/plain",
+				CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
 				Chars: 4096, Bytes: 4096,
 				Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
 			}

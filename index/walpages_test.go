@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 )
 
 // walFrames reads an index's write-ahead log and returns the page number
@@ -43,7 +44,7 @@ func stepPart(i int, long bool) NewPart {
 	return NewPart{
 		Key: fmt.Sprintf("%s/%d_%s_%s.txt", run, i, tool, call),
 		Run: run, Step: i, Tool: tool, CallID: call, Part: -1,
-		Kind: KindText, MIME: "text/plain", Chars: 16384, Bytes: 16384,
+		Kind: catalog.KindText, MIME: "text/plain", Chars: 16384, Bytes: 16384,
 		Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique content ", i))), Ext: ".txt"},
 	}
 }

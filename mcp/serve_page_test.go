@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/procstat"
@@ -288,7 +289,7 @@ func fillIndex(t testing.TB, dir string, n int) {
 			call := fmt.Sprintf("call-%d-%s", j, strings.Repeat("x", 600))
 			ps = append(ps, index.NewPart{
 				Key: fmt.Sprintf("run-%d/%d_read_file_%s.txt", j%100, j, call), Run: fmt.Sprint("run-", j%100),
-				Step: j, Tool: "read_file", CallID: call, Part: -1, Kind: index.KindText,
+				Step: j, Tool: "read_file", CallID: call, Part: -1, Kind: catalog.KindText,
 				MIME: "text/plain", Chars: 4096, Bytes: 4096, Blob: cas.Blob{Digest: cas.Sum([]byte(content)), Ext: ".txt"},
 			})
 		}

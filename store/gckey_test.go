@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -30,7 +31,7 @@ func keyTwin(d cas.Digest) cas.Digest {
 func recordRow(t *testing.T, s *Store, run string, b cas.Blob) {
 	t.Helper()
 	p := index.NewPart{Key: fmt.Sprintf("%s/1_t_c%s", run, b.Ext), Run: run, Step: 1, Tool: "t", CallID: "c", Part: -1,
-		Kind: index.KindText, MIME: "text/plain", Chars: 4, Bytes: 4, Blob: b}
+		Kind: catalog.KindText, MIME: "text/plain", Chars: 4, Bytes: 4, Blob: b}
 	if _, err := s.ix.Record(context.Background(), []index.NewPart{p}); err != nil {
 		t.Fatal(err)
 	}

@@ -39,14 +39,14 @@ func (o PageOptions) index() index.PageOptions {
 // follows. A page takes memory of a page, however many parts match.
 func (s *Store) ListPage(ctx context.Context, o PageOptions) ([]Part, PageCursor, error) {
 	ps, next, err := s.ix.ListPage(ctx, o.index())
-	return partsOf(ps), next, err
+	return ps, next, err
 }
 
 // ListEach calls each with every part matching o (at most o.Limit, unless
 // 0), newest first, holding one at a time, and stops at each's first error,
 // returning it: a listing of any number of parts in bounded memory.
 func (s *Store) ListEach(ctx context.Context, o PageOptions, each func(Part) error) error {
-	return s.ix.ListEach(ctx, o.index(), func(p index.Part) error { return each(partOf(p)) })
+	return s.ix.ListEach(ctx, o.index(), func(p index.Part) error { return each(p) })
 }
 
 // KeyHeads lists the first elements of keys (each run's, as its keys

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/s3blob"
@@ -44,7 +45,7 @@ var (
 // is ErrNotFound.
 func (s *Store) Resolve(ctx context.Context, run, ref string) (Part, error) {
 	p, err := s.resolve(ctx, run, ref)
-	return partOf(p), err
+	return p, err
 }
 
 func (s *Store) resolve(ctx context.Context, run, ref string) (index.Part, error) {
@@ -115,7 +116,7 @@ func (s *Store) ResolveVersion(ctx context.Context, run, key string, n int) (Par
 	}
 	for _, p := range vs {
 		if p.Version == n {
-			return partOf(p), nil
+			return p, nil
 		}
 	}
 	have := make([]string, len(vs))
@@ -168,7 +169,7 @@ func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, i
 func contentOf(path string, p index.Part) *hook.Content {
 	return &hook.Content{
 		Key: p.Key, Path: path, Run: p.Run, Digest: p.Blob.Digest, Version: p.Version,
-		Kind: hook.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename,
+		Kind: p.Kind, MIME: p.MIME, Filename: p.Filename,
 	}
 }
 
@@ -218,70 +219,29 @@ func (s *Store) OpenBlob(ctx context.Context, b cas.Blob) (*cas.Reader, error) {
 // List lists parts, newest first.
 func (s *Store) List(ctx context.Context, o ListOptions) ([]Part, error) {
 	ps, err := s.ix.List(ctx, o.index())
-	return partsOf(ps), err
+	return ps, err
 }
 
 // Stats summarises the store, or one run of it.
 func (s *Store) Stats(ctx context.Context, run string) (Stats, error) {
 	st, err := s.ix.Stats(ctx, run)
-	out := statsOf(st)
+	out := st
 	if err == nil && run == "" {
 		out.Removals, out.RemovedParts, out.LastRemoval, err = s.ix.RemovalTotals(ctx)
 	}
 	return out, err
 }
 
-// StatsReport is Stats as scripts and agents read it, as JSON (casctl
-// stats --json, the MCP server's stats tool): its field names are a
-// contract.
-type StatsReport struct {
-	Runs         int64   `json:"runs"`
-	Parts        int64   `json:"parts"`
-	Blobs        int64   `json:"blobs"`
-	LogicalBytes int64   `json:"logical_bytes"`
-	StoredBytes  int64   `json:"stored_bytes"`
-	SavedBytes   int64   `json:"saved_bytes"`
-	DedupRatio   float64 `json:"dedup_ratio"`
-	IndexBytes   int64   `json:"index_bytes"`
-	// Loose and packed shares of stored_bytes; the packs' own sizes.
-	LooseBytes       int64   `json:"loose_bytes"`
-	PackedBlobs      int64   `json:"packed_blobs"`
-	PackedBytes      int64   `json:"packed_bytes"`
-	Packs            int64   `json:"packs"`
-	PackRawBytes     int64   `json:"pack_raw_bytes"`
-	PackFileBytes    int64   `json:"pack_file_bytes"`
-	CompressionRatio float64 `json:"compression_ratio"`
-	// What prune and the retention policy removed over the store's life.
-	Removals     int64        `json:"removals"`
-	RemovedParts int64        `json:"removed_parts"`
-	ByTool       []ToolReport `json:"by_tool"`
-}
+// StatsReport is Stats as scripts and agents read it, as JSON.
+type StatsReport = catalog.StatsReport
 
 // ToolReport is one tool's share in a StatsReport.
-type ToolReport struct {
-	Tool         string `json:"tool"`
-	Parts        int64  `json:"parts"`
-	LogicalBytes int64  `json:"logical_bytes"`
-	StoredBytes  int64  `json:"stored_bytes"`
-}
-
-// Report returns the statistics as scripts and agents read them.
-func (st Stats) Report() StatsReport {
-	out := StatsReport{Runs: st.Runs, Parts: st.Parts, Blobs: st.Blobs, LogicalBytes: st.LogicalBytes,
-		StoredBytes: st.StoredBytes, SavedBytes: st.SavedBytes, DedupRatio: st.DedupRatio, IndexBytes: st.IndexBytes,
-		LooseBytes: st.StoredBytes - st.PackedBytes, PackedBlobs: st.PackedBlobs, PackedBytes: st.PackedBytes,
-		Packs: st.Packs, PackRawBytes: st.PackRawBytes, PackFileBytes: st.PackFileBytes, CompressionRatio: st.CompressionRatio,
-		Removals: st.Removals, RemovedParts: st.RemovedParts, ByTool: make([]ToolReport, 0, len(st.ByTool))}
-	for _, t := range st.ByTool {
-		out.ByTool = append(out.ByTool, ToolReport{Tool: t.Name, Parts: t.Parts, LogicalBytes: t.LogicalBytes, StoredBytes: t.StoredBytes})
-	}
-	return out
-}
+type ToolReport = catalog.ToolReport
 
 // Sharing lists the parts, of any run and version, stored in blob b.
 func (s *Store) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
 	ps, err := s.ix.Sharing(ctx, b)
-	return partsOf(ps), err
+	return ps, err
 }
 
 // Runs lists the runs whose names start with prefix, in order, at most
@@ -384,7 +344,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	if err != nil {
 		return Detail{}, err
 	}
-	d.Blob = BlobRow(row)
+	d.Blob = row
 	limit := 0
 	if most > 0 {
 		limit = most + 1 // the part itself may be among them
@@ -395,7 +355,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	}
 	for _, o := range all {
 		if o.ID != p.ID && (most <= 0 || len(d.Sharing) < most) {
-			d.Sharing = append(d.Sharing, partOf(o))
+			d.Sharing = append(d.Sharing, o)
 		}
 	}
 	d.SharingTotal = max(d.Blob.Parts-1, int64(len(d.Sharing)))
@@ -403,7 +363,7 @@ func (s *Store) ShowPartFirst(ctx context.Context, p Part, most int) (Detail, er
 	if err != nil {
 		return Detail{}, err
 	}
-	d.Versions = partsOf(vs)
+	d.Versions = vs
 	d.OnDisk, d.OnDiskErr = s.eng.backend().Stat(ctx, p.Blob)
 	return d, nil
 }

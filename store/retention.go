@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -259,7 +260,7 @@ func (s *Store) DiskBytes(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return diskBytes(statsOf(st)), nil
+	return diskBytes(st), nil
 }
 
 func diskBytes(st Stats) int64 {
@@ -544,24 +545,10 @@ func sortRunsByLast(runs []GroupStats) {
 // Removal is one entry of the removal log: the parts of one run that one
 // prune removed, and the rule that removed them (RuleByName for casctl
 // prune).
-type Removal struct {
-	At   time.Time
-	Run  string
-	Rule string
-	// Parts counts the parts removed; FirstCreated and LastCreated span
-	// their creation times.
-	Parts        int64
-	FirstCreated time.Time
-	LastCreated  time.Time
-}
+type Removal = catalog.Removal
 
 // Removals returns the removal log, newest first: entries from since on
 // (all when zero), at most limit of them (all when 0).
 func (s *Store) Removals(ctx context.Context, since time.Time, limit int) ([]Removal, error) {
-	log, err := s.ix.Removals(ctx, since, limit)
-	out := make([]Removal, len(log))
-	for i, m := range log {
-		out[i] = Removal(m)
-	}
-	return out, err
+	return s.ix.Removals(ctx, since, limit)
 }

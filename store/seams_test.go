@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/index"
 )
 
@@ -205,6 +206,6 @@ func sharedOf(s *Store) *sharedEngine { return s.eng.(*sharedEngine) }
 // indexPart is the index's part of a store's part.
 func indexPart(p Part) index.Part {
 	return index.Part{ID: p.ID, Key: p.Key, Run: p.Run, Step: p.Step, Tool: p.Tool, CallID: p.CallID, Part: p.Part,
-		Version: p.Version, Kind: index.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Chars: p.Chars,
+		Version: p.Version, Kind: catalog.Kind(p.Kind), MIME: p.MIME, Filename: p.Filename, Chars: p.Chars,
 		Bytes: p.Bytes, Blob: p.Blob, CreatedAt: p.CreatedAt}
 }

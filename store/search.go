@@ -430,7 +430,7 @@ func (s *Store) emit(ctx context.Context, m *search.Matcher, o GrepOptions, j *g
 		}
 		for _, h := range j.hits {
 			res.Lines++
-			if err := fn(GrepHit{Part: partOf(sp.Part), Line: h.n, Text: h.text, Cut: h.cut}); err != nil {
+			if err := fn(GrepHit{Part: sp.Part, Line: h.n, Text: h.text, Cut: h.cut}); err != nil {
 				return err
 			}
 		}
@@ -440,7 +440,7 @@ func (s *Store) emit(ctx context.Context, m *search.Matcher, o GrepOptions, j *g
 
 func (res *GrepResult) fail(sp index.SearchPart, err error) {
 	if len(res.Failed) < maxGrepFailures {
-		res.Failed = append(res.Failed, GrepFailure{Part: partOf(sp.Part), Err: err})
+		res.Failed = append(res.Failed, GrepFailure{Part: sp.Part, Err: err})
 	}
 }
 
@@ -600,7 +600,7 @@ func (s *Store) streamBlob(ctx context.Context, m *search.Matcher, o GrepOptions
 		counted := cancel.NewReader(ctx, r)
 		count := 0
 		var fnErr error
-		part := partOf(sp.Part)
+		part := sp.Part
 		err = m.Scan(counted, func(n int64, line []byte, col int) bool {
 			text, cut := search.Cut(line, col, o.Width)
 			count++

@@ -183,7 +183,7 @@ func (s *Store) Barriers() int64 { return s.eng.barriers() }
 // Recovered returns the parts that Open dropped because their blob did
 // not survive an unclean shutdown whole (a power cut between a write's row
 // commit and its last sync; no caller was told of them).
-func (s *Store) Recovered() []Part { return partsOf(s.recovered) }
+func (s *Store) Recovered() []Part { return s.recovered }
 
 // Checkpoint folds the index's write-ahead log into the database file, so
 // that its size on disk shows the data rather than recent writes.

@@ -12,6 +12,7 @@ import (
 	"github.com/gabriel-vasile/mimetype"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/policy"
@@ -171,14 +172,14 @@ func keyPart(k hook.Key, kind hook.Kind, mime, filename string) index.NewPart {
 }
 
 // kindOf is the index's kind of a part: text unless an image or a file.
-func kindOf(k hook.Kind) index.Kind {
+func kindOf(k hook.Kind) catalog.Kind {
 	switch k {
 	case hook.KindImage:
-		return index.KindImage
+		return catalog.KindImage
 	case hook.KindFile:
-		return index.KindFile
+		return catalog.KindFile
 	}
-	return index.KindText
+	return catalog.KindText
 }
 
 // stored says where a write put a part.

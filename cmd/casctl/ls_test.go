@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/store"
@@ -90,7 +91,7 @@ func fillParts(t *testing.T, n int) string {
 			call := fmt.Sprintf("call-%d-%s", j, strings.Repeat("x", 600))
 			ps = append(ps, index.NewPart{
 				Key: fmt.Sprintf("run-%d/%d_read_file_%s.txt", j%100, j, call), Run: fmt.Sprint("run-", j%100),
-				Step: j, Tool: "read_file", CallID: call, Part: -1, Kind: index.KindText, MIME: "text/plain",
+				Step: j, Tool: "read_file", CallID: call, Part: -1, Kind: catalog.KindText, MIME: "text/plain",
 				Chars: 4096, Bytes: 4096, Blob: cas.Blob{Digest: cas.Sum(fmt.Append(nil, "content ", j%5000)), Ext: ".txt"},
 			})
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
 	"github.com/toolcas/toolcas/internal/pgtest"
@@ -225,7 +226,7 @@ func cmdCollide(ts *testscript.TestScript, neg bool, args []string) {
 	var ps []index.NewPart
 	for i, d := range []cas.Digest{d1, d2} {
 		ps = append(ps, index.NewPart{Key: fmt.Sprintf("c/%d_t_x.txt", i), Run: "c", Step: i, Tool: "t", CallID: "x", Part: -1,
-			Kind: index.KindText, Bytes: 1, Chars: 1, Blob: cas.Blob{Digest: d, Ext: ".txt"}})
+			Kind: catalog.KindText, Bytes: 1, Chars: 1, Blob: cas.Blob{Digest: d, Ext: ".txt"}})
 	}
 	_, err = ix.Record(ctx, ps)
 	ts.Check(err)
