@@ -132,9 +132,9 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJ
 	}
 	var units [][]*grepJob
 	for i, j := range batch {
-		if n := len(units); n > 0 && j.packed && j.entry.Size <= cas.FrameSize/2 {
+		if n := len(units); n > 0 && j.inSmallFrame() {
 			prev := batch[i-1]
-			if prev.packed && prev.pack == j.pack && prev.entry.Frame == j.entry.Frame && prev.entry.Size <= cas.FrameSize/2 {
+			if prev.inSmallFrame() && prev.pack == j.pack && prev.entry.Frame == j.entry.Frame {
 				units[n-1] = append(units[n-1], j)
 				continue
 			}
@@ -164,6 +164,10 @@ type grepJob struct {
 	large, matched bool
 }
 
+// inSmallFrame says the job's blob is read in a frame of small blobs,
+// decoded whole, with the other candidates it holds.
+func (j *grepJob) inSmallFrame() bool { return j.packed && j.entry.Size <= cas.FrameSize/2 }
+
 type grepLine struct {
 	n    int64
 	text string
@@ -175,7 +179,7 @@ type grepLine struct {
 const (
 	pendingBlobs = 400
 	pendingBytes = 8 << 20
-	pendingWait  = 20 * time.Millisecond
+	pendingWait  = 5 * time.Millisecond
 )
 
 // Grep calls fn with every line matching o.Pattern in the text parts that
@@ -274,7 +278,7 @@ func (s *Store) startGrepWorkers(ctx context.Context, m *search.Matcher, o GrepO
 		workers.Go(func() {
 			var buf []byte // reused: hits are copied out of it
 			for u := range units {
-				if len(u) > 1 {
+				if u[0].inSmallFrame() {
 					buf = s.grepFrame(ctx, m, o, u, buf)
 				} else {
 					buf = s.grepBlob(ctx, m, o, u[0], buf)
@@ -307,15 +311,42 @@ func (s *Store) feedGrep(ctx context.Context, cands []int64, units, order chan<-
 			return ctx.Err()
 		}
 	}
-	for rest := cands; len(rest) > 0; {
-		n := min(grepBatch, len(rest))
-		blobs, err := s.ix.SearchBlobs(ctx, rest[:n])
-		rest = rest[n:]
-		if err != nil {
-			return err
+	// The rows of the next batch are read while the workers take this
+	// one's units: in a process of its own, reading them was a third of a
+	// selective search, and the workers waited for it.
+	type fetched struct {
+		blobs []index.SearchBlob
+		err   error
+	}
+	rows := make(chan fetched, 1)
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	var fetcher sync.WaitGroup
+	defer func() {
+		stopFetch()
+		fetcher.Wait()
+	}()
+	fetcher.Go(func() {
+		defer close(rows)
+		for rest := cands; len(rest) > 0; {
+			n := min(grepBatch, len(rest))
+			blobs, err := s.ix.SearchBlobs(fetchCtx, rest[:n])
+			rest = rest[n:]
+			select {
+			case rows <- fetched{blobs, err}:
+			case <-fetchCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		batch := make([]*grepJob, len(blobs))
-		for i, b := range blobs {
+	})
+	for f := range rows {
+		if f.err != nil {
+			return f.err
+		}
+		batch := make([]*grepJob, len(f.blobs))
+		for i, b := range f.blobs {
 			batch[i] = &grepJob{blob: b, done: make(chan struct{})}
 		}
 		for _, u := range s.sortForReading(ctx, batch) {
@@ -324,7 +355,8 @@ func (s *Store) feedGrep(ctx context.Context, cands []int64, units, order chan<-
 			}
 		}
 	}
-	return nil
+	// The rows end early only when the search was stopped.
+	return ctx.Err()
 }
 
 // grepCollector takes the jobs in order as they are done, counts them, and
