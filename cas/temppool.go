@@ -25,7 +25,8 @@ import (
 // (TempLocking), it keeps none: gc could not tell a pooled file from a
 // stray one.
 func WithTempPool(n int) Option {
-	return option.Check(0 <= n && n <= maxTempPool, func(c *config) { c.tempPool = n }, "a temp pool of %d files: want 0 to %d", n, maxTempPool)
+	return option.Check(0 <= n && n <= maxTempPool, func(c *config) { c.tempPool = n },
+		"a temp pool of %d files: want 0 to %d", n, maxTempPool)
 }
 
 // maxTempPool bounds WithTempPool: a pool is for a few concurrent writers.

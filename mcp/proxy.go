@@ -198,7 +198,8 @@ const DefaultIdleTimeout = 10 * time.Minute
 // request or an open stream before the proxy ends it (default
 // DefaultIdleTimeout): clients often leave without saying so.
 func WithIdleTimeout(d time.Duration) Option {
-	return proxyOption("WithIdleTimeout", option.Check(d > 0, func(o *options) { o.idle = d }, "mcp: idle timeout %s: want a positive duration", d))
+	return proxyOption("WithIdleTimeout", option.Check(d > 0, func(o *options) { o.idle = d },
+		"mcp: idle timeout %s: want a positive duration", d))
 }
 
 // WithResourceLinks sets whether a pointer carries, after its text, a

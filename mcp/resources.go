@@ -109,7 +109,8 @@ const (
 // binary content as a note saying its size and how to get it. For NewProxy
 // and NewStoreServer alike.
 func WithMaxResourceBytes(n int64) Option {
-	return option.Check(minResourceBytes <= n && n <= maxResourceBytes, func(o *options) { o.maxResource = n }, "mcp: a resource limit of %d bytes: want %d to %d", n, minResourceBytes, maxResourceBytes)
+	return option.Check(minResourceBytes <= n && n <= maxResourceBytes, func(o *options) { o.maxResource = n },
+		"mcp: a resource limit of %d bytes: want %d to %d", n, minResourceBytes, maxResourceBytes)
 }
 
 // limitResources sets the most bytes of a part a resource read returns;

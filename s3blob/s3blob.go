@@ -106,7 +106,8 @@ func WithCredentials(accessKey, secretKey string) Option {
 // largest content sent in one request (default DefaultPartSize). Content
 // so large that it would need more than 10,000 parts gets larger parts.
 func WithPartSize(n int64) Option {
-	return option.Check(MinPartSize <= n && n <= 5<<30, func(o *options) { o.partSize = n }, "s3blob: part size %d: want %d to %d bytes", n, MinPartSize, int64(5<<30))
+	return option.Check(MinPartSize <= n && n <= 5<<30, func(o *options) { o.partSize = n },
+		"s3blob: part size %d: want %d to %d bytes", n, MinPartSize, int64(5<<30))
 }
 
 // WithMaxAttempts sets how many times a failing request is tried in all
