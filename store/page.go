@@ -38,15 +38,14 @@ func (o PageOptions) index() index.PageOptions {
 // first, and the cursor to list the next page from, zero when no part
 // follows. A page takes memory of a page, however many parts match.
 func (s *Store) ListPage(ctx context.Context, o PageOptions) ([]Part, PageCursor, error) {
-	ps, next, err := s.ix.ListPage(ctx, o.index())
-	return ps, next, err
+	return s.ix.ListPage(ctx, o.index())
 }
 
 // ListEach calls each with every part matching o (at most o.Limit, unless
 // 0), newest first, holding one at a time, and stops at each's first error,
 // returning it: a listing of any number of parts in bounded memory.
 func (s *Store) ListEach(ctx context.Context, o PageOptions, each func(Part) error) error {
-	return s.ix.ListEach(ctx, o.index(), func(p index.Part) error { return each(p) })
+	return s.ix.ListEach(ctx, o.index(), each)
 }
 
 // KeyHeads lists the first elements of keys (each run's, as its keys

@@ -44,8 +44,7 @@ var (
 // something outside the store, is hook.ErrRefused; one that matches nothing
 // is ErrNotFound.
 func (s *Store) Resolve(ctx context.Context, run, ref string) (Part, error) {
-	p, err := s.resolve(ctx, run, ref)
-	return p, err
+	return s.resolve(ctx, run, ref)
 }
 
 func (s *Store) resolve(ctx context.Context, run, ref string) (index.Part, error) {
@@ -218,18 +217,16 @@ func (s *Store) OpenBlob(ctx context.Context, b cas.Blob) (*cas.Reader, error) {
 
 // List lists parts, newest first.
 func (s *Store) List(ctx context.Context, o ListOptions) ([]Part, error) {
-	ps, err := s.ix.List(ctx, o.index())
-	return ps, err
+	return s.ix.List(ctx, o.index())
 }
 
 // Stats summarises the store, or one run of it.
 func (s *Store) Stats(ctx context.Context, run string) (Stats, error) {
 	st, err := s.ix.Stats(ctx, run)
-	out := st
 	if err == nil && run == "" {
-		out.Removals, out.RemovedParts, out.LastRemoval, err = s.ix.RemovalTotals(ctx)
+		st.Removals, st.RemovedParts, st.LastRemoval, err = s.ix.RemovalTotals(ctx)
 	}
-	return out, err
+	return st, err
 }
 
 // StatsReport is Stats as scripts and agents read it, as JSON.
@@ -240,8 +237,7 @@ type ToolReport = catalog.ToolReport
 
 // Sharing lists the parts, of any run and version, stored in blob b.
 func (s *Store) Sharing(ctx context.Context, b cas.Blob) ([]Part, error) {
-	ps, err := s.ix.Sharing(ctx, b)
-	return ps, err
+	return s.ix.Sharing(ctx, b)
 }
 
 // Runs lists the runs whose names start with prefix, in order, at most
