@@ -221,17 +221,17 @@ func writePython(b *bytes.Buffer, v any) {
 	}
 }
 
-// writeJoined writes n items between open and close, ", " between them,
+// writeJoined writes n items between opener and closer, ", " between them,
 // as Python prints a list or a dict.
-func writeJoined(b *bytes.Buffer, open, close byte, n int, item func(i int)) {
-	b.WriteByte(open)
+func writeJoined(b *bytes.Buffer, opener, closer byte, n int, item func(i int)) {
+	b.WriteByte(opener)
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		item(i)
 	}
-	b.WriteByte(close)
+	b.WriteByte(closer)
 }
 
 // pythonNumber writes a JSON number as Python prints what json.loads makes

@@ -243,9 +243,11 @@ func testPostgresOptions(t *testing.T) {
 // statement's timeout and came back went behind those that came later).
 // The caller sees no error, only the wait, and the statements after the
 // lock have the busy timeout again.
-func TestPostgresLockWaitRetried(t *testing.T) { t.Run("postgres", testPostgresLockWaitRetried) }
+func TestPostgresLockWaitKeepsItsPlace(t *testing.T) {
+	t.Run("postgres", testPostgresLockWaitKeepsItsPlace)
+}
 
-func testPostgresLockWaitRetried(t *testing.T) {
+func testPostgresLockWaitKeepsItsPlace(t *testing.T) {
 	ctx := context.Background()
 	const statement = 20 * time.Millisecond
 	x := MustOpen(t, WithBusyTimeout(statement, time.Minute))
