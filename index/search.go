@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -200,29 +201,64 @@ func (x *Index) AddSearchSegment(ctx context.Context, r SearchSegmentRecord) (in
 // SearchSegment is a segment of the search index.
 type SearchSegment struct {
 	ID int64
-	// Blobs are its blobs' ids, in increasing order.
-	Blobs []int64
-	// Blocks gives each blob's block (its position in the posting lists),
-	// and NBlocks counts the blocks. Blocks are numbered in the order the
-	// blobs were read in, which is the order they are stored in.
-	Blocks  []int
+	// N counts its blobs, and NBlocks their blocks (positions in the
+	// posting lists). Blocks are numbered in the order the blobs were read
+	// in, which is the order they are stored in.
+	N       int
 	NBlocks int
 	// Packed counts the blobs read from a pack when it was made.
 	Packed    int64
 	Bytes     int64
 	CreatedAt time.Time
+	// entries are the blobs' entries as the row lists them (see
+	// maxSegmentEntry), checked when read: a search decodes them as it
+	// goes, keeping only its candidates, for a process that searches once
+	// and a store of 100,000s of blobs, their ids and blocks decoded into
+	// slices were the megabytes of new memory it paid most page faults
+	// for.
+	entries []byte
 }
 
-// InReadingOrder returns the indexes into Blobs of the blobs of the
-// blocks in set (nil: of every block), block by block.
-func (sg SearchSegment) InReadingOrder(has func(block int) bool) []int {
-	var out []int
-	for i, b := range sg.Blocks {
-		if has == nil || has(b) {
-			out = append(out, i)
-		}
+// Each calls fn with each blob's id and block, in increasing order of id.
+func (sg SearchSegment) Each(fn func(blob int64, block int)) {
+	prev, rest := int64(0), sg.entries
+	for len(rest) > 0 {
+		gap, k := binary.Uvarint(rest)
+		rest, prev = rest[k:], prev+int64(gap)
+		v, k := binary.Uvarint(rest)
+		rest = rest[k:]
+		fn(prev, int(v>>1))
 	}
-	slices.SortStableFunc(out, func(a, b int) int { return sg.Blocks[a] - sg.Blocks[b] })
+}
+
+// Blobs returns the blobs' ids, in increasing order, and the block of
+// each.
+func (sg SearchSegment) Blobs() (ids []int64, blocks []int) {
+	ids, blocks = make([]int64, 0, sg.N), make([]int, 0, sg.N)
+	sg.Each(func(id int64, block int) {
+		ids, blocks = append(ids, id), append(blocks, block)
+	})
+	return ids, blocks
+}
+
+// InReadingOrder returns the ids of the blobs of the blocks in set (nil:
+// of every block), block by block.
+func (sg SearchSegment) InReadingOrder(has func(block int) bool) []int64 {
+	type entry struct {
+		id    int64
+		block int
+	}
+	var in []entry
+	sg.Each(func(id int64, block int) {
+		if has == nil || has(block) {
+			in = append(in, entry{id, block})
+		}
+	})
+	slices.SortStableFunc(in, func(a, b entry) int { return a.block - b.block })
+	out := make([]int64, len(in))
+	for i, e := range in {
+		out[i] = e.id
+	}
 	return out
 }
 
@@ -249,32 +285,28 @@ func searchSegments(ctx context.Context, db queryer) ([]SearchSegment, error) {
 			if err := rows.Scan(&id, &ids, &n, &bytes, &created); err != nil {
 				return err
 			}
-			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created), Blobs: make([]int64, 0, n),
-				Blocks: make([]int, 0, n)}
+			sg := SearchSegment{ID: id, Bytes: bytes, CreatedAt: time.Unix(0, created)}
 			rest, err := search.Expand(ids, int(min(n, 1<<30))*maxSegmentEntry)
 			if err != nil {
 				return fmt.Errorf("search segment %d: blob ids: %w", id, err)
 			}
-			prev := int64(0)
-			for len(rest) > 0 {
+			sg.entries = rest
+			for prev := uint64(0); len(rest) > 0; sg.N++ {
 				gap, k := binary.Uvarint(rest)
-				if k <= 0 || gap == 0 {
+				if k <= 0 || gap == 0 || prev+gap < prev || prev+gap > math.MaxInt64 {
 					return fmt.Errorf("search segment %d: damaged blob ids", id)
 				}
-				rest, prev = rest[k:], prev+int64(gap)
+				rest, prev = rest[k:], prev+gap
 				block, k := binary.Uvarint(rest)
 				if k <= 0 || block>>1 >= uint64(n) {
 					return fmt.Errorf("search segment %d: damaged blob ids", id)
 				}
 				rest = rest[k:]
 				sg.Packed += int64(block & 1)
-				block >>= 1
-				sg.Blobs = append(sg.Blobs, prev)
-				sg.Blocks = append(sg.Blocks, int(block))
-				sg.NBlocks = max(sg.NBlocks, int(block)+1)
+				sg.NBlocks = max(sg.NBlocks, int(block>>1)+1)
 			}
-			if int64(len(sg.Blobs)) != n {
-				return fmt.Errorf("search segment %d: %d blob ids, the row says %d", id, len(sg.Blobs), n)
+			if int64(sg.N) != n {
+				return fmt.Errorf("search segment %d: %d blob ids, the row says %d", id, sg.N, n)
 			}
 			out = append(out, sg)
 			return nil

@@ -56,9 +56,10 @@ func testSearchSegmentRoundTrip(t *testing.T) {
 		t.Fatalf("segments %+v, %v; want 1", segs, err)
 	}
 	sg := segs[0]
-	if !slices.Equal(sg.Blobs, rec.Blobs) || !slices.Equal(sg.Blocks, rec.Blocks) || sg.NBlocks != 150 || sg.Packed != 200 {
-		t.Errorf("segment read back: %d blobs, blocks %v…, %d blocks, %d packed; want %d blobs, 150 blocks, 200 packed",
-			len(sg.Blobs), sg.Blocks[:8], sg.NBlocks, sg.Packed, len(rec.Blobs))
+	ids, blocks := sg.Blobs()
+	if !slices.Equal(ids, rec.Blobs) || !slices.Equal(blocks, rec.Blocks) || sg.N != len(ids) || sg.NBlocks != 150 || sg.Packed != 200 {
+		t.Errorf("segment read back: %d blobs (N %d), blocks %v…, %d blocks, %d packed; want %d blobs, 150 blocks, 200 packed",
+			len(ids), sg.N, blocks[:8], sg.NBlocks, sg.Packed, len(rec.Blobs))
 	}
 	var stored []byte
 	if err := x.db.GetContext(ctx, &stored, x.db.Rebind(`SELECT blob_ids FROM search_segments WHERE id = ?`), seg); err != nil {
@@ -108,6 +109,57 @@ func testSearchSegmentRoundTrip(t *testing.T) {
 	mustExecIndex(t, x, `UPDATE search_posting_groups SET data = `+hexBlob(x, "0005"))
 	if _, err := x.SearchView(ctx, []uint32{abc}); !errors.Is(err, search.ErrBadPosting) {
 		t.Errorf("search view of a damaged group: %v, want ErrBadPosting", err)
+	}
+}
+
+// A segment gives its blobs block by block, in the order they were read
+// in (not the order of their ids), and those of some blocks only.
+func TestSearchSegmentReadingOrder(t *testing.T) { forEachBackend(t, testSearchSegmentReadingOrder) }
+
+func testSearchSegmentReadingOrder(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 9 {
+		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content ", i)))
+	}
+	mustRecord(t, x, ps...)
+	lag, err := x.UnsearchedBlobs(ctx, 0, 100)
+	if err != nil || len(lag) != 9 {
+		t.Fatalf("%d unsearched blobs, %v; want 9", len(lag), err)
+	}
+	// Blobs 0-8 (by id) in blocks 2 2 0 1 0 2 1 1 0.
+	rec := SearchSegmentRecord{Bytes: 90, Through: lag[8].ID, Blocks: []int{2, 2, 0, 1, 0, 2, 1, 1, 0},
+		Postings: func(func(uint32, []byte) error) error { return nil }}
+	for _, ub := range lag {
+		rec.Blobs = append(rec.Blobs, ub.ID)
+	}
+	if _, err := x.AddSearchSegment(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := x.SearchSegments(ctx)
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %+v, %v; want 1", segs, err)
+	}
+	sg := segs[0]
+	id := func(is ...int) []int64 {
+		var out []int64
+		for _, i := range is {
+			out = append(out, rec.Blobs[i])
+		}
+		return out
+	}
+	if got, want := sg.InReadingOrder(nil), id(2, 4, 8, 3, 6, 7, 0, 1, 5); !slices.Equal(got, want) {
+		t.Errorf("every block: %v, want %v", got, want)
+	}
+	if got, want := sg.InReadingOrder(func(b int) bool { return b != 1 }), id(2, 4, 8, 0, 1, 5); !slices.Equal(got, want) {
+		t.Errorf("blocks 0 and 2: %v, want %v", got, want)
+	}
+	if got := sg.InReadingOrder(func(int) bool { return false }); len(got) != 0 {
+		t.Errorf("no block: %v, want none", got)
+	}
+	if sg.N != 9 || sg.NBlocks != 3 {
+		t.Errorf("%d blobs in %d blocks, want 9 in 3", sg.N, sg.NBlocks)
 	}
 }
 

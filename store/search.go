@@ -711,9 +711,7 @@ func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOpti
 	cands := slices.Clone(v.Lag)
 	for _, sg := range v.Segments {
 		if !narrow {
-			for _, i := range sg.InReadingOrder(nil) {
-				cands = append(cands, sg.Blobs[i])
-			}
+			cands = append(cands, sg.InReadingOrder(nil)...)
 			continue
 		}
 		res.Indexed = true
@@ -726,9 +724,7 @@ func (s *Store) indexCandidates(ctx context.Context, q *search.Query, o GrepOpti
 			lists[t] = set
 		}
 		blocks := q.EvalSet(sg.NBlocks, func(t search.Trigram) search.Set { return lists[t] })
-		for _, i := range sg.InReadingOrder(blocks.Has) {
-			cands = append(cands, sg.Blobs[i])
-		}
+		cands = append(cands, sg.InReadingOrder(blocks.Has)...)
 	}
 	return cands, nil
 }
@@ -1073,7 +1069,7 @@ func (s *Store) segmentsToDrop(ctx context.Context, afterPack bool) ([]int64, er
 	}
 	var drop, small []int64
 	for _, sg := range segs {
-		n := int64(len(sg.Blobs))
+		n := int64(sg.N)
 		l := live[sg.ID]
 		switch {
 		case 2*l.Live < n:

@@ -193,9 +193,9 @@ func TestGrepMatchesBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sg := range segs {
-		if sg.Packed != int64(len(sg.Blobs)) || sg.NBlocks >= len(sg.Blobs) {
+		if sg.Packed != int64(sg.N) || sg.NBlocks >= sg.N {
 			t.Errorf("after pack, segment %d: %d blobs, %d of them packed, in %d blocks; want every blob packed, blocks of frames",
-				sg.ID, len(sg.Blobs), sg.Packed, sg.NBlocks)
+				sg.ID, sg.N, sg.Packed, sg.NBlocks)
 		}
 	}
 	if _, err := s.IndexSearch(ctx); err != nil {
