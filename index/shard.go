@@ -221,8 +221,20 @@ type unusualRow struct {
 	id     int64
 	digest cas.Digest
 	ext    string
-	used   bool
-	packed bool
+	// lastRef is the row's last_referenced, in Unix nanoseconds, for a row
+	// no part uses (0 for a used one).
+	lastRef int64
+	used    bool
+	packed  bool
+}
+
+// shardBlob returns the row as InShard and Row give it.
+func (r *unusualRow) shardBlob() ShardBlob {
+	sb := ShardBlob{ID: r.id, Blob: cas.Blob{Digest: r.digest, Ext: r.ext}, Used: r.used, Packed: r.packed}
+	if !r.used {
+		sb.LastReferenced = time.Unix(0, r.lastRef)
+	}
+	return sb
 }
 
 // Len returns how many rows there are.
@@ -236,7 +248,7 @@ func (u *UnusualRows) Len() int { return len(u.rows) }
 func (u *UnusualRows) Row(r BlobID) ShardBlob {
 	i, ok := slices.BinarySearchFunc(u.rows, r.ID, func(a unusualRow, id int64) int { return cmp.Compare(a.id, id) })
 	if ok && u.rows[i].digest == r.Blob.Digest && u.rows[i].ext == r.Blob.Ext {
-		return ShardBlob{ID: r.ID, Blob: r.Blob, Used: u.rows[i].used, Packed: u.rows[i].packed}
+		return u.rows[i].shardBlob()
 	}
 	return ShardBlob{ID: r.ID, Blob: r.Blob, Used: true}
 }
@@ -253,8 +265,7 @@ func (u *UnusualRows) InShard(shard byte) []ShardBlob {
 	order := u.order[u.shards[shard]:u.shards[int(shard)+1]]
 	out := make([]ShardBlob, len(order))
 	for i, j := range order {
-		r := u.rows[j]
-		out[i] = ShardBlob{ID: r.id, Blob: cas.Blob{Digest: r.digest, Ext: r.ext}, Used: r.used, Packed: r.packed}
+		out[i] = u.rows[j].shardBlob()
 	}
 	return out
 }
@@ -302,10 +313,11 @@ func (x *Index) UnusualBlobRows(ctx context.Context) (*UnusualRows, error) {
 		u.rows = make([]unusualRow, 0, min(max(unused+packed, 0)+16, 1<<24))
 		var digest, ext sql.RawBytes
 		exts := extNames{}
-		return queryRows(ctx, x.db, `SELECT id, digest, ext, counted_in IS NOT NULL, pack_id IS NOT NULL
+		return queryRows(ctx, x.db, `SELECT id, digest, ext, CASE WHEN counted_in IS NULL THEN last_referenced ELSE 0 END,
+			counted_in IS NOT NULL, pack_id IS NOT NULL
 			FROM blobs WHERE counted_in IS NULL OR pack_id IS NOT NULL ORDER BY id`, nil, func(rows *sql.Rows) error {
 			var r unusualRow
-			if err := rows.Scan(&r.id, &digest, &ext, &r.used, &r.packed); err != nil {
+			if err := rows.Scan(&r.id, &digest, &ext, &r.lastRef, &r.used, &r.packed); err != nil {
 				return err
 			}
 			var err error

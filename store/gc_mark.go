@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/index"
@@ -180,12 +181,12 @@ func (m *localMark) shard(ctx context.Context, sh byte, loose map[cas.Blob]cas.E
 	// blob's row collected since) left the loose file an orphan that no
 	// gc removed.
 	for b, en := range loose {
-		if err := m.unused(b, en, 0); err != nil {
+		if err := m.unused(b, en, 0, time.Time{}); err != nil {
 			return err
 		}
 	}
 	for b, en := range inPack {
-		if err := m.unused(b, en, 0); err != nil {
+		if err := m.unused(b, en, 0, time.Time{}); err != nil {
 			return err
 		}
 	}
@@ -265,15 +266,19 @@ func (m *localMark) row(r index.ShardBlob, loose, inPack map[cas.Blob]cas.Entry)
 	case !isLoose && !isPacked:
 		m.p.StaleRows = append(m.p.StaleRows, r.Blob)
 	default:
-		return m.unused(r.Blob, en, r.ID)
+		return m.unused(r.Blob, en, r.ID, r.LastReferenced)
 	}
 	return nil
 }
 
 // unused adds a blob no part uses to the plan. The walk gives loose files
 // by name alone: their times and sizes are read here, for the few that are
-// not used. id is the blob's row's, 0 for a file no row names.
-func (m *localMark) unused(b cas.Blob, en cas.Entry, id int64) error {
+// not used. id is the blob's row's, 0 for a file no row names, and lastRef
+// the row's last reference: the blob is as old as the later of that and
+// its file, since the sweep deletes a row only once its last reference is
+// past the grace period (a write of the same content refreshes it, and
+// cannot touch a pack's file).
+func (m *localMark) unused(b cas.Blob, en cas.Entry, id int64, lastRef time.Time) error {
 	en, err := m.e.blobs.Info(en)
 	if err != nil {
 		return listError("blob files", err)
@@ -283,6 +288,9 @@ func (m *localMark) unused(b cas.Blob, en cas.Entry, id int64) error {
 		return nil
 	}
 	g := GCBlob{Blob: b, Size: en.Size, ModTime: en.ModTime, Reason: GCUnused, id: id}
+	if lastRef.After(g.ModTime) {
+		g.ModTime = lastRef
+	}
 	if id == 0 {
 		g.Reason = GCNoRow
 	}

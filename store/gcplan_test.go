@@ -80,3 +80,42 @@ func TestGCPlanSaysWhatGoesAndWhy(t *testing.T) {
 		}
 	}
 }
+
+// A blob whose file is old but whose row was referenced within the grace
+// period (a write of the same content refreshes the row; it cannot touch
+// a pack's file) is young in the plan, as the sweep, which deletes a row
+// only once its last reference is old, keeps it.
+func TestGCPlanAgesRowsByTheirLastReference(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	c := &clock{now}
+	s := MustOpen(t, WithClock(c.now))
+	touched := mustWrite(t, s, item("touched", 1, "pruned; its file old, its row referenced just now"))[0]
+	old := now.Add(-3 * time.Hour)
+	if err := os.Chtimes(touched.Path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(ctx, PruneOptions{Run: "touched"}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := s.PlanGC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Remove) != 0 || len(plan.Young) != 1 || plan.Young[0].Blob.Digest != touched.Digest {
+		t.Fatalf("plan: remove %v, young %v; want nothing removed, %s young", plan.Remove, plan.Young, touched.Digest)
+	}
+	if got := plan.Young[0].ModTime; got.Before(now) {
+		t.Errorf("young blob's time %v, want its row's last reference (%v)", got, now)
+	}
+	res, err := s.GC(ctx, GCOptions{Grace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedBlobs != 0 || res.KeptYoung != 1 {
+		t.Errorf("GC = %+v, want nothing removed, 1 kept young", res)
+	}
+	if _, err := os.Stat(touched.Path); err != nil {
+		t.Errorf("after GC: %v, want the blob kept", err)
+	}
+}
