@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/toolcas/toolcas/cas"
@@ -79,6 +80,31 @@ func (r digestExt) blob() (cas.Blob, error) {
 // "(?, ?, ?)": n must be at least 1, an empty list being no SQL.
 func placeholders(n int) string {
 	return `(?` + strings.Repeat(`, ?`, n-1) + `)`
+}
+
+// joinIDs returns the start of a FROM clause that joins a table of ids
+// (one row each, its column j.value) with the table named after it, whose
+// ON clause follows, in place of an IN list; and the statement's argument
+// that fills the table: in SQLite json_each of the ids as one JSON array
+// (CROSS JOIN keeps the ids outside, so that each is a lookup), in
+// PostgreSQL unnest of an array. The statement is the same whatever the
+// number of ids: a list of placeholders made one to parse for each size,
+// and SQLite sorted the list into a temporary index before its lookups. A
+// process that reads thousands of blob rows once read them a quarter
+// faster so.
+func (x *Index) joinIDs(ids []int64) (string, any) {
+	if x.pg {
+		return `unnest(CAST(? AS bigint[])) AS j(value) JOIN`, ids
+	}
+	b := make([]byte, 0, 8*len(ids)+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return `json_each(?) AS j CROSS JOIN`, string(append(b, ']'))
 }
 
 // idArgs returns ids as a statement's arguments, for placeholders.

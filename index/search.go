@@ -502,33 +502,44 @@ type SearchBlob struct {
 // SearchBlobs returns the blobs with the given ids, in the order of ids
 // (an id named twice comes once; one with no row is left out).
 func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, error) {
-	byID := make(map[int64]SearchBlob, len(ids))
+	at := make(map[int64]int, len(ids)) // an id's place in ids, the first
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id int64) bool {
+		if _, ok := at[id]; ok {
+			return true
+		}
+		at[id] = len(at)
+		return false
+	})
+	out := make([]SearchBlob, 0, len(ids))
 	packOf := map[int64]int64{} // blob id to pack id
-	const batch = 500
+	const batch = 8192
 	for rest := ids; len(rest) > 0; {
 		n := min(batch, len(rest))
-		// A search reads thousands of these rows: no join (the few packs'
-		// names are read once), no column it does not use.
+		from, arg := x.joinIDs(rest[:n])
+		// A search reads thousands of these rows: no join but the ids'
+		// (the few packs' names are read once), no column it does not use.
+		q := `SELECT b.id, b.digest, b.ext, b.size, b.pack_id FROM ` + from + ` blobs b ON b.id = j.value`
+		start := len(out)
 		err := x.read(ctx, func() error {
-			return queryRows(ctx, x.db, `SELECT id, digest, ext, size, pack_id FROM blobs WHERE id IN `+placeholders(n),
-				idArgs(rest[:n]), func(rows *sql.Rows) error {
-					var sb SearchBlob
-					var digest []byte
-					var pack sql.NullInt64
-					if err := rows.Scan(&sb.ID, &digest, &sb.Blob.Ext, &sb.Size, &pack); err != nil {
-						return err
-					}
-					d, err := digestOf(digest)
-					if err != nil {
-						return err
-					}
-					sb.Blob.Digest, sb.Packed = d, pack.Valid
-					if pack.Valid {
-						packOf[sb.ID] = pack.Int64
-					}
-					byID[sb.ID] = sb
-					return nil
-				})
+			out = out[:start]
+			return queryRows(ctx, x.db, q, []any{arg}, func(rows *sql.Rows) error {
+				var sb SearchBlob
+				var digest sql.RawBytes
+				var pack sql.NullInt64
+				if err := rows.Scan(&sb.ID, &digest, &sb.Blob.Ext, &sb.Size, &pack); err != nil {
+					return err
+				}
+				d, err := digestOf(digest)
+				if err != nil {
+					return err
+				}
+				sb.Blob.Digest, sb.Packed = d, pack.Valid
+				if pack.Valid {
+					packOf[sb.ID] = pack.Int64
+				}
+				out = append(out, sb)
+				return nil
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("search blobs: %w", err)
@@ -539,14 +550,12 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 	if err != nil {
 		return nil, fmt.Errorf("search blobs: %w", err)
 	}
-	out := make([]SearchBlob, 0, len(byID))
-	for _, id := range ids {
-		if b, ok := byID[id]; ok {
-			b.Pack = names[packOf[id]]
-			out = append(out, b)
-			delete(byID, id)
+	for i := range out {
+		if p, ok := packOf[out[i].ID]; ok {
+			out[i].Pack = names[p]
 		}
 	}
+	slices.SortFunc(out, func(a, b SearchBlob) int { return cmp.Compare(at[a.ID], at[b.ID]) })
 	return out, nil
 }
 
@@ -653,17 +662,18 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []S
 		for i, b := range bs {
 			ids[i], digests[b.ID] = b.ID, b.Blob.Digest
 		}
+		from, arg := x.joinIDs(ids)
 		// The blob's digest is read to tell its row from another's that took
 		// its id after gc deleted it (SQLite gives the highest id again).
 		q := `SELECT p.id, p.run_id, p.key, p.step, p.tool, p.call_id, p.part, p.version, p.mime, p.filename, p.chars,
-			p.bytes, p.created_at, p.blob_id, b.digest FROM parts p JOIN blobs b ON b.id = p.blob_id
-			WHERE p.blob_id IN ` + placeholders(n) + ` AND ` + strings.Join(where, " AND ")
+			p.bytes, p.created_at, p.blob_id, b.digest FROM ` + from + ` parts p ON p.blob_id = j.value
+			JOIN blobs b ON b.id = p.blob_id WHERE ` + strings.Join(where, " AND ")
 		byBlob := make(map[int64][]SearchPart)
 		runOf := make(map[int64]int64) // part id to run id
 		err := x.readTx(ctx, func(tx *sqlx.Tx) error {
 			clear(byBlob)
 			clear(runOf)
-			err := queryRows(ctx, tx, q, append(idArgs(ids), args...), func(rows *sql.Rows) error {
+			err := queryRows(ctx, tx, q, append([]any{arg}, args...), func(rows *sql.Rows) error {
 				var sp SearchPart
 				var runID, created int64
 				var digest []byte

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -264,6 +265,54 @@ func testSearchParts(t *testing.T) {
 	}
 	if got, want := keys(SearchPartsOptions{}, taken), []string{"run-c/2_bash_c2.txt@1 run-c"}; !slices.Equal(got, want) {
 		t.Errorf("SearchParts of the blob that took id %d = %q, want %q", taken.ID, got, want)
+	}
+}
+
+// SearchBlobs gives the rows of the ids asked for, in the order asked,
+// each once, without ids no row has, with the pack of a packed blob.
+func TestSearchBlobs(t *testing.T) { forEachBackend(t, testSearchBlobs) }
+
+func testSearchBlobs(t *testing.T) {
+	ctx := context.Background()
+	x := MustOpen(t)
+	var ps []NewPart
+	for i := range 5 {
+		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content of ", i, strings.Repeat("!", i))))
+	}
+	mustRecord(t, x, ps...)
+	lag, err := x.UnsearchedBlobs(ctx, 0, 100)
+	if err != nil || len(lag) != 5 {
+		t.Fatalf("%d blobs, %v; want 5", len(lag), err)
+	}
+	if err := x.RecordPack(ctx, PackRecord{Name: "pack-1.zst", Size: 10, Raw: 50, Blobs: []cas.Blob{lag[1].Blob, lag[3].Blob}}); err != nil {
+		t.Fatal(err)
+	}
+	id := func(i int) int64 { return lag[i].ID }
+	none := id(4) + 1000
+	got, err := x.SearchBlobs(ctx, []int64{id(3), id(0), none, id(3), id(4), id(1), id(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int64
+	for _, sb := range got {
+		order = append(order, sb.ID)
+	}
+	if want := []int64{id(3), id(0), id(4), id(1)}; !slices.Equal(order, want) {
+		t.Fatalf("ids %v, want %v", order, want)
+	}
+	byID := map[int64]UnsearchedBlob{}
+	for _, ub := range lag {
+		byID[ub.ID] = ub
+	}
+	for _, sb := range got {
+		ub := byID[sb.ID]
+		packed := sb.ID == id(1) || sb.ID == id(3)
+		if sb.Blob != ub.Blob || sb.Size != ub.Size || sb.Packed != packed || packed != (sb.Pack == "pack-1.zst") {
+			t.Errorf("blob %d: %+v; want %s of %d bytes, packed %v (in pack-1.zst)", sb.ID, sb, ub.Blob, ub.Size, packed)
+		}
+	}
+	if got, err := x.SearchBlobs(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("no ids: %v, %v; want none", got, err)
 	}
 }
 
