@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -322,24 +324,61 @@ func tocFrame(toc []byte, off int64) []byte {
 
 // readTOC reads the table of contents of a pack file of the given size.
 func readTOC(r io.ReaderAt, size int64) (*packTOC, error) {
-	if size < 8+trailerSize {
-		return nil, fmt.Errorf("%w: the file is %d bytes, too short for a pack", errTOC, size)
-	}
-	var tr [trailerSize]byte
-	if _, err := r.ReadAt(tr[:], size-trailerSize); err != nil {
-		return nil, fmt.Errorf("read trailer: %w", err)
-	}
-	if string(tr[8:]) != packMagic {
-		return nil, fmt.Errorf("%w: no trailer at the end (truncated?)", errTOC)
-	}
-	off := int64(binary.LittleEndian.Uint64(tr[:8]))
-	if off < 0 || off > size-(8+trailerSize) || size-off > maxTOC {
-		return nil, fmt.Errorf("%w: trailer points at %d in a %d-byte file", errTOC, off, size)
+	off, err := tocOffset(r, size)
+	if err != nil {
+		return nil, err
 	}
 	b := make([]byte, size-off)
 	if _, err := r.ReadAt(b, off); err != nil {
 		return nil, fmt.Errorf("read table of contents: %w", err)
 	}
+	return parseTOC(b, off, size)
+}
+
+// mapTOC is readTOC through a memory map of f (see WithMappedTables),
+// which the table keeps until it is no longer used; where f cannot be
+// mapped, it reads it.
+func mapTOC(f *os.File, size int64) (*packTOC, error) {
+	off, err := tocOffset(f, size)
+	if err != nil {
+		return nil, err
+	}
+	b, unmap, err := mapFile(f, off, size-off)
+	if err != nil {
+		return readTOC(f, size)
+	}
+	t, err := parseTOC(b, off, size)
+	if err != nil {
+		unmap()
+		return nil, err
+	}
+	runtime.AddCleanup(t, func(unmap func()) { unmap() }, unmap)
+	return t, nil
+}
+
+// tocOffset reads the trailer of a pack file of the given size and
+// returns where its table of contents starts.
+func tocOffset(r io.ReaderAt, size int64) (int64, error) {
+	if size < 8+trailerSize {
+		return 0, fmt.Errorf("%w: the file is %d bytes, too short for a pack", errTOC, size)
+	}
+	var tr [trailerSize]byte
+	if _, err := r.ReadAt(tr[:], size-trailerSize); err != nil {
+		return 0, fmt.Errorf("read trailer: %w", err)
+	}
+	if string(tr[8:]) != packMagic {
+		return 0, fmt.Errorf("%w: no trailer at the end (truncated?)", errTOC)
+	}
+	off := int64(binary.LittleEndian.Uint64(tr[:8]))
+	if off < 0 || off > size-(8+trailerSize) || size-off > maxTOC {
+		return 0, fmt.Errorf("%w: trailer points at %d in a %d-byte file", errTOC, off, size)
+	}
+	return off, nil
+}
+
+// parseTOC parses b, the skippable frame at off that holds a pack's table
+// of contents up to the end of the file, of the given size.
+func parseTOC(b []byte, off, size int64) (*packTOC, error) {
 	if binary.LittleEndian.Uint32(b) != skippableMagic || int64(binary.LittleEndian.Uint32(b[4:]))+8 != size-off {
 		return nil, fmt.Errorf("%w: bad frame header", errTOC)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -67,69 +68,81 @@ func removeLoose(t *testing.T, s *Store, blobs map[Blob][]byte) {
 }
 
 func TestPackRoundTrip(t *testing.T) {
-	ctx := context.Background()
 	for _, d := range []Durability{SyncFull, SyncNone} {
-		t.Run(d.String(), func(t *testing.T) {
-			s := MustOpen(t, WithDurability(d))
-			contents, _, info := packFixture(t, s)
-			if len(info.Entries) != len(contents) {
-				t.Fatalf("pack holds %d entries, want %d", len(info.Entries), len(contents))
+		t.Run(d.String(), func(t *testing.T) { testPackRoundTrip(t, MustOpen(t, WithDurability(d))) })
+	}
+	t.Run("mapped tables", func(t *testing.T) {
+		s := MustOpen(t, WithMappedTables())
+		testPackRoundTrip(t, s)
+		if runtime.GOOS == "linux" {
+			// The tables were mapped, not read as usual.
+			maps, err := os.ReadFile("/proc/self/maps")
+			if err != nil || !bytes.Contains(maps, []byte(filepath.Join(s.Dir(), PacksDir, "pack-"))) {
+				t.Errorf("no pack file of %s in /proc/self/maps (%v): its table was not mapped", s.Dir(), err)
 			}
-			raw := int64(0)
-			for _, data := range contents {
-				raw += int64(len(data))
-			}
-			if info.Raw != raw {
-				t.Errorf("pack Raw = %d, want %d", info.Raw, raw)
-			}
-			// The name is the digest of the file's bytes.
-			file, err := os.ReadFile(filepath.Join(s.Dir(), PacksDir, info.Name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := Sum(file); PackName(got) != info.Name || int64(len(file)) != info.Size {
-				t.Errorf("pack %s (%d bytes) hashes to %s, %d bytes", info.Name, info.Size, got, len(file))
-			}
-			if info.Size*3 > raw {
-				t.Errorf("pack of %d bytes for %d raw bytes of repetitive text: not compressed", info.Size, raw)
-			}
-			// The whole pack is a zstd stream of every blob's bytes.
-			dec, _ := zstd.NewReader(nil)
-			all, err := dec.DecodeAll(file, nil)
-			if err != nil || int64(len(all)) != raw {
-				t.Errorf("decoding the whole pack with plain zstd: %d bytes, %v; want %d bytes", len(all), err, raw)
-			}
-			removeLoose(t, s, contents)
-			for b, want := range contents {
-				got, err := s.ReadAll(ctx, b)
-				if err != nil || !bytes.Equal(got, want) {
-					t.Fatalf("ReadAll(%s) from pack = %d bytes, %v; want %d bytes", b, len(got), err, len(want))
-				}
-				r, err := s.Open(ctx, b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.Pack() != info.Name || r.Size() != int64(len(want)) {
-					t.Errorf("Open(%s): pack %q size %d, want %q %d", b, r.Pack(), r.Size(), info.Name, len(want))
-				}
-				r.Close()
-				st, err := s.Stat(ctx, b)
-				if err != nil || st.Pack != info.Name || st.Size != int64(len(want)) {
-					t.Errorf("Stat(%s) = %+v, %v; want pack %s", b, st, err, info.Name)
-				}
-				if err := s.Verify(ctx, b); err != nil {
-					t.Errorf("Verify(%s) = %v", b, err)
-				}
-			}
-			ok, problems, err := s.VerifyPack(ctx, info.Name)
-			if err != nil || len(problems) != 0 || len(ok) != len(contents) {
-				t.Errorf("VerifyPack = %d ok, %v, %v", len(ok), problems, err)
-			}
-			packs, temps, bad, err := s.Packs(ctx)
-			if err != nil || len(packs) != 1 || len(temps) != 0 || len(bad) != 0 || packs[0].Name != info.Name {
-				t.Errorf("Packs = %v, %v, %v, %v", packs, temps, bad, err)
-			}
-		})
+		}
+	})
+}
+
+func testPackRoundTrip(t *testing.T, s *Store) {
+	ctx := context.Background()
+	contents, _, info := packFixture(t, s)
+	if len(info.Entries) != len(contents) {
+		t.Fatalf("pack holds %d entries, want %d", len(info.Entries), len(contents))
+	}
+	raw := int64(0)
+	for _, data := range contents {
+		raw += int64(len(data))
+	}
+	if info.Raw != raw {
+		t.Errorf("pack Raw = %d, want %d", info.Raw, raw)
+	}
+	// The name is the digest of the file's bytes.
+	file, err := os.ReadFile(filepath.Join(s.Dir(), PacksDir, info.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Sum(file); PackName(got) != info.Name || int64(len(file)) != info.Size {
+		t.Errorf("pack %s (%d bytes) hashes to %s, %d bytes", info.Name, info.Size, got, len(file))
+	}
+	if info.Size*3 > raw {
+		t.Errorf("pack of %d bytes for %d raw bytes of repetitive text: not compressed", info.Size, raw)
+	}
+	// The whole pack is a zstd stream of every blob's bytes.
+	dec, _ := zstd.NewReader(nil)
+	all, err := dec.DecodeAll(file, nil)
+	if err != nil || int64(len(all)) != raw {
+		t.Errorf("decoding the whole pack with plain zstd: %d bytes, %v; want %d bytes", len(all), err, raw)
+	}
+	removeLoose(t, s, contents)
+	for b, want := range contents {
+		got, err := s.ReadAll(ctx, b)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("ReadAll(%s) from pack = %d bytes, %v; want %d bytes", b, len(got), err, len(want))
+		}
+		r, err := s.Open(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Pack() != info.Name || r.Size() != int64(len(want)) {
+			t.Errorf("Open(%s): pack %q size %d, want %q %d", b, r.Pack(), r.Size(), info.Name, len(want))
+		}
+		r.Close()
+		st, err := s.Stat(ctx, b)
+		if err != nil || st.Pack != info.Name || st.Size != int64(len(want)) {
+			t.Errorf("Stat(%s) = %+v, %v; want pack %s", b, st, err, info.Name)
+		}
+		if err := s.Verify(ctx, b); err != nil {
+			t.Errorf("Verify(%s) = %v", b, err)
+		}
+	}
+	ok, problems, err := s.VerifyPack(ctx, info.Name)
+	if err != nil || len(problems) != 0 || len(ok) != len(contents) {
+		t.Errorf("VerifyPack = %d ok, %v, %v", len(ok), problems, err)
+	}
+	packs, temps, bad, err := s.Packs(ctx)
+	if err != nil || len(packs) != 1 || len(temps) != 0 || len(bad) != 0 || packs[0].Name != info.Name {
+		t.Errorf("Packs = %v, %v, %v, %v", packs, temps, bad, err)
 	}
 }
 
@@ -137,7 +150,6 @@ func TestPackRoundTrip(t *testing.T) {
 // truncated file, a table of contents that lies. Reads give errors, never
 // wrong bytes, and verify names the damage.
 func TestPackCorruption(t *testing.T) {
-	ctx := context.Background()
 	damage := map[string]func(t *testing.T, path string, info PackInfo){
 		"flipped byte in a frame": func(t *testing.T, path string, info PackInfo) {
 			b, _ := os.ReadFile(path)
@@ -166,43 +178,55 @@ func TestPackCorruption(t *testing.T) {
 		},
 	}
 	for name, fn := range damage {
-		t.Run(name, func(t *testing.T) {
-			s := MustOpen(t)
-			contents, _, info := packFixture(t, s)
-			removeLoose(t, s, contents)
-			path := filepath.Join(s.Dir(), PacksDir, info.Name)
-			os.Chmod(path, 0o644)
-			fn(t, path, info)
-			s2, err := Open(ctx, s.Dir())
-			if err != nil {
-				t.Fatal(err)
+		for _, mapped := range []bool{false, true} {
+			if mapped {
+				name += ", tables mapped"
 			}
-			defer s2.Close()
-			failed := 0
-			for b, want := range contents {
-				got, err := s2.ReadAll(ctx, b)
-				if err == nil {
-					if !bytes.Equal(got, want) {
-						t.Fatalf("ReadAll(%s) returned wrong bytes from a damaged pack", b)
-					}
-					continue
-				}
-				failed++
-				if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPackCorrupt) {
-					t.Errorf("ReadAll(%s) = %v, want corrupt or not found", b, err)
-				}
+			t.Run(name, func(t *testing.T) { testPackDamage(t, fn, mapped) })
+		}
+	}
+}
+
+func testPackDamage(t *testing.T, damage func(t *testing.T, path string, info PackInfo), mapped bool) {
+	ctx := context.Background()
+	s := MustOpen(t)
+	contents, _, info := packFixture(t, s)
+	removeLoose(t, s, contents)
+	path := filepath.Join(s.Dir(), PacksDir, info.Name)
+	os.Chmod(path, 0o644)
+	damage(t, path, info)
+	var opts []Option
+	if mapped {
+		opts = append(opts, WithMappedTables())
+	}
+	s2, err := Open(ctx, s.Dir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	failed := 0
+	for b, want := range contents {
+		got, err := s2.ReadAll(ctx, b)
+		if err == nil {
+			if !bytes.Equal(got, want) {
+				t.Fatalf("ReadAll(%s) returned wrong bytes from a damaged pack", b)
 			}
-			if failed == 0 {
-				t.Error("every blob read back whole from a damaged pack")
-			}
-			_, problems, err := s2.VerifyPack(ctx, info.Name)
-			if err != nil || len(problems) == 0 {
-				t.Errorf("VerifyPack on a damaged pack = %v, %v; want problems", problems, err)
-			}
-			if problems[0].Reason == "" || !strings.Contains(problems[0].Pack, "pack-") {
-				t.Errorf("problem %+v does not say what is wrong", problems[0])
-			}
-		})
+			continue
+		}
+		failed++
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPackCorrupt) {
+			t.Errorf("ReadAll(%s) = %v, want corrupt or not found", b, err)
+		}
+	}
+	if failed == 0 {
+		t.Error("every blob read back whole from a damaged pack")
+	}
+	_, problems, err := s2.VerifyPack(ctx, info.Name)
+	if err != nil || len(problems) == 0 {
+		t.Errorf("VerifyPack on a damaged pack = %v, %v; want problems", problems, err)
+	}
+	if problems[0].Reason == "" || !strings.Contains(problems[0].Pack, "pack-") {
+		t.Errorf("problem %+v does not say what is wrong", problems[0])
 	}
 }
 

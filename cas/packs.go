@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -223,7 +224,12 @@ func (s *Store) loadPack(name string) (*loadedPack, error) {
 	if !ok {
 		return nil, errors.New("pack file does not support positioned reads")
 	}
-	toc, err := readTOC(ra, fi.Size())
+	var toc *packTOC
+	if of, ok := f.(*os.File); ok && s.mapped {
+		toc, err = mapTOC(of, fi.Size())
+	} else {
+		toc, err = readTOC(ra, fi.Size())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrPackCorrupt, name, err)
 	}

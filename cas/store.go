@@ -76,6 +76,7 @@ type config struct {
 	wrapFS     func(fileSystem) fileSystem
 	readOnly   bool
 	tempPool   int
+	mapped     bool
 }
 
 // WithDurability sets whether puts wait for stable storage (default SyncFull).
@@ -92,6 +93,19 @@ func WithCreate() Option {
 // grace periods advance time instead of sleeping.
 func WithClock(now func() time.Time) Option {
 	return option.Check(now != nil, func(c *config) { c.now = now }, "nil clock")
+}
+
+// WithMappedTables has the tables of contents of packs read through a
+// memory map of their files rather than copied into memory: for a
+// short-lived process that reads many of them once, as casctl grep does (a
+// search of a store of 134,000 blobs read 2.4 MiB of them; in new memory,
+// whose pages a virtual machine makes dear, the copies cost it about 5 %
+// of its time). A pack file is never changed in place, only replaced, but
+// one that something else truncates while it is mapped can end the
+// process (SIGBUS), as a database read through a map can; systems without
+// memory maps read tables as usual.
+func WithMappedTables() Option {
+	return option.Set(func(c *config) { c.mapped = true })
 }
 
 // ReadOnly opens the store for reading only: Open creates nothing (not even
@@ -112,6 +126,9 @@ type Store struct {
 	now        func() time.Time
 	packs      packSet
 	readOnly   bool
+	// mapped says tables of contents are read through memory maps
+	// (WithMappedTables).
+	mapped bool
 	// syncs counts the barriers the write path issued.
 	syncs atomic.Int64
 	// pool holds temp files made ahead (WithTempPool).
@@ -171,7 +188,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		root.Close()
 		return nil, errors.New("ReadOnly and WithCreate both given")
 	}
-	s.readOnly = c.readOnly
+	s.readOnly, s.mapped = c.readOnly, c.mapped
 	if !c.readOnly && tempLocking {
 		s.pool.want = c.tempPool
 	}

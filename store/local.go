@@ -86,6 +86,7 @@ func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error)
 	}
 	if c.mappedIndex > 0 {
 		ixOpts = append(ixOpts, index.WithMappedReads(c.mappedIndex))
+		casOpts = append(casOpts, cas.WithMappedTables())
 	}
 	blobs, err := cas.Open(ctx, dir, casOpts...)
 	if err != nil {

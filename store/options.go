@@ -174,9 +174,10 @@ func WithoutAutoMaintenance() Option {
 }
 
 // WithMappedIndex has a local index read through a memory map of up to
-// limit bytes (see index.WithMappedReads): for a short-lived process that
-// reads many rows once, as casctl grep does. It does nothing for an index
-// in PostgreSQL.
+// limit bytes (see index.WithMappedReads), and the tables of contents of
+// a local store's packs too (see cas.WithMappedTables): for a short-lived
+// process that reads many rows and tables once, as casctl grep does. It
+// does nothing for an index in PostgreSQL.
 func WithMappedIndex(limit int64) Option {
 	return option.Check(limit > 0, func(c *config) { c.mappedIndex = limit }, "mapped index of %d bytes: want a positive limit", limit)
 }
