@@ -730,24 +730,20 @@ func (x *Index) readRunNames(ctx context.Context, tx *sqlx.Tx, runOf map[int64]i
 			need = append(need, r)
 		}
 	}
-	for len(need) > 0 {
-		n := min(500, len(need))
-		err := queryRows(ctx, tx, `SELECT id, name, prefix FROM runs WHERE id IN `+placeholders(n), idArgs(need[:n]),
-			func(rows *sql.Rows) error {
-				var id int64
-				var r runName
-				if err := rows.Scan(&id, &r.name, &r.prefix); err != nil {
-					return err
-				}
-				runs[id] = r
-				return nil
-			})
-		if err != nil {
-			return err
-		}
-		need = need[n:]
+	if len(need) == 0 {
+		return nil
 	}
-	return nil
+	from, arg := x.joinIDs(need)
+	return queryRows(ctx, tx, `SELECT r.id, r.name, r.prefix FROM `+from+` runs r ON r.id = j.value`, []any{arg},
+		func(rows *sql.Rows) error {
+			var id int64
+			var r runName
+			if err := rows.Scan(&id, &r.name, &r.prefix); err != nil {
+				return err
+			}
+			runs[id] = r
+			return nil
+		})
 }
 
 // scalar names SQLite's two-argument max or min in the index's dialect.
