@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -23,15 +22,7 @@ func TestSearchSegmentRoundTrip(t *testing.T) { forEachBackend(t, testSearchSegm
 func testSearchSegmentRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	var ps []NewPart
-	for i := range 600 {
-		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content ", i)))
-	}
-	mustRecord(t, x, ps...)
-	lag, err := x.UnsearchedBlobs(ctx, 0, 1000)
-	if err != nil || len(lag) != 600 {
-		t.Fatalf("%d unsearched blobs, %v; want 600", len(lag), err)
-	}
+	lag := newBlobs(t, x, 600)
 	rec := SearchSegmentRecord{Bytes: 6000, Through: lag[len(lag)-1].ID}
 	for i, ub := range lag {
 		rec.Blobs = append(rec.Blobs, ub.ID)
@@ -113,6 +104,22 @@ func testSearchSegmentRoundTrip(t *testing.T) {
 	}
 }
 
+// newBlobs records n one-part steps of run r, each of new content, and
+// returns their blobs, none of which a search segment covers yet, by id.
+func newBlobs(t *testing.T, x *Index, n int) []UnsearchedBlob {
+	t.Helper()
+	var ps []NewPart
+	for i := range n {
+		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content ", i)))
+	}
+	mustRecord(t, x, ps...)
+	lag, err := x.UnsearchedBlobs(context.Background(), 0, n+1)
+	if err != nil || len(lag) != n {
+		t.Fatalf("%d unsearched blobs, %v; want %d", len(lag), err, n)
+	}
+	return lag
+}
+
 // A segment gives its blobs block by block, in the order they were read
 // in (not the order of their ids), and those of some blocks only.
 func TestSearchSegmentReadingOrder(t *testing.T) { forEachBackend(t, testSearchSegmentReadingOrder) }
@@ -120,15 +127,7 @@ func TestSearchSegmentReadingOrder(t *testing.T) { forEachBackend(t, testSearchS
 func testSearchSegmentReadingOrder(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	var ps []NewPart
-	for i := range 9 {
-		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content ", i)))
-	}
-	mustRecord(t, x, ps...)
-	lag, err := x.UnsearchedBlobs(ctx, 0, 100)
-	if err != nil || len(lag) != 9 {
-		t.Fatalf("%d unsearched blobs, %v; want 9", len(lag), err)
-	}
+	lag := newBlobs(t, x, 9)
 	// Blobs 0-8 (by id) in blocks 2 2 0 1 0 2 1 1 0.
 	rec := SearchSegmentRecord{Bytes: 90, Through: lag[8].ID, Blocks: []int{2, 2, 0, 1, 0, 2, 1, 1, 0},
 		Postings: func(func(uint32, []byte) error) error { return nil }}
@@ -275,15 +274,7 @@ func TestSearchBlobs(t *testing.T) { forEachBackend(t, testSearchBlobs) }
 func testSearchBlobs(t *testing.T) {
 	ctx := context.Background()
 	x := MustOpen(t)
-	var ps []NewPart
-	for i := range 5 {
-		ps = append(ps, newPart("r", i, "bash", fmt.Sprint("c", i), fmt.Sprint("content of ", i, strings.Repeat("!", i))))
-	}
-	mustRecord(t, x, ps...)
-	lag, err := x.UnsearchedBlobs(ctx, 0, 100)
-	if err != nil || len(lag) != 5 {
-		t.Fatalf("%d blobs, %v; want 5", len(lag), err)
-	}
+	lag := newBlobs(t, x, 5)
 	if err := x.RecordPack(ctx, PackRecord{Name: "pack-1.zst", Size: 10, Raw: 50, Blobs: []cas.Blob{lag[1].Blob, lag[3].Blob}}); err != nil {
 		t.Fatal(err)
 	}
