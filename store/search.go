@@ -146,7 +146,8 @@ func (s *Store) sortForReading(ctx context.Context, batch []*grepJob) [][]*grepJ
 
 // grepJob is one blob to read and match.
 type grepJob struct {
-	blob     index.SearchBlob
+	blob index.SearchBlob
+	// done is closed once the job is: the jobs of a unit share it.
 	done     chan struct{}
 	hits     []grepLine
 	hitBytes int64
@@ -283,9 +284,7 @@ func (s *Store) startGrepWorkers(ctx context.Context, m *search.Matcher, o GrepO
 				} else {
 					buf = s.grepBlob(ctx, m, o, u[0], buf)
 				}
-				for _, j := range u {
-					close(j.done)
-				}
+				close(u[0].done)
 			}
 		})
 	}
@@ -345,11 +344,18 @@ func (s *Store) feedGrep(ctx context.Context, cands []int64, units, order chan<-
 		if f.err != nil {
 			return f.err
 		}
-		batch := make([]*grepJob, len(f.blobs))
+		// The batch's jobs in one piece of memory, a channel a unit: a
+		// search of thousands of candidates made them one by one.
+		jobs, batch := make([]grepJob, len(f.blobs)), make([]*grepJob, len(f.blobs))
 		for i, b := range f.blobs {
-			batch[i] = &grepJob{blob: b, done: make(chan struct{})}
+			jobs[i].blob = b
+			batch[i] = &jobs[i]
 		}
 		for _, u := range s.sortForReading(ctx, batch) {
+			done := make(chan struct{})
+			for _, j := range u {
+				j.done = done
+			}
 			if err := send(u); err != nil {
 				return err
 			}
