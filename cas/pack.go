@@ -75,6 +75,9 @@ type packFrame struct {
 type packTOC struct {
 	frames []packFrame
 	// n is the number of entries; raw holds them, sorted by file name.
+	// raw may be a memory map (mapTOC), unmapped once t is unreachable:
+	// what reads it keeps t reachable until it is done (entryAt uses t
+	// last).
 	n   int
 	raw []byte
 	// marks[k] is the offset in raw of entry k*tocMarkEvery: a lookup

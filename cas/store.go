@@ -99,7 +99,7 @@ func WithClock(now func() time.Time) Option {
 // memory map of their files rather than copied into memory: for a
 // short-lived process that reads many of them once, as casctl grep does (a
 // search of a store of 134,000 blobs read 2.4 MiB of them; in new memory,
-// whose pages a virtual machine makes dear, the copies cost it about 5 %
+// whose pages a virtual machine makes dear, the copies cost it about 4 %
 // of its time). A pack file is never changed in place, only replaced, but
 // one that something else truncates while it is mapped can end the
 // process (SIGBUS), as a database read through a map can; systems without
