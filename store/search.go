@@ -277,7 +277,7 @@ func (s *Store) startGrepWorkers(ctx context.Context, m *search.Matcher, o GrepO
 	var workers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		workers.Go(func() {
-			var buf []byte // reused: hits are copied out of it
+			buf := []byte{} // reused (hits are copied out of it), and so made for any frame
 			for u := range units {
 				if u[0].inSmallFrame() {
 					buf = s.grepFrame(ctx, m, o, u, buf)
