@@ -510,7 +510,7 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 		return false
 	})
 	out := make([]SearchBlob, 0, len(ids))
-	packOf := map[int64]int64{} // blob id to pack id
+	packOf := make([]int64, 0, len(ids)) // the pack id of out[i], 0 for none
 	const batch = 8192
 	for rest := ids; len(rest) > 0; {
 		n := min(batch, len(rest))
@@ -520,7 +520,7 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 		q := `SELECT b.id, b.digest, b.ext, b.size, b.pack_id FROM ` + from + ` blobs b ON b.id = j.value`
 		start := len(out)
 		err := x.read(ctx, func() error {
-			out = out[:start]
+			out, packOf = out[:start], packOf[:start]
 			return queryRows(ctx, x.db, q, []any{arg}, func(rows *sql.Rows) error {
 				var sb SearchBlob
 				var digest sql.RawBytes
@@ -533,10 +533,7 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 					return err
 				}
 				sb.Blob.Digest, sb.Packed = d, pack.Valid
-				if pack.Valid {
-					packOf[sb.ID] = pack.Int64
-				}
-				out = append(out, sb)
+				out, packOf = append(out, sb), append(packOf, pack.Int64)
 				return nil
 			})
 		})
@@ -550,21 +547,21 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 		return nil, fmt.Errorf("search blobs: %w", err)
 	}
 	for i := range out {
-		if p, ok := packOf[out[i].ID]; ok {
-			out[i].Pack = names[p]
+		if out[i].Packed {
+			out[i].Pack = names[packOf[i]]
 		}
 	}
 	slices.SortFunc(out, func(a, b SearchBlob) int { return cmp.Compare(at[a.ID], at[b.ID]) })
 	return out, nil
 }
 
-// packNames returns the names of the packs that packOf's values name. A
-// pack deleted since its blobs were read has no name: its blobs are looked
-// for where they are now.
-func (x *Index) packNames(ctx context.Context, packOf map[int64]int64) (map[int64]string, error) {
+// packNames returns the names of the packs whose ids packs lists (0 for
+// none). A pack deleted since its blobs were read has no name: its blobs
+// are looked for where they are now.
+func (x *Index) packNames(ctx context.Context, packs []int64) (map[int64]string, error) {
 	var ids []int64
-	seen := map[int64]bool{}
-	for _, p := range packOf {
+	seen := map[int64]bool{0: true}
+	for _, p := range packs {
 		if !seen[p] {
 			seen[p] = true
 			ids = append(ids, p)
