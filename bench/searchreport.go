@@ -98,9 +98,10 @@ func searchMarkdown(rep searchReport) string {
 	p("- rg: %s; casctl grep: %s\n", rep.RG, rep.Casctl)
 	p("- Corpus: the results of `%s` over %d characters (%d results, %s), copied %d times: each copy after the first has `.copyN` after its run's name, `-copyN` after its call ids and a last line `[copyN]`, so that nothing dedups across copies and every other line is the original's. %d results, %s of text, in %d runs.\n",
 		rep.Trace, rep.Threshold, rep.BaseDocs, mib(rep.BaseBytes), rep.Scale, ss.Docs, mib(ss.TextBytes), len(ss.runs))
-	p("- Both stores are written from the same items: a directory store as Haystack writes one (`root/<run>/<step>_<tool>_<call>.txt`, no fsync), and a toolcas store (durability none), then indexed for search from its loose files (segments: %d, %s of text in %.1f s: %.1f MB/s) and packed (%d blobs into %s in %.1f s). Writes took %.1f s (directory) and %.1f s (toolcas).\n",
+	p("- Both stores are written from the same items: a directory store as Haystack writes one (`root/<run>/<step>_<tool>_<call>.txt`, no fsync), and a toolcas store (durability none), then indexed for search from its loose files (segments: %d, %s of text in %.1f s: %.1f MB/s) and packed (%d blobs into %s in %.1f s), then its index database vacuumed, as `casctl vacuum` does (%s before, %s after, in %.1f s). Writes took %.1f s (directory) and %.1f s (toolcas).\n",
 		ss.Index.Segments, mib(ss.Index.Bytes), ss.IndexSecs, float64(ss.Index.Bytes)/1e6/max(ss.IndexSecs, 1e-9),
-		ss.Pack.Blobs, mib(ss.Pack.PackBytes), ss.PackSecs, ss.DirWriteSecs, ss.CASWriteSecs)
+		ss.Pack.Blobs, mib(ss.Pack.PackBytes), ss.PackSecs, mib(ss.Vacuum.Before), mib(ss.Vacuum.After), ss.VacuumSecs,
+		ss.DirWriteSecs, ss.CASWriteSecs)
 	p("- Times: each way once untimed (the page cache warm), then %d rounds taking turns, the order turning each round; min and median.\n\n", rep.Rounds)
 
 	p("## Goals\n\n| what | goal | measured | met |\n| --- | --- | --- | --- |\n")

@@ -191,6 +191,22 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.ix.Checkpoint(ctx)
 }
 
+// VacuumResult says what VacuumIndex did: the index database's size
+// before and after, and its free pages before, in bytes.
+type VacuumResult = index.VacuumResult
+
+// VacuumIndex rewrites the index database so that each table's rows lie
+// together in the order of their keys (see index.Vacuum): reads of many
+// rows, as grep makes, then touch fewer of its pages. Writers wait while
+// it runs. It returns ErrReadOnly on a store opened read-only, and an
+// error wrapping errors.ErrUnsupported for an index in PostgreSQL.
+func (s *Store) VacuumIndex(ctx context.Context) (VacuumResult, error) {
+	if _, err := s.writer("vacuum"); err != nil {
+		return VacuumResult{}, err
+	}
+	return s.ix.Vacuum(ctx)
+}
+
 // Quarantined returns the blobs Repair moved aside as corrupt, whose rows
 // wait for the same content to be written again; none on a store without
 // repair.

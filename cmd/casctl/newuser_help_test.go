@@ -78,7 +78,7 @@ func TestStoreAccessComplete(t *testing.T) {
 			t.Errorf("casctl --help does not say what %s does to the store", a.command)
 		}
 	}
-	if want := "init, put, gc, pack, prune, retention set, retention clear, repair, copy, demo and mcp proxy write to it"; !strings.Contains(out, want) {
+	if want := "init, put, gc, pack, prune, retention set, retention clear, repair, vacuum, copy, demo and mcp proxy write to it"; !strings.Contains(out, want) {
 		t.Errorf("casctl --help: no %q in\n%s", want, out)
 	}
 	if want := "get, show, ls, grep, stats, retention show, verify and mcp serve only read the store"; !strings.Contains(out, want) {

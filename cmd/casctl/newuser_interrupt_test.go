@@ -188,6 +188,7 @@ func TestInterruptEveryCommand(t *testing.T) {
 		{"prune", "--run", "big"},
 		{"verify"},
 		{"repair"},
+		{"vacuum"},
 		{"copy", "--from", dir, "--to", filepath.Join(other, "copy"), "--init"},
 		{"demo", "--runs", "1", "--steps", "2"},
 	} {

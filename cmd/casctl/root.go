@@ -180,6 +180,7 @@ var storeAccess = []struct {
 	{"retention clear", true},
 	{"verify", false},
 	{"repair", true},
+	{"vacuum", true},
 	{"copy", true},
 	{"demo", true},
 	{"mcp serve", false},
@@ -319,8 +320,8 @@ func newRootCommand(g *globals) *cobra.Command {
 		Short: "Look into, clean and try a toolcas store of offloaded tool results",
 		Long: wrap("casctl works on a toolcas store: a content-addressed directory of the large "+
 			"results of LLM agents' tool calls, with an index of every key.\n\n"+
-			"The store is --store DIR, else $CASCTL_STORE, else ./tool_results; a store "+
-			"shared by many machines keeps its blobs on S3 and its index in PostgreSQL "+
+			"The store is --store DIR, else $CASCTL_STORE, else ./tool_results; a shared "+
+			"store keeps its blobs on S3 and its index in PostgreSQL "+
 			"(casctl help stores). "+accessList(false)+" only read the store (a read-only one too); "+
 			accessList(true)+" write to it.\n\n"+
 			"Try it: casctl demo, then casctl ls, show, get, stats, verify.", 80),
@@ -353,6 +354,7 @@ func newRootCommand(g *globals) *cobra.Command {
 		newRetentionCommand(g),
 		newVerifyCommand(g),
 		newRepairCommand(g),
+		newVacuumCommand(g),
 		newCopyCommand(g),
 		newDemoCommand(g),
 		newMCPCommand(g),
