@@ -29,7 +29,7 @@ type VacuumResult struct {
 func (x *Index) Vacuum(ctx context.Context) (VacuumResult, error) {
 	var res VacuumResult
 	if x.pg {
-		return res, fmt.Errorf("vacuum: %w: %s is in PostgreSQL, whose autovacuum keeps it", errors.ErrUnsupported, x.Path())
+		return res, fmt.Errorf("%w: the index %s is in PostgreSQL, whose autovacuum keeps it", errors.ErrUnsupported, x.Path())
 	}
 	size := func() (bytes, free int64, err error) {
 		err = x.read(ctx, func() error {
