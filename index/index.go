@@ -120,6 +120,8 @@ type Index struct {
 	unsynced  logUnsynced
 	// deferred is RecordDeferred's open transaction.
 	deferred deferred
+	// search is the connection searches read through, under mapped reads.
+	search searchConn
 	// sweepTried, when set (by tests), is called each time
 	// AcquireSweepLock finds the sweep lock taken.
 	sweepTried func()
@@ -272,6 +274,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Index, error) {
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist,
 		logSynced: c.durability == cas.SyncFull && !c.recentMayBeLost}
 	x.deferred.on = c.deferCommits
+	x.search.on = c.mapped > 0
 	return x.ready(ctx, x.migrate)
 }
 
@@ -378,6 +381,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
 	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist}
+	x.search.on = c.mapped > 0
 	return x.ready(ctx, x.checkVersion)
 }
 
@@ -630,7 +634,8 @@ func (x *Index) Close() error {
 		}
 	}
 	x.closeLogUnsynced()
-	return errors.Join(deferredErr, x.db.Close())
+	searchErr := x.search.close()
+	return errors.Join(deferredErr, searchErr, x.db.Close())
 }
 
 // Size returns the bytes the index takes on disk: the database, its WAL and

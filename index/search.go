@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/search"
@@ -519,9 +517,9 @@ func (x *Index) SearchBlobs(ctx context.Context, ids []int64) ([]SearchBlob, err
 		// (the few packs' names are read once), no column it does not use.
 		q := `SELECT b.id, b.digest, b.ext, b.size, b.pack_id FROM ` + from + ` blobs b ON b.id = j.value`
 		start := len(out)
-		err := x.read(ctx, func() error {
+		err := x.searchRead(ctx, func(db queryer) error {
 			out, packOf = out[:start], packOf[:start]
-			return queryRows(ctx, x.db, q, []any{arg}, func(rows *sql.Rows) error {
+			return queryRows(ctx, db, q, []any{arg}, func(rows *sql.Rows) error {
 				var sb SearchBlob
 				var digest sql.RawBytes
 				var pack sql.NullInt64
@@ -666,7 +664,7 @@ func (x *Index) SearchParts(ctx context.Context, o SearchPartsOptions, blobs []S
 			JOIN blobs b ON b.id = p.blob_id WHERE ` + strings.Join(where, " AND ")
 		byBlob := make(map[int64][]SearchPart)
 		runOf := make(map[int64]int64) // part id to run id
-		err := x.readTx(ctx, func(tx *sqlx.Tx) error {
+		err := x.searchReadTx(ctx, func(tx queryer) error {
 			clear(byBlob)
 			clear(runOf)
 			err := queryRows(ctx, tx, q, append([]any{arg}, args...), func(rows *sql.Rows) error {
@@ -717,7 +715,7 @@ type runName struct{ name, prefix string }
 // readRunNames adds to runs the rows of the runs that runOf's values name
 // and runs does not hold yet; a run with no row is left out, and runs
 // holds nothing but rows read, whether tx is retried or not.
-func (x *Index) readRunNames(ctx context.Context, tx *sqlx.Tx, runOf map[int64]int64, runs map[int64]runName) error {
+func (x *Index) readRunNames(ctx context.Context, tx queryer, runOf map[int64]int64, runs map[int64]runName) error {
 	var need []int64
 	asked := map[int64]bool{}
 	for _, r := range runOf {
