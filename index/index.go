@@ -201,7 +201,9 @@ func WithBusyTimeout(statement, total time.Duration) Option {
 // which fetching the 512-byte pages cost a fifth of its time. The pages
 // it touches count towards the process's resident memory, as file pages
 // the system may drop: a long-lived process, or one whose memory is
-// measured, does better without. On PostgreSQL it does nothing.
+// measured, does better without. The row reads of searches then go
+// through one connection of the pool (see searchConn). On PostgreSQL it
+// does nothing.
 func WithMappedReads(limit int64) Option {
 	return option.Check(limit > 0, func(c *config) { c.mapped = limit }, "mapped reads of %d bytes: want a positive limit", limit)
 }
