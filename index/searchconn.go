@@ -14,7 +14,7 @@ import (
 // faulted in twice: a search reads its candidates' blob rows while it
 // looks up the parts of the blobs with hits, and the parts' lookups read
 // those blob rows again. Read through one connection in turn, a search of
-// 140,000 results made 300 fewer page faults. The connection is taken
+// 140,000 results made about 145 fewer page faults (of 4,230). The connection is taken
 // from the pool at its first use, and given back by Close.
 type searchConn struct {
 	on   bool

@@ -30,13 +30,13 @@ func TestVacuumIndexWithAWriter(t *testing.T) {
 	}
 	w := MustOpenDir(t, dir)
 	var written atomic.Int64
-	stop := make(chan struct{})
+	stop, ended := make(chan struct{}), make(chan struct{})
 	werr := make(chan error, 1)
 	go func() {
+		defer close(ended)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
-				werr <- nil
 				return
 			default:
 			}
@@ -47,21 +47,30 @@ func TestVacuumIndexWithAWriter(t *testing.T) {
 			written.Add(1)
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); written.Load() < 5 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	// waitFor polls until the writer has made n writes, or has ended.
+	waitFor := func(n int64) {
+		for deadline := time.Now().Add(30 * time.Second); written.Load() < n && time.Now().Before(deadline); {
+			select {
+			case <-ended:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}
+	waitFor(5)
 	at := written.Load()
 	res, err := s.VacuumIndex(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	during := written.Load() - at
-	for n := written.Load(); written.Load() < n+5; {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(written.Load() + 5)
 	close(stop)
-	if err := <-werr; err != nil {
+	<-ended
+	select {
+	case err := <-werr:
 		t.Fatalf("a writer beside VacuumIndex: %v", err)
+	default:
 	}
 	t.Logf("vacuum %+v; %d writes before it began, %d while it ran, %d in all", res, at, during, written.Load())
 	if res.Before == 0 || res.After == 0 {
