@@ -127,11 +127,12 @@ func (o Options) check() (Options, error) {
 	return o, nil
 }
 
-// skip reports whether a result is never compacted: a pointer, a message a
-// compactor rewrote, or one carrying a skip key.
-func (o Options) skip(m Message) bool {
+// skip reports whether a result is never compacted: a pointer (unless the
+// compactor shortens pointers), a message a compactor rewrote, or one
+// carrying a skip key.
+func (o Options) skip(m Message, pointers bool) bool {
 	meta := m.meta()
-	if hook.IsPointer(*m.Result) {
+	if hook.IsPointer(*m.Result) && !pointers {
 		return true
 	}
 	if _, ok := meta[MetaKey]; ok {
@@ -186,8 +187,9 @@ type rewrite func(ctx context.Context, i int, m Message, original int) (Message,
 
 // run is the loop both compactors share, as Haystack's: measure once, then
 // rewrite candidates oldest first, keeping a running total from per-message
-// deltas, until the conversation is under target.
-func run(ctx context.Context, o Options, msgs []Message, target int, counter TokenCounter, f rewrite) ([]Message, bool, error) {
+// deltas, until the conversation is under target. With pointers, the
+// hook's pointers are candidates too.
+func run(ctx context.Context, o Options, msgs []Message, target int, counter TokenCounter, pointers bool, f rewrite) ([]Message, bool, error) {
 	if counter == nil {
 		counter = Approximate()
 	}
@@ -200,7 +202,7 @@ func run(ctx context.Context, o Options, msgs []Message, target int, counter Tok
 	copy(out, msgs)
 	changed := false
 	for i, m := range msgs {
-		if !m.IsToolResult() || keep[i] || o.skip(m) {
+		if !m.IsToolResult() || keep[i] || o.skip(m, pointers) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

@@ -490,3 +490,135 @@ func TestOffloadingPerRunStore(t *testing.T) {
 		t.Errorf("the run's store holds %v, %v", got, err)
 	}
 }
+
+// TestOffloadingShortensPointers: with short pointers, the compactor also
+// shortens the hook's pointers of steps the model has read, keeping their
+// references, and leaves the latest step's as they are; without, it never
+// touches a pointer.
+func TestOffloadingShortensPointers(t *testing.T) {
+	t.Run("MemStore", func(t *testing.T) { testOffloadingShortensPointers(t, hook.NewMemStore()) })
+	t.Run("Store", func(t *testing.T) {
+		s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "tool_results"), store.WithCreate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		testOffloadingShortensPointers(t, s)
+	})
+}
+
+func testOffloadingShortensPointers(t *testing.T, s hook.Store) {
+	ctx := context.Background()
+	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.OverChars(1000))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []compact.Message{{Role: compact.RoleSystem, Text: "You are an agent."}}
+	texts := map[string]string{} // by call id, what each tool returned
+	for step := 1; step <= 4; step++ {
+		results := []hook.Result{
+			{Tool: "bash", CallID: fmt.Sprint("big", step), Parts: []hook.Part{hook.Text(strings.Repeat(fmt.Sprint("line ", step, " of a long listing\n"), 200))}},
+			{Tool: "bash", CallID: fmt.Sprint("mid", step), Parts: []hook.Part{hook.Text(strings.Repeat("some output ", 70))}},
+		}
+		for k := range results {
+			results[k].Meta = map[string]any{"origin": "test"}
+			texts[results[k].CallID] = results[k].Parts[0].Text
+		}
+		out, err := h.Offload(ctx, hook.Step{Run: run, Number: step}, results)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, compact.Message{Role: compact.RoleAssistant, Step: step, ToolCalls: []compact.ToolCall{{Tool: "bash", ID: results[0].CallID}, {Tool: "bash", ID: results[1].CallID}}})
+		for i := range out {
+			msgs = append(msgs, compact.Message{Role: compact.RoleTool, Step: step, Result: &out[i]})
+		}
+	}
+	orig := deepCopy(msgs)
+	counter := compact.Approximate()
+
+	// Full pointers: the hook's pointers stay; only the results are offloaded.
+	c, err := compact.NewOffloading(s, run, compact.Options{MinTokens: minTok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := c.Compact(ctx, msgs, 0, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range out {
+		if m.IsToolResult() && hook.IsPointer(*orig[i].Result) && !reflect.DeepEqual(m, orig[i]) {
+			t.Errorf("full pointers: message %d, a pointer, was rewritten", i)
+		}
+	}
+
+	c, err = compact.NewOffloading(s, run, compact.Options{MinTokens: minTok}, hook.WithShortPointers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, changed, err := c.Compact(ctx, msgs, 0, counter)
+	if err != nil || !changed {
+		t.Fatalf("Compact = %v, %v", changed, err)
+	}
+	if !reflect.DeepEqual(msgs, orig) {
+		t.Fatal("Compact modified its input")
+	}
+	keepFrom := protectedFrom(msgs, 1)
+	shortened := 0
+	for i, m := range out {
+		o := orig[i]
+		if !m.IsToolResult() {
+			continue
+		}
+		if i >= keepFrom {
+			if !reflect.DeepEqual(m, o) {
+				t.Errorf("message %d of the latest step was rewritten", i)
+			}
+			continue
+		}
+		text := m.Result.Parts[0].Text
+		if !strings.HasPrefix(text, "Tool result offloaded (") || strings.Contains(text, "Preview") {
+			t.Errorf("message %d is not a short pointer: %q", i, text)
+		}
+		rec, ok := m.Result.Meta[compact.MetaKey].(compact.Record)
+		if !ok || rec.Strategy != compact.StrategyOffloading || rec.OriginalTokens != counter.Count([]compact.Message{o}) {
+			t.Errorf("message %d record %+v", i, m.Result.Meta[compact.MetaKey])
+		}
+		if !hook.IsPointer(*o.Result) {
+			continue
+		}
+		shortened++
+		if !reflect.DeepEqual(hook.References(*m.Result), hook.References(*o.Result)) {
+			t.Errorf("message %d: references changed from %+v to %+v", i, hook.References(*o.Result), hook.References(*m.Result))
+		}
+		want := fmt.Sprintf("Tool result offloaded (%d characters, key '%s').", 200*len(fmt.Sprint("line ", o.Step, " of a long listing\n")), hook.References(*o.Result)[0].Key)
+		if text != want {
+			t.Errorf("message %d = %q, want %q", i, text, want)
+		}
+		if counter.Count([]compact.Message{m}) >= counter.Count([]compact.Message{o}) {
+			t.Errorf("message %d was not shortened", i)
+		}
+	}
+	if shortened != 3 {
+		t.Errorf("%d pointers shortened, want the 3 of the steps before the latest", shortened)
+	}
+	// Compacting again finds nothing left to do.
+	if _, changed, err := c.Compact(ctx, out, 0, counter); changed || err != nil {
+		t.Errorf("second Compact = %v, %v, want nothing changed", changed, err)
+	}
+	// Every pointer's reference reads back what the tool returned.
+	pointers := 0
+	for i, m := range out {
+		if !m.IsToolResult() || !hook.IsPointer(*m.Result) {
+			continue
+		}
+		pointers++
+		ref := hook.References(*m.Result)[0]
+		got, err := s.Read(ctx, run, ref.Key)
+		if err != nil || string(got.Data) != texts[m.Result.CallID] {
+			t.Errorf("message %d: %s reads back %v", i, ref.Key, err)
+		}
+	}
+	if pointers != 7 {
+		t.Errorf("%d pointers, want 7 (every result but the latest step's small one)", pointers)
+	}
+}

@@ -16,6 +16,12 @@ import (
 // compactor is built for (or the store passed with hook.WithStore); the
 // pointer records {"strategy": "tool_result_offloading",
 // "original_tokens": N} under MetaKey besides the hook's references.
+//
+// With short pointers (hook.WithShortPointers among its hook options), it
+// also shortens the pointers the hook left for results the model has read
+// (hook.Hook.Shorten): their preview gives way to size and key, nothing is
+// written, and their references stay as they were. A pointer whose parts
+// its store does not hold in its run is left as it is.
 type Offloading struct {
 	opts Options
 	run  string
@@ -54,9 +60,22 @@ func (c *Offloading) Compact(ctx context.Context, msgs []Message, target int, co
 		counter = Approximate()
 	}
 	where := locate(msgs)
-	return run(ctx, c.opts, msgs, target, counter, func(ctx context.Context, i int, m Message, original int) (Message, int, bool, error) {
+	return run(ctx, c.opts, msgs, target, counter, true, func(ctx context.Context, i int, m Message, original int) (Message, int, bool, error) {
 		if m.Result.Error {
 			return m, 0, false, nil
+		}
+		if hook.IsPointer(*m.Result) {
+			r, ok, err := c.hook.Shorten(ctx, c.run, *m.Result)
+			if err != nil {
+				return m, 0, false, fmt.Errorf("compact: shorten the pointer of message %d: %w", i, err)
+			}
+			if !ok {
+				return m, 0, false, nil
+			}
+			r = withRecord(r, StrategyOffloading, original)
+			nm := m
+			nm.Result = &r
+			return nm, original - counter.Count([]Message{nm}), true, nil
 		}
 		loc := where[i]
 		// The whole block, so that an id-less result gets the key its

@@ -41,7 +41,7 @@ func (p *ToolResultPruning) Compact(ctx context.Context, msgs []Message, target 
 	if counter == nil {
 		counter = Approximate()
 	}
-	return run(ctx, p.opts, msgs, target, counter, func(_ context.Context, _ int, m Message, original int) (Message, int, bool, error) {
+	return run(ctx, p.opts, msgs, target, counter, false, func(_ context.Context, _ int, m Message, original int) (Message, int, bool, error) {
 		r := withRecord(*m.Result, StrategyPruning, original)
 		// Replace, not format: a custom placeholder may hold other braces.
 		r.Parts = []hook.Part{hook.Text(strings.ReplaceAll(p.placeholder, "{tool_name}", r.Tool))}

@@ -73,6 +73,10 @@ type Content struct {
 	// Size is the part's size in bytes; a streamed read sets it and leaves
 	// Data nil.
 	Size int64
+	// Chars counts a text part's code points, when the store knows it
+	// without reading the bytes (a toolcas store's index does); 0 when it
+	// does not.
+	Chars int64
 	// Packed names the pack file that holds the part, for a store that
 	// packs cold blobs: Path then names no file, and file tools cannot
 	// read it there. Empty for a part that is a file of its own.

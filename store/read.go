@@ -168,7 +168,7 @@ func (s *Store) OpenRead(ctx context.Context, run, ref string) (*hook.Content, i
 func contentOf(path string, p index.Part) *hook.Content {
 	return &hook.Content{
 		Key: p.Key, Path: path, Run: p.Run, Digest: p.Blob.Digest, Version: p.Version,
-		Kind: p.Kind, MIME: p.MIME, Filename: p.Filename,
+		Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Chars: p.Chars,
 	}
 }
 
