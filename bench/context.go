@@ -31,7 +31,7 @@ type contextRun struct {
 	trace      string
 	tokens     int // OverTokens threshold
 	stepBudget int
-	window     int
+	windows    []int // the trigger's, one configuration of each compactor per window
 	compactAt  float64
 	compactTo  float64
 	dir        string
@@ -111,8 +111,8 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 	runs := groupRuns(rt.steps)
 	rep := contextReport{Command: cr.command, Date: time.Now().UTC().Truncate(time.Second), Trace: filepath.Base(cr.trace),
 		Runs: len(runs), Counter: tokens.O200kBase,
-		Setup: fmt.Sprintf("OverTokens(%d) and a step budget of %d tokens; a trigger on a window of %d tokens at %.2g, to %.2g; the offloading compactor leaves short pointers (size and key) for results over 50 tokens, the pruning compactor Haystack's defaults",
-			cr.tokens, cr.stepBudget, cr.window, cr.compactAt, cr.compactTo)}
+		Setup: fmt.Sprintf("OverTokens(%d) and a step budget of %d tokens; a trigger on a window of %s tokens at %.2g, to %.2g; the offloading compactor leaves short pointers (size and key) for results over 50 tokens, and shortens the hook's pointers of steps the model has read to the same form; the pruning compactor Haystack's defaults",
+			cr.tokens, cr.stepBudget, joinInts(cr.windows, " or "), cr.compactAt, cr.compactTo)}
 	for _, r := range runs {
 		rep.Calls += len(r) + 1
 	}
@@ -122,10 +122,12 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		budget  bool
 		short   bool // the hook leaves short pointers
 		trigger func(s *store.Store, run string) (compact.Compactor, error)
+		window  int // the trigger's
 	}
 	// The compactor offloads results the model has read already: short
 	// pointers (size and key) stand for them, and a result of more than
-	// 50 tokens is worth one.
+	// 50 tokens is worth one. It shortens the hook's pointers of those
+	// results to the same form.
 	offloading := func(s *store.Store, run string) (compact.Compactor, error) {
 		return compact.NewOffloading(s, run, compact.Options{MinTokens: 50}, hook.WithShortPointers())
 	}
@@ -137,12 +139,16 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 		{name: "nothing offloaded"},
 		{name: "Haystack's default (over 8,000 characters)", policy: policy.MustStrategies(policy.Default(policy.OverChars(8000)))},
 		{name: fmt.Sprintf("toolcas: over %d tokens, step budget %d", cr.tokens, cr.stepBudget), policy: tokenPolicy, budget: true},
-		{name: "toolcas + trigger, offloading compactor", policy: tokenPolicy, budget: true, trigger: offloading},
-		{name: "trigger, pruning compactor", trigger: pruning},
-		// What offloading can do at best: the model sees no result, only
-		// a short pointer to each, from the call after it on.
-		{name: "floor: every result offloaded at once, short pointers", policy: policy.MustStrategies(policy.Default(policy.Always)), short: true},
 	}
+	for _, w := range cr.windows {
+		configs = append(configs, config{name: fmt.Sprintf("toolcas + trigger (window %d), offloading compactor", w), policy: tokenPolicy, budget: true, trigger: offloading, window: w})
+	}
+	for _, w := range cr.windows {
+		configs = append(configs, config{name: fmt.Sprintf("trigger (window %d), pruning compactor", w), trigger: pruning, window: w})
+	}
+	// What offloading can do at best: the model sees no result, only a
+	// short pointer to each, from the call after it on.
+	configs = append(configs, config{name: "floor: every result offloaded at once, short pointers", policy: policy.MustStrategies(policy.Default(policy.Always)), short: true})
 	for i, c := range configs {
 		fmt.Fprintf(stderr, "context: %s…\n", c.name)
 		s, err := store.Open(ctx, filepath.Join(cr.dir, fmt.Sprintf("context-%d", i)), store.WithCreate(), store.WithDurability(cas.SyncNone))
@@ -173,7 +179,7 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 					s.Close()
 					return err
 				}
-				if tr, err = compact.NewTrigger(comp, cr.window, compact.CompactAt(cr.compactAt), compact.CompactTo(cr.compactTo), compact.WithCounter(counter)); err != nil {
+				if tr, err = compact.NewTrigger(comp, c.window, compact.CompactAt(cr.compactAt), compact.CompactTo(cr.compactTo), compact.WithCounter(counter)); err != nil {
 					s.Close()
 					return usageError{err}
 				}
@@ -326,34 +332,56 @@ func replayConversation(ctx context.Context, s *store.Store, h *hook.Hook, tr *c
 	return nil
 }
 
+// contextTargets are the goals, for the offloading compactor at each
+// window.
 func contextTargets(rep contextReport) []target {
-	var nothing, haystack, trig *contextConfig
+	var nothing, haystack *contextConfig
+	var trig []*contextConfig
 	for i := range rep.Configs {
 		switch c := &rep.Configs[i]; {
 		case strings.HasPrefix(c.Name, "nothing"):
 			nothing = c
 		case strings.HasPrefix(c.Name, "Haystack"):
 			haystack = c
-		case strings.Contains(c.Name, "offloading compactor"):
-			trig = c
+		case strings.HasSuffix(c.Name, "offloading compactor"):
+			trig = append(trig, c)
 		}
 	}
 	if nothing == nil || haystack == nil || trig == nil {
 		return nil
 	}
-	r1 := float64(trig.TokensSent) / float64(nothing.TokensSent)
-	r2 := float64(trig.TokensSent) / float64(haystack.TokensSent)
+	var out []target
+	for _, c := range trig {
+		w := strings.TrimSuffix(strings.TrimPrefix(c.Name, "toolcas + "), ", offloading compactor")
+		r1 := float64(c.TokensSent) / float64(nothing.TokensSent)
+		r2 := float64(c.TokensSent) / float64(haystack.TokensSent)
+		out = append(out,
+			target{What: fmt.Sprintf("tokens sent, %s + offloading vs nothing offloaded", w), Target: "≤ 0.3 ×", Measured: fmt.Sprintf("%.3f ×", r1), Value: r1, Met: r1 <= 0.3},
+			target{What: fmt.Sprintf("tokens sent, %s + offloading vs Haystack's default", w), Target: "≤ 0.6 ×", Measured: fmt.Sprintf("%.3f ×", r2), Value: r2, Met: r2 <= 0.6})
+	}
 	lost := 0
 	read := 0
 	for _, c := range rep.Configs {
 		lost += c.Lost
 		read += c.ReadBack
 	}
-	return []target{
-		{What: "tokens sent, trigger + offloading vs nothing offloaded", Target: "≤ 0.3 ×", Measured: fmt.Sprintf("%.3f ×", r1), Value: r1, Met: r1 <= 0.3},
-		{What: "tokens sent, trigger + offloading vs Haystack's default", Target: "≤ 0.6 ×", Measured: fmt.Sprintf("%.3f ×", r2), Value: r2, Met: r2 <= 0.6},
-		{What: "offloaded parts read back byte for byte", Target: "all", Measured: fmt.Sprintf("%d of %d", read-lost, read), Value: float64(lost), Met: lost == 0 && read > 0},
+	return append(out, target{What: "offloaded parts read back byte for byte", Target: "all", Measured: fmt.Sprintf("%d of %d", read-lost, read), Value: float64(lost), Met: lost == 0 && read > 0})
+}
+
+// joinInts writes ns as "4096, 8192 or 16384".
+func joinInts(ns []int, last string) string {
+	var b strings.Builder
+	for i, n := range ns {
+		switch {
+		case i == 0:
+		case i == len(ns)-1:
+			b.WriteString(last)
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, n)
 	}
+	return b.String()
 }
 
 func contextMarkdown(rep contextReport) string {
@@ -387,7 +415,8 @@ func contextChart(path string, rep contextReport) error {
 	p.X.Label.Text = "call"
 	p.Y.Label.Text = "tokens"
 	p.Legend.Top, p.Legend.Left = true, true
-	colors := []color.RGBA{{0x1b, 0x9e, 0x77, 255}, {0xd9, 0x5f, 0x02, 255}, {0x75, 0x70, 0xb3, 255}, {0xe7, 0x29, 0x8a, 255}, {0x66, 0xa6, 0x1e, 255}, {0x99, 0x99, 0x99, 255}}
+	colors := []color.RGBA{{0x1f, 0x77, 0xb4, 255}, {0xff, 0x7f, 0x0e, 255}, {0x2c, 0xa0, 0x2c, 255}, {0xd6, 0x27, 0x28, 255}, {0x94, 0x67, 0xbd, 255},
+		{0x8c, 0x56, 0x4b, 255}, {0xe3, 0x77, 0xc2, 255}, {0x7f, 0x7f, 0x7f, 255}, {0xbc, 0xbd, 0x22, 255}, {0x17, 0xbe, 0xcf, 255}}
 	for i, c := range rep.Configs {
 		pts := make(plotter.XYs, len(c.PerCall))
 		for k, v := range c.PerCall {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,6 +73,12 @@ func TestContextBench(t *testing.T) {
 	}
 	if read == 0 || rep.Configs[3].Compactions == 0 || len(rep.Targets) != 3 {
 		t.Errorf("%d parts read back, %d compactions, %d targets", read, rep.Configs[3].Compactions, len(rep.Targets))
+	}
+	for _, w := range []string{"0", "4096,", "4k", "4096,-1"} {
+		err := run(context.Background(), []string{"-context", "-context-window", w, "-dir", t.TempDir()}, &stdout, &stderr)
+		if !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), "-context-window") {
+			t.Errorf("-context-window %s: %v, want a usage error naming the flag", w, err)
+		}
 	}
 	md, _ := os.ReadFile(filepath.Join(out, "CONTEXT.md"))
 	if !strings.Contains(string(md), "context.png") {

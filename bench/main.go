@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	contextBench := fs.Bool("context", false, "measure what offloading saves in context instead: each run of -trace (default the real trace) replayed as a conversation, the tokens every model call sends counted with o200k_base, per configuration (bench/results/CONTEXT.md)")
 	contextTokens := fs.Int("context-tokens", 500, "with -context: toolcas's OverTokens threshold")
 	contextBudget := fs.Int("context-step-budget", 2000, "with -context: toolcas's step budget, in tokens")
-	contextWindow := fs.Int("context-window", 16384, "with -context: the trigger's context window, in tokens")
+	contextWindow := fs.String("context-window", "4096,8192,16384", "with -context: the trigger's context windows, in tokens, comma-separated: each compactor runs at each")
 	contextAt := fs.Float64("context-compact-at", compact.DefaultCompactAt, "with -context: the share of the window at which the trigger compacts")
 	contextTo := fs.Float64("context-compact-to", compact.DefaultCompactTo, "with -context: the share of the window the trigger compacts to")
 	if err := fs.Parse(args); err != nil {
@@ -187,8 +187,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runMCPBench(ctx, o, *mcpCalls, *mcpRounds, stdout, stderr)
 	}
 	if *contextBench {
-		if *contextTokens < 0 || *contextBudget < 1 || *contextWindow < 1 {
-			return usageError{fmt.Errorf("-context-tokens %d -context-step-budget %d -context-window %d: the threshold must be 0 or more, the others positive", *contextTokens, *contextBudget, *contextWindow)}
+		windows, err := parseSizes(*contextWindow, 1)
+		if err != nil {
+			return usageError{fmt.Errorf("-context-window %q: %w", *contextWindow, err)}
+		}
+		if *contextTokens < 0 || *contextBudget < 1 {
+			return usageError{fmt.Errorf("-context-tokens %d -context-step-budget %d: the threshold must be 0 or more, the budget positive", *contextTokens, *contextBudget)}
 		}
 		if o.trace == "" {
 			o.trace = filepath.Join("bench", "traces", "mini-swe-agent-deepseek.jsonl.gz")
@@ -198,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer removeDir()
-		return runContext(ctx, contextRun{trace: o.trace, tokens: *contextTokens, stepBudget: *contextBudget, window: *contextWindow,
+		return runContext(ctx, contextRun{trace: o.trace, tokens: *contextTokens, stepBudget: *contextBudget, windows: windows,
 			compactAt: *contextAt, compactTo: *contextTo, dir: dir, out: o.out, json: o.json, command: o.command}, stdout, stderr)
 	}
 	if *retention {
@@ -235,13 +239,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			dir: dir, out: o.out, command: o.command, seed: o.seed, casctl: *searchCasctl, agentCalls: 1000}, stdout, stderr)
 	}
 	if *scale {
-		var sizes []int
-		for _, f := range strings.Split(*scaleSizes, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 10_000 {
-				return usageError{fmt.Errorf("-scale-sizes %q: want sizes of 10000 parts or more", *scaleSizes)}
-			}
-			sizes = append(sizes, n)
+		sizes, err := parseSizes(*scaleSizes, 10_000)
+		if err != nil {
+			return usageError{fmt.Errorf("-scale-sizes %q: %w", *scaleSizes, err)}
 		}
 		if o.quick {
 			return usageError{errors.New("-scale and -quick: the scale section is never quick")}
@@ -441,6 +441,20 @@ type streamConfig struct {
 
 // runChild runs this program in a role, in its own process, and decodes
 // the JSON it prints into out.
+// parseSizes reads a comma-separated list of whole numbers, each at least
+// least.
+func parseSizes(list string, least int) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			return nil, fmt.Errorf("want comma-separated whole numbers of %d or more, not %q", least, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func runChild(ctx context.Context, role string, cfg, out any) error {
 	b, err := json.Marshal(cfg)
 	if err != nil {
