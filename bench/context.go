@@ -55,8 +55,10 @@ type contextConfig struct {
 	// original, byte for byte; Lost those that differed or failed.
 	ReadBack int `json:"read_back"`
 	Lost     int `json:"lost"`
-	// Compactions counts the conversations a trigger compacted.
+	// Compactions counts the conversations a trigger compacted, and
+	// Window is that trigger's (0 without one).
 	Compactions int `json:"compactions"`
+	Window      int `json:"window,omitempty"`
 	// PerCall is the mean conversation sent at the n-th call of a run,
 	// over the runs that have an n-th call.
 	PerCall []float64 `json:"per_call"`
@@ -169,7 +171,7 @@ func runContext(ctx context.Context, cr contextRun, stdout, stderr io.Writer) er
 				return err
 			}
 		}
-		res := contextConfig{Name: c.name}
+		res := contextConfig{Name: c.name, Window: c.window}
 		var perCall [][2]float64 // sum, runs
 		for _, steps := range runs {
 			var tr *compact.Trigger
@@ -352,7 +354,7 @@ func contextTargets(rep contextReport) []target {
 	}
 	var out []target
 	for _, c := range trig {
-		w := strings.TrimSuffix(strings.TrimPrefix(c.Name, "toolcas + "), ", offloading compactor")
+		w := fmt.Sprintf("trigger (window %d)", c.Window)
 		r1 := float64(c.TokensSent) / float64(nothing.TokensSent)
 		r2 := float64(c.TokensSent) / float64(haystack.TokensSent)
 		out = append(out,
