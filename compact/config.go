@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
+	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/internal/strictjson"
 	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/tokens"
@@ -15,13 +17,15 @@ import (
 
 // Type names written in configuration. Haystack's names for the same
 // components (CompactionHook, SlidingWindowCompactor,
-// ToolResultPruningCompactor, SummarizationCompactor,
-// ApproximateTokenCounter, TiktokenCounter, under any haystack.* module)
-// are accepted when loading, so that a Haystack configuration loads.
+// ToolResultPruningCompactor, ToolResultOffloadCompactor,
+// SummarizationCompactor, ApproximateTokenCounter, TiktokenCounter, under
+// any haystack.* module) are accepted when loading, so that a Haystack
+// configuration loads.
 const (
 	TypeTrigger           = "toolcas.compact.Trigger"
 	TypeSlidingWindow     = "toolcas.compact.SlidingWindow"
 	TypeToolResultPruning = "toolcas.compact.ToolResultPruning"
+	TypeOffloading        = "toolcas.compact.Offloading"
 	TypeSummarization     = "toolcas.compact.Summarization"
 	TypeCounter           = "toolcas.compact.Counter"
 )
@@ -30,6 +34,7 @@ var haystackTypes = map[string]string{
 	"CompactionHook":             TypeTrigger,
 	"SlidingWindowCompactor":     TypeSlidingWindow,
 	"ToolResultPruningCompactor": TypeToolResultPruning,
+	"ToolResultOffloadCompactor": TypeOffloading,
 	"SummarizationCompactor":     TypeSummarization,
 	"ApproximateTokenCounter":    TypeCounter,
 	"TiktokenCounter":            TypeCounter,
@@ -59,6 +64,20 @@ type pruningParams struct {
 	SkipMetaKeys []string `json:"skip_meta_keys,omitempty"`
 }
 
+// offloadingParams are Haystack's ToolResultOffloadCompactor's (store,
+// min_keep_steps, min_tokens, preview_chars) and toolcas's own: the run
+// written to, and the hook's options that shape pointers.
+type offloadingParams struct {
+	Store         json.RawMessage `json:"store"`
+	Run           string          `json:"run,omitempty"`
+	MinKeepSteps  *int            `json:"min_keep_steps,omitempty"`
+	MinTokens     *int            `json:"min_tokens,omitempty"`
+	SkipMetaKeys  []string        `json:"skip_meta_keys,omitempty"`
+	PreviewChars  *int            `json:"preview_chars,omitempty"`
+	ReadTool      string          `json:"read_tool,omitempty"`
+	ShortPointers bool            `json:"short_pointers,omitempty"`
+}
+
 type summarizationParams struct {
 	// ChatGenerator is Haystack's model; here the Summarizer comes from
 	// the program (LoadOptions), and the field is read and ignored.
@@ -78,8 +97,9 @@ type counterParams struct {
 }
 
 // MarshalJSON saves the trigger, its compactor and its counter in
-// Haystack's {"type", "init_parameters"} shape. An Offloading compactor,
-// which writes to a store the program opens, cannot be saved.
+// Haystack's {"type", "init_parameters"} shape. An Offloading compactor is
+// saved with its store, which must then be a hook.ConfigurableStore (or
+// none, for per-run stores).
 func (t *Trigger) MarshalJSON() ([]byte, error) {
 	comp, err := marshalCompactor(t.compactor)
 	if err != nil {
@@ -111,6 +131,12 @@ func marshalCompactor(c Compactor) ([]byte, error) {
 	case *ToolResultPruning:
 		keep, min := c.opts.MinKeepSteps, c.opts.MinTokens
 		typ, params = TypeToolResultPruning, pruningParams{MinKeepSteps: &keep, MinTokens: &min, Placeholder: c.placeholder, SkipMetaKeys: c.opts.SkipMetaKeys}
+	case *Offloading:
+		p, err := c.params()
+		if err != nil {
+			return nil, err
+		}
+		typ, params = TypeOffloading, p
 	case *Summarization:
 		keep, n := c.opts.MinKeepSteps, c.opts.SummaryTokens
 		typ, params = TypeSummarization, summarizationParams{MinKeepSteps: &keep, SummaryTokens: &n, Instruction: c.opts.Instruction, RaiseOnFailure: c.opts.FailOnError}
@@ -253,6 +279,16 @@ func loadCompactor(data []byte, o LoadOptions) (Compactor, error) {
 		}
 		opts.SkipMetaKeys = p.SkipMetaKeys
 		return NewToolResultPruning(opts, p.Placeholder)
+	case TypeOffloading:
+		var p offloadingParams
+		if err := strictjson.Decode(params, &p); err != nil {
+			return fail(err)
+		}
+		c, err := loadOffloading(p)
+		if err != nil {
+			return fail(err)
+		}
+		return c, nil
 	case TypeSummarization:
 		var p summarizationParams
 		if err := strictjson.Decode(params, &p); err != nil {
@@ -272,7 +308,7 @@ func loadCompactor(data []byte, o LoadOptions) (Compactor, error) {
 		}
 		return NewSummarization(o.Summarizer, so)
 	}
-	return nil, fmt.Errorf("compact: unknown compactor type %q (known: %s, %s, %s)", t.Type, TypeSlidingWindow, TypeToolResultPruning, TypeSummarization)
+	return nil, fmt.Errorf("compact: unknown compactor type %q (known: %s, %s, %s, %s)", t.Type, TypeSlidingWindow, TypeToolResultPruning, TypeOffloading, TypeSummarization)
 }
 
 func loadCounter(data []byte) (TokenCounter, error) {
@@ -333,6 +369,77 @@ func loadCounter(data []byte) (TokenCounter, error) {
 		return nil, fmt.Errorf("compact: load %s: tokens_per_image %d, tokens_per_file %d: charge both, or neither", t.Type, img, file)
 	default:
 		c.TokensPerImage, c.TokensPerFile = img, file
+	}
+	return c, nil
+}
+
+// params returns what saves the compactor: its options, its run, and its
+// hook's store and pointer options, read back from the hook's own
+// configuration.
+func (c *Offloading) params() (offloadingParams, error) {
+	b, err := json.Marshal(c.hook)
+	if err != nil {
+		return offloadingParams{}, fmt.Errorf("compact: save the offloading compactor: %w", err)
+	}
+	var h struct {
+		InitParameters struct {
+			Store         json.RawMessage `json:"store"`
+			PreviewChars  *int            `json:"preview_chars"`
+			ReadTool      string          `json:"read_tool"`
+			ShortPointers bool            `json:"short_pointers"`
+		} `json:"init_parameters"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return offloadingParams{}, fmt.Errorf("compact: save the offloading compactor: %w", err)
+	}
+	keep, min := c.opts.MinKeepSteps, c.opts.MinTokens
+	hp := h.InitParameters
+	return offloadingParams{Store: hp.Store, Run: c.run, MinKeepSteps: &keep, MinTokens: &min, SkipMetaKeys: c.opts.SkipMetaKeys,
+		PreviewChars: hp.PreviewChars, ReadTool: hp.ReadTool, ShortPointers: hp.ShortPointers}, nil
+}
+
+// loadOffloading checks the parameters, as Haystack's compactor does, then
+// opens the store; the compactor closes it (Close).
+func loadOffloading(p offloadingParams) (*Offloading, error) {
+	var opts Options
+	if p.MinKeepSteps != nil {
+		if opts.MinKeepSteps = *p.MinKeepSteps; opts.MinKeepSteps < 1 {
+			return nil, fmt.Errorf("min_keep_steps must be at least 1, got %d", opts.MinKeepSteps)
+		}
+	}
+	if p.MinTokens != nil {
+		opts.MinTokens = *p.MinTokens
+		opts.NoMinTokens = opts.MinTokens == 0
+	}
+	opts.SkipMetaKeys = p.SkipMetaKeys
+	var hookOpts []hook.Option
+	if p.PreviewChars != nil {
+		hookOpts = append(hookOpts, hook.WithPreviewChars(*p.PreviewChars))
+	}
+	if p.ReadTool != "" {
+		hookOpts = append(hookOpts, hook.WithReadToolName(p.ReadTool))
+	}
+	if p.ShortPointers {
+		hookOpts = append(hookOpts, hook.WithShortPointers())
+	}
+	// Everything but the store is checked before the store is opened, so
+	// that a bad configuration creates nothing.
+	if _, err := NewOffloading(nil, p.Run, opts, hookOpts...); err != nil {
+		return nil, err
+	}
+	store, err := hook.LoadStore(p.Store)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewOffloading(store, p.Run, opts, hookOpts...)
+	if err != nil {
+		if cl, ok := store.(io.Closer); ok {
+			cl.Close()
+		}
+		return nil, err
+	}
+	if cl, ok := store.(io.Closer); ok {
+		c.opened = cl
 	}
 	return c, nil
 }

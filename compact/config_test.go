@@ -3,10 +3,16 @@ package compact_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/compact"
+	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/store"
 	"github.com/toolcas/toolcas/tokens"
 )
 
@@ -48,11 +54,135 @@ func TestTriggerConfigRoundTrip(t *testing.T) {
 			t.Errorf("round trip:\n%s\nloads and saves as\n%s", b, b2)
 		}
 	}
-	// An offloading compactor writes to a store the program opens.
-	o, _ := compact.NewOffloading(nil, "r", compact.Options{})
+	// An offloading compactor is saved with its store, which must be one
+	// configuration can hold.
+	o, _ := compact.NewOffloading(unsaved{hook.NewMemStore()}, "r", compact.Options{})
 	tr, _ := compact.NewTrigger(o, 1000)
 	if _, err := json.Marshal(tr); err == nil || !strings.Contains(err.Error(), "cannot be saved") {
-		t.Errorf("saving an offloading trigger: %v", err)
+		t.Errorf("saving an offloading trigger with a store of its own kind: %v", err)
+	}
+}
+
+// unsaved is a store configuration cannot hold.
+type unsaved struct{ *hook.MemStore }
+
+func (unsaved) StoreConfig() {}
+
+// TestOffloadingConfig: an offloading trigger saves with its store, run and
+// options, and loads back into a trigger that writes to that store; Close
+// closes the store loading opened. Without a store (per-run stores), it
+// saves null.
+func TestOffloadingConfig(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "tool_results")
+	s, err := store.Open(ctx, dir, store.WithCreate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := compact.NewOffloading(s, "run-9", compact.Options{MinKeepSteps: 2, MinTokens: 60, SkipMetaKeys: []string{"keep"}},
+		hook.WithPreviewChars(120), hook.WithShortPointers(), hook.WithReadToolName("read_it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := compact.NewTrigger(o, 2000, compact.CompactAt(0.5), compact.CompactTo(0.2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, want := range []string{`"type":"toolcas.compact.Offloading"`, `"run":"run-9"`, `"min_keep_steps":2`, `"min_tokens":60`, `"skip_meta_keys":["keep"]`,
+		`"preview_chars":120`, `"read_tool":"read_it"`, `"short_pointers":true`, `"type":"toolcas.store.Store"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("saved as %s, which lacks %s", b, want)
+		}
+	}
+	back, err := compact.LoadTrigger(b, compact.LoadOptions{})
+	if err != nil {
+		t.Fatalf("LoadTrigger(%s): %v", b, err)
+	}
+	if b2, _ := json.Marshal(back); string(b2) != string(b) {
+		t.Errorf("round trip:\n%s\nloads and saves as\n%s", b, b2)
+	}
+	// The loaded trigger writes to the store the configuration names.
+	msgs := []compact.Message{{Role: compact.RoleSystem, Text: "An agent."}}
+	for step := 1; step <= 3; step++ {
+		msgs = append(msgs, compact.Message{Role: compact.RoleAssistant, Step: step, ToolCalls: []compact.ToolCall{{Tool: "bash", ID: fmt.Sprint("c", step)}}},
+			compact.Message{Role: compact.RoleTool, Step: step, Result: &hook.Result{Tool: "bash", CallID: fmt.Sprint("c", step), Parts: []hook.Part{hook.Text(strings.Repeat(fmt.Sprint("output ", step, "\n"), 400))}}})
+	}
+	out, _, changed, err := back.Before(ctx, msgs, 0)
+	if err != nil || !changed {
+		t.Fatalf("Before = %v, %v", changed, err)
+	}
+	ref := hook.References(*out[2].Result)
+	if len(ref) != 1 || !strings.HasPrefix(ref[0].Key, "run-9/1_bash_c1") || !strings.HasPrefix(out[2].Result.Parts[0].Text, "Tool result offloaded (") {
+		t.Fatalf("the first step's result became %+v", out[2].Result)
+	}
+	if err := back.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// Closed: the store is gone from the trigger too.
+	if _, _, _, err := back.Before(ctx, msgs, 0); err == nil {
+		t.Error("a closed trigger's compactor still writes to its store")
+	}
+	s2, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if c, err := s2.Read(ctx, "run-9", ref[0].Key); err != nil || string(c.Data) != msgs[2].Result.Parts[0].Text {
+		t.Errorf("read back %s: %v", ref[0].Key, err)
+	}
+
+	// Per-run stores: no store saved, none loaded.
+	o, _ = compact.NewOffloading(nil, "", compact.Options{})
+	tr, _ = compact.NewTrigger(o, 1000)
+	b, err = json.Marshal(tr)
+	if err != nil || !strings.Contains(string(b), `"store":null`) {
+		t.Fatalf("saved as %s, %v", b, err)
+	}
+	if back, err := compact.LoadTrigger(b, compact.LoadOptions{}); err != nil {
+		t.Errorf("LoadTrigger(%s): %v", b, err)
+	} else if err := back.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestOffloadingLoadsHaystackConfig: Haystack's ToolResultOffloadCompactor
+// with its FileSystemToolResultStore loads, with the same parameters, and
+// writes under the store's root.
+func TestOffloadingLoadsHaystackConfig(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "tool_results")
+	cfg := `{"type": "haystack.hooks.compaction.hooks.CompactionHook", "init_parameters": {
+		"compactor": {"type": "haystack.hooks.compaction.tool_result_offloading.ToolResultOffloadCompactor", "init_parameters": {
+			"store": {"type": "haystack.hooks.tool_result_offloading.stores.FileSystemToolResultStore", "init_parameters": {"root": ` + strconv.Quote(root) + `}},
+			"min_keep_steps": 1, "min_tokens": 10, "preview_chars": 30}},
+		"context_window": 500, "compact_at": 0.7, "compact_to": 0.4}}`
+	tr, err := compact.LoadTrigger([]byte(cfg), compact.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	msgs := []compact.Message{{Role: compact.RoleUser, Text: "Go."}}
+	for step := 1; step <= 2; step++ {
+		msgs = append(msgs, compact.Message{Role: compact.RoleAssistant, Step: step, ToolCalls: []compact.ToolCall{{Tool: "grep", ID: fmt.Sprint("g", step)}}},
+			compact.Message{Role: compact.RoleTool, Step: step, Result: &hook.Result{Tool: "grep", CallID: fmt.Sprint("g", step), Parts: []hook.Part{hook.Text(strings.Repeat("match\n", 400))}}})
+	}
+	out, _, changed, err := tr.Before(context.Background(), msgs, 0)
+	if err != nil || !changed {
+		t.Fatalf("Before = %v, %v", changed, err)
+	}
+	text := out[2].Result.Parts[0].Text
+	if want := "Preview: " + strings.Repeat("match\n", 5) + "..."; !strings.HasPrefix(text, "Tool result offloaded to text (2400 characters) at '"+root) || !strings.HasSuffix(text, want) {
+		t.Errorf("pointer %q: want a path under %s and a 30-character preview", text, root)
+	}
+	if b, err := os.ReadFile(hook.References(*out[2].Result)[0].Path); err != nil || string(b) != strings.Repeat("match\n", 400) {
+		t.Errorf("the stored file: %v", err)
 	}
 }
 
@@ -105,6 +235,12 @@ func TestTriggerConfigErrors(t *testing.T) {
 		{window, `, "token_counter": {"type": "toolcas.compact.Counter", "init_parameters": {"text": "gpt2"}}`, `"gpt2"`},
 		{window, `, "token_counter": {"type": "toolcas.compact.Counter", "init_parameters": {"text": "o200k_base", "chars_per_token": 3}}`, "approximate counter only"},
 		{window, `, "token_counter": {"type": "toolcas.compact.Counter", "init_parameters": {"chars_per_token": 0}}`, "greater than 0"},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": null, "min_keep_steps": 0}}`, ``, "min_keep_steps must be at least 1"},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": null, "min_tokens": -1}}`, ``, "MinTokens -1"},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": null, "preview_chars": -1}}`, ``, "preview of -1 characters"},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": null, "run": "a\u0000b"}}`, ``, "run"},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": null, "previewchars": 5}}`, ``, `"previewchars"`},
+		{`{"type": "toolcas.compact.Offloading", "init_parameters": {"store": {"type": "x.Store"}}}`, ``, `unknown store type "x.Store"`},
 	} {
 		cfg := strings.Replace(strings.Replace(base, "COMPACTOR", tc.compactor, 1), "COUNTER", tc.counter, 1)
 		if _, err := compact.LoadTrigger([]byte(cfg), compact.LoadOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/policy"
@@ -26,6 +27,8 @@ type Offloading struct {
 	opts Options
 	run  string
 	hook *hook.Hook
+	// opened is the store LoadTrigger opened for it, which Close closes.
+	opened io.Closer
 }
 
 var _ Compactor = (*Offloading)(nil)
@@ -51,6 +54,19 @@ func NewOffloading(store hook.Store, run string, o Options, hookOpts ...hook.Opt
 		return nil, fmt.Errorf("compact: %w", err)
 	}
 	return &Offloading{opts: o, run: run, hook: h}, nil
+}
+
+// Close closes the store that LoadTrigger opened for the compactor, if
+// that store has a Close method; a compactor made by NewOffloading leaves
+// its store to whoever made it, and Close does nothing. A Trigger's Close
+// calls it.
+func (c *Offloading) Close() error {
+	if c.opened == nil {
+		return nil
+	}
+	o := c.opened
+	c.opened = nil
+	return o.Close()
 }
 
 // Compact implements Compactor. A store error stops it: the conversation is

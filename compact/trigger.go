@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Trigger decides, before each model call, whether the conversation fills
@@ -71,6 +72,16 @@ func NewTrigger(c Compactor, contextWindow int, opts ...TriggerOption) (*Trigger
 		t.counter = Approximate()
 	}
 	return t, nil
+}
+
+// Close closes what loading the trigger opened: the store of an Offloading
+// compactor LoadTrigger built (see Offloading.Close). It does nothing for a
+// compactor without a Close method.
+func (t *Trigger) Close() error {
+	if c, ok := t.compactor.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // Compactor returns the trigger's compactor.

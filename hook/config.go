@@ -153,18 +153,9 @@ type stepBudgetParams struct {
 // MarshalJSON saves the hook, its store and its strategies in Haystack's
 // {"type", "init_parameters"} shape.
 func (h *Hook) MarshalJSON() ([]byte, error) {
-	var store json.RawMessage = []byte("null")
-	if h.store != nil {
-		cs, ok := h.store.(ConfigurableStore)
-		if !ok {
-			return nil, fmt.Errorf("a %s cannot be saved as configuration", storeName(h.store))
-		}
-		typ, params := cs.StoreConfig()
-		b, err := json.Marshal(policy.Typed{Type: typ, InitParameters: mustJSON(params)})
-		if err != nil {
-			return nil, err
-		}
-		store = b
+	store, err := MarshalStore(h.store)
+	if err != nil {
+		return nil, err
 	}
 	n := h.previewChars
 	p := hookParams{Store: store, Strategies: h.strategies, PreviewChars: &n}
@@ -237,30 +228,56 @@ func Load(data []byte, opts ...Option) (*Hook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", t.Type, err)
 	}
-	var store Store
-	if len(p.Store) > 0 && string(bytes.TrimSpace(p.Store)) != "null" {
-		var st policy.Typed
-		if err := strictjson.Decode(p.Store, &st); err != nil {
-			return nil, fmt.Errorf("load store: %w", err)
-		}
-		loadersMu.RLock()
-		load := loaders[canonicalStoreType(st.Type)]
-		loadersMu.RUnlock()
-		if load == nil {
-			return nil, fmt.Errorf("load: unknown store type %q (known: %s)%s", st.Type, strings.Join(knownStores(), ", "), registeredBy(st.Type))
-		}
-		params := st.InitParameters
-		if len(params) == 0 {
-			params = json.RawMessage(`{}`)
-		}
-		s, err := load(params)
-		if err != nil {
-			return nil, fmt.Errorf("load store: %w", err)
-		}
-		store = s
+	store, err := LoadStore(p.Store)
+	if err != nil {
+		return nil, err
 	}
 	h.store, h.opened = store, store != nil
 	return h, nil
+}
+
+// MarshalStore saves a store as a hook's configuration holds it:
+// {"type", "init_parameters"} for a ConfigurableStore, null for a nil
+// store; any other store is an error.
+func MarshalStore(s Store) (json.RawMessage, error) {
+	if s == nil {
+		return json.RawMessage("null"), nil
+	}
+	cs, ok := s.(ConfigurableStore)
+	if !ok {
+		return nil, fmt.Errorf("a %s cannot be saved as configuration", storeName(s))
+	}
+	typ, params := cs.StoreConfig()
+	return json.Marshal(policy.Typed{Type: typ, InitParameters: mustJSON(params)})
+}
+
+// LoadStore opens the store that configuration saved by MarshalStore (or
+// Haystack's, for its FileSystemToolResultStore) describes, through the
+// loaders registered with RegisterStore; empty data or null is no store
+// (nil, nil). The caller closes what it opened.
+func LoadStore(data json.RawMessage) (Store, error) {
+	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
+		return nil, nil
+	}
+	var st policy.Typed
+	if err := strictjson.Decode(data, &st); err != nil {
+		return nil, fmt.Errorf("load store: %w", err)
+	}
+	loadersMu.RLock()
+	load := loaders[canonicalStoreType(st.Type)]
+	loadersMu.RUnlock()
+	if load == nil {
+		return nil, fmt.Errorf("load: unknown store type %q (known: %s)%s", st.Type, strings.Join(knownStores(), ", "), registeredBy(st.Type))
+	}
+	params := st.InitParameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	s, err := load(params)
+	if err != nil {
+		return nil, fmt.Errorf("load store: %w", err)
+	}
+	return s, nil
 }
 
 // Close closes the store that Load opened for the hook, if that store has
