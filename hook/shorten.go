@@ -2,6 +2,7 @@ package hook
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,7 @@ func (h *Hook) Shorten(ctx context.Context, run string, r Result) (Result, bool,
 		if name == "" {
 			return r, false, nil
 		}
-		info, err := storedInfo(ctx, store, run, name)
+		info, key, err := storedInfo(ctx, store, run, name)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrRefused) {
 			return r, false, nil
 		}
@@ -58,7 +59,9 @@ func (h *Hook) Shorten(ctx context.Context, run string, r Result) (Result, bool,
 			return r, false, fmt.Errorf("shorten pointer: %w", err)
 		}
 		infos[i] = info
-		stored[i] = Stored{Key: name}
+		// A reference recorded by path alone is named by the key the
+		// store gives it.
+		stored[i] = Stored{Key: cmp.Or(ref.Key, key, name)}
 	}
 	text := ShortPointer(infos, stored)
 	if len(r.Parts) == 1 && r.Parts[0].Kind == KindText && r.Parts[0].Text == text {
@@ -70,37 +73,37 @@ func (h *Hook) Shorten(ctx context.Context, run string, r Result) (Result, bool,
 	return c, true, nil
 }
 
-// storedInfo returns what a short pointer says of a stored part. A store
-// that streams gives it without the bytes when it knows a text part's
-// length in code points (Content.Chars); otherwise they are counted as they
-// are read, in bounded memory.
-func storedInfo(ctx context.Context, store Store, run, ref string) (PartInfo, error) {
+// storedInfo returns what a short pointer says of a stored part, and the
+// part's key. A store that streams gives it without the bytes when it knows
+// a text part's length in code points (Content.Chars); otherwise they are
+// counted as they are read, in bounded memory.
+func storedInfo(ctx context.Context, store Store, run, ref string) (PartInfo, string, error) {
 	ss, ok := store.(StreamStore)
 	if !ok {
 		c, err := store.Read(ctx, run, ref)
 		if err != nil {
-			return PartInfo{}, err
+			return PartInfo{}, "", err
 		}
 		info := PartInfo{Kind: c.Kind, MIME: c.MIME, Filename: c.Filename, Size: int64(len(c.Data))}
 		if c.Kind == KindText {
 			info.Chars = policy.TextSize(string(c.Data))
 		}
-		return info, nil
+		return info, c.Key, nil
 	}
 	c, rc, err := ss.OpenRead(ctx, run, ref)
 	if err != nil {
-		return PartInfo{}, err
+		return PartInfo{}, "", err
 	}
 	defer rc.Close()
 	info := PartInfo{Kind: c.Kind, MIME: c.MIME, Filename: c.Filename, Size: c.Size, Chars: int(c.Chars)}
 	if c.Kind == KindText && c.Chars == 0 && c.Size > 0 {
 		n, err := countRunes(rc)
 		if err != nil {
-			return PartInfo{}, fmt.Errorf("read %s: %w", ref, err)
+			return PartInfo{}, "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		info.Chars = n
 	}
-	return info, nil
+	return info, c.Key, nil
 }
 
 // countRunes counts the code points of r's bytes as policy.TextSize counts

@@ -137,6 +137,13 @@ func TestShorten(t *testing.T) {
 			if _, ok, err := short.Shorten(ctx, "r", results[0]); ok || err != nil {
 				t.Errorf("Shorten(a result) = %v, %v", ok, err)
 			}
+			// A pointer whose metadata records paths alone, as Haystack's
+			// does: the short form names the store's key.
+			byPath := ptrs[0]
+			byPath.Meta = map[string]any{hook.MetaKey: []any{hook.References(ptrs[0])[0].Path}}
+			if got, ok, err := short.Shorten(ctx, "r", byPath); !ok || err != nil || got.Parts[0].Text != want[0] {
+				t.Errorf("Shorten(a pointer recorded by path) = %+v, %v, %v, want %q", got.Parts, ok, err, want[0])
+			}
 			bare := hook.Result{Tool: "bash", Parts: []hook.Part{hook.Text("offloaded elsewhere")}, Meta: map[string]any{hook.MetaKey: nil}}
 			if _, ok, err := short.Shorten(ctx, "r", bare); ok || err != nil {
 				t.Errorf("Shorten(a pointer without references) = %v, %v", ok, err)
