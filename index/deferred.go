@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -79,35 +80,13 @@ func (x *Index) RecordDeferred(ctx context.Context, ps []NewPart, committed func
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return x.recordDeferredLocked(ctx, ps, nil, committed)
+	x.drainQueueLocked() // the steps queued before these come first
+	return x.recordDeferredLocked(ctx, ps, 0, committed)
 }
 
-// TryRecordDeferredEarly is RecordDeferred for a writer whose blobs are
-// still being written, when the open transaction is free now (ok is false
-// when it is not, and nothing was done): the statements run at once,
-// beside the blobs' writes, and ready, called once they have run, waits
-// for the blobs; an error from it takes the statements back, and is
-// returned. The transaction commits nothing before ready returned.
-func (x *Index) TryRecordDeferredEarly(ctx context.Context, ps []NewPart, ready func() error, committed func(error)) (recs []Recorded, ok bool, err error) {
-	d := &x.deferred
-	if !d.on {
-		return nil, false, nil
-	}
-	ps, err = recordable(ps)
-	if err != nil {
-		return nil, false, nil
-	}
-	if !d.mu.TryLock() {
-		return nil, false, nil
-	}
-	defer d.mu.Unlock()
-	recs, err = x.recordDeferredLocked(ctx, ps, ready, committed)
-	return recs, true, err
-}
-
-// recordDeferredLocked is RecordDeferred once d.mu is held, ready as
-// TryRecordDeferredEarly says.
-func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, ready func() error, committed func(error)) ([]Recorded, error) {
+// recordDeferredLocked is RecordDeferred once d.mu is held, the rows
+// stamped with the time at (in Unix nanoseconds; 0 for now).
+func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, at int64, committed func(error)) ([]Recorded, error) {
 	d := &x.deferred
 	if err := d.err; err != nil {
 		d.err = nil
@@ -123,11 +102,14 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, ready fu
 			return nil, fmt.Errorf("record: %w", x.connError(err))
 		}
 	}
-	d.r.now = x.now().UnixNano()
+	if at == 0 {
+		at = x.now().UnixNano()
+	}
+	d.r.now = at
 	// The statements run to their end whatever the caller's context says:
 	// SQLite answers an interrupted insert by rolling back the whole
 	// transaction, other writers' parts with it.
-	recs, err := x.recordSavepoint(context.WithoutCancel(ctx), ps, ready)
+	recs, err := x.recordSavepoint(context.WithoutCancel(ctx), ps)
 	if err != nil {
 		if d.rows == 0 {
 			// Nothing waits in the transaction: end it, rather than hold
@@ -137,6 +119,15 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, ready fu
 		return nil, fmt.Errorf("record: %w", x.connError(err))
 	}
 	d.rows += len(ps)
+	q := &x.queue
+	q.mu.Lock()
+	if q.inTx == nil {
+		q.inTx = map[string]bool{}
+	}
+	for _, p := range ps {
+		q.inTx[p.Run] = true
+	}
+	q.mu.Unlock()
 	if committed != nil {
 		d.committed = append(d.committed, committed)
 	}
@@ -173,9 +164,8 @@ func (x *Index) beginDeferred(ctx context.Context) error {
 }
 
 // recordSavepoint records ps in the open transaction under a savepoint:
-// a part that fails takes back only the statements of ps, as does an
-// error from ready (when not nil), called once they have run.
-func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart, ready func() error) ([]Recorded, error) {
+// a part that fails takes back only the statements of ps.
+func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	d := &x.deferred
 	if _, err := d.tx.ExecContext(ctx, `SAVEPOINT deferred_step`); err != nil {
 		return nil, err
@@ -189,11 +179,6 @@ func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart, ready func() 
 			break
 		}
 		out = append(out, rec)
-	}
-	if ready != nil {
-		if rerr := ready(); err == nil {
-			err = rerr
-		}
 	}
 	if err == nil {
 		_, err = d.tx.ExecContext(ctx, `RELEASE deferred_step`)
@@ -240,6 +225,20 @@ func (x *Index) endDeferred(lost error) error {
 	for _, f := range d.committed {
 		f(err)
 	}
+	q := &x.queue
+	q.mu.Lock()
+	if err != nil && d.rows > 0 {
+		// What RecordQueued knows of these runs counted rows now gone, and
+		// their writers may have had their answers.
+		for run := range q.inTx {
+			q.forgetRun(run)
+		}
+		if q.lost == nil {
+			q.lost = err
+		}
+	}
+	q.inTx = nil
+	q.mu.Unlock()
 	d.tx, d.r, d.rows, d.committed = nil, nil, 0, nil
 	return err
 }
@@ -254,10 +253,14 @@ func (x *Index) CommitDeferred() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	x.drainQueueLocked()
 	err := x.endDeferred(nil)
-	if err == nil {
-		err, d.err = d.err, nil
-	}
+	q := &x.queue
+	q.mu.Lock()
+	// A failed commit is kept for RecordQueued too: it is told once.
+	err = cmp.Or(err, d.err, q.lost)
+	d.err, q.lost = nil, nil
+	q.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("commit deferred records: %w", err)
 	}
@@ -274,6 +277,7 @@ func (x *Index) settle() {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	x.drainQueueLocked()
 	if d.tx != nil {
 		if err := x.endDeferred(nil); err != nil && d.err == nil {
 			d.err = err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,48 +138,5 @@ func TestRecordDeferredConcurrent(t *testing.T) {
 	st, err := x.Stats(ctx, "")
 	if err != nil || st.Parts != writers*each {
 		t.Fatalf("%d parts (%v), want %d", st.Parts, err, writers*each)
-	}
-}
-
-// A step whose ready fails is taken back, alone: the steps before it in
-// the transaction commit.
-func TestRecordDeferredEarlyFails(t *testing.T) {
-	ctx := context.Background()
-	x := MustOpen(t, WithDurability(cas.SyncNone), WithDeferredCommit())
-	a := newPart("run", 1, "t", "c", "kept")
-	if _, err := x.RecordDeferred(ctx, []NewPart{a}, nil); err != nil {
-		t.Fatal(err)
-	}
-	failed := errors.New("the blob failed")
-	b := newPart("run", 2, "t", "c", "taken back")
-	_, ok, err := x.TryRecordDeferredEarly(ctx, []NewPart{b}, func() error { return failed }, func(error) {
-		t.Error("committed called for a step taken back")
-	})
-	if !ok || !errors.Is(err, failed) {
-		t.Fatalf("early record with its blob failing: ok %v, %v", ok, err)
-	}
-	c := newPart("run", 3, "t", "c", "after")
-	if _, ok, err := x.TryRecordDeferredEarly(ctx, []NewPart{c}, func() error { return nil }, nil); !ok || err != nil {
-		t.Fatalf("early record: ok %v, %v", ok, err)
-	}
-	if err := x.CommitDeferred(); err != nil {
-		t.Fatal(err)
-	}
-	ps, err := x.List(ctx, ListOptions{AllVersions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, p := range ps {
-		keys = append(keys, p.Key)
-	}
-	slices.Sort(keys)
-	if len(ps) != 2 || keys[0] != a.Key || keys[1] != c.Key {
-		t.Errorf("parts = %q, want %s and %s", keys, a.Key, c.Key)
-	}
-	st, err := x.Stats(ctx, "")
-	if err != nil || st.Blobs != 2 || st.UnreferencedBlobs != 0 {
-		t.Errorf("blobs = %d, unreferenced %d (%v), want 2 and 0: the step taken back left its blob's row",
-			st.Blobs, st.UnreferencedBlobs, err)
 	}
 }

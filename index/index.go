@@ -120,6 +120,8 @@ type Index struct {
 	unsynced  logUnsynced
 	// deferred is RecordDeferred's open transaction.
 	deferred deferred
+	// queue is RecordQueued's steps, waiting for the committer.
+	queue queue
 	// search is the connection searches read through, under mapped reads.
 	search searchConn
 	// sweepTried, when set (by tests), is called each time
@@ -470,6 +472,8 @@ func (x *Index) provider() (*goose.Provider, error) {
 type statements struct {
 	keyOwner, sameAs, insertPart, runID, insertRun *sql.Stmt
 	insertBlob, touchBlob, insertNewKey            *sql.Stmt
+	// runsNamed and runParts read a run for RecordQueued (see loadRun).
+	runsNamed, runParts *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -485,6 +489,8 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertBlob, insertBlobSQL},
 		{&x.stmts.touchBlob, touchBlobSQL},
 		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
+		{&x.stmts.runsNamed, runsNamedSQL},
+		{&x.stmts.runParts, runPartsSQL},
 	} {
 		err := retryBusy(ctx, x.retry, func() error {
 			st, err := x.db.PrepareContext(ctx, x.blobType(p.q))
@@ -630,7 +636,7 @@ func (x *Index) Close() error {
 		defer os.RemoveAll(x.snapshot)
 	}
 	for _, st := range []*sql.Stmt{x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
-		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey} {
+		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey, x.stmts.runsNamed, x.stmts.runParts} {
 		if st != nil {
 			st.Close()
 		}

@@ -553,6 +553,8 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 // log is synced after the commit only if f sets *syncLog.
 func (x *Index) writeTx(ctx context.Context, syncLog *bool, f func(*sql.Tx) error) error {
 	x.settle()
+	// What RecordQueued knows of runs may not hold once f ran.
+	defer x.forgetRuns()
 	err := retryBusy(ctx, x.retry, func() error {
 		if syncLog != nil {
 			return x.commitLogUnsynced(ctx, syncLog, f)

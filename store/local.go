@@ -43,8 +43,6 @@ type localEngine struct {
 	recovered []index.Part
 	// writersSeen caches what unsynced/ says of other writers (alone).
 	writersSeen writersSeen
-	// deferredWriters counts the writes in writeDeferred.
-	deferredWriters atomic.Int32
 }
 
 var (
@@ -210,13 +208,15 @@ func (e *localEngine) write(ctx context.Context, parts []index.NewPart, data [][
 
 // writeDeferred is write without syncs on SQLite, where nothing is owed
 // to a crash: the blobs are written in place (cas.Store.putInPlace), then
-// the rows recorded in the index's open transaction, which commits them
-// with the rows of the writes after them, within
-// index.DeferredCommitAfter (see index.WithDeferredCommit). The write
-// returns once its rows are recorded: this process reads them at once,
-// others once they commit. It holds its share of gc.lock until then, so
-// that gc sweeps none of its blobs before their rows are there to see; a
-// crash before the commit leaves the blobs to gc.
+// the rows queued for the index's committer, which records them in its
+// open transaction and commits them with the rows of the writes after
+// them, within index.DeferredCommitAfter (see index.RecordQueued). The
+// write returns once its rows are queued when the index can tell what
+// they are recorded as (a run it knows), else once they are recorded:
+// this process reads them at once, others once they commit. It holds its
+// share of gc.lock until then, so that gc sweeps none of its blobs before
+// their rows are there to see; a crash before the commit leaves the
+// blobs to gc.
 func (e *localEngine) writeDeferred(ctx context.Context, parts []index.NewPart, data [][]byte) ([]cas.PutResult, []index.Recorded, error) {
 	unlock, err := e.locks.shared(ctx)
 	if err != nil {
@@ -229,26 +229,12 @@ func (e *localEngine) writeDeferred(ctx context.Context, parts []index.NewPart, 
 		}
 		unlock()
 	}
-	// A test's stand-in for a record that failed (on a full disk, say).
-	recordErr := fault(e, "write:record")
-	var (
-		recs  []index.Recorded
-		early bool
-	)
-	// Alone, a write runs its statements beside its blob's write. With
-	// others, the statements would hold the index's transaction while the
-	// blob is written, and theirs would wait on it: each records once its
-	// blob is in place.
-	alone := e.deferredWriters.Add(1) == 1
-	defer e.deferredWriters.Add(-1)
-	if len(parts) == 1 && recordErr == nil && alone {
-		recs, early, err = e.writeOneDeferred(ctx, &parts[0], data[0], &puts[0], committed)
-	} else {
-		err = e.putDeferred(ctx, parts, data, puts)
-	}
-	if !early && err == nil {
-		if err = recordErr; err == nil {
-			recs, err = e.ix.RecordDeferred(ctx, parts, committed)
+	var recs []index.Recorded
+	err = e.putDeferred(ctx, parts, data, puts)
+	if err == nil {
+		// A test's stand-in for a record that failed (on a full disk, say).
+		if err = fault(e, "write:record"); err == nil {
+			recs, err = e.ix.RecordQueued(ctx, parts, committed)
 		}
 	}
 	if err != nil {
@@ -261,45 +247,15 @@ func (e *localEngine) writeDeferred(ctx context.Context, parts []index.NewPart, 
 	return puts, recs, nil
 }
 
-// writeOneDeferred writes one part's blob in place, its statements run
-// beside it in the index's open transaction when that is free (early),
-// kept only once the blob is in place.
-func (e *localEngine) writeOneDeferred(ctx context.Context, np *index.NewPart, data []byte, put *cas.PutResult,
-	committed func(error)) (recs []index.Recorded, early bool, err error) {
-	h := cas.Hash(data, np.Blob.Ext)
-	np.Blob = h.Blob()
-	var putErr error
-	written := make(chan struct{})
-	type result struct {
-		recs  []index.Recorded
-		early bool
-		err   error
-	}
-	statements := make(chan result, 1)
-	go func() {
-		recs, early, err := e.ix.TryRecordDeferredEarly(ctx, []index.NewPart{*np}, func() error {
-			<-written
-			return putErr
-		}, committed)
-		statements <- result{recs, early, err}
-	}()
-	if putErr = fault(e, "write:blob"); putErr == nil {
-		*put, putErr = e.blobs.PutHashed(ctx, h)
-	}
-	close(written)
-	r := <-statements
-	if putErr != nil {
-		return nil, r.early, putErr
-	}
-	if r.early {
-		count(e, "write:early", 1)
-	}
-	return r.recs, r.early, r.err
-}
-
 // putDeferred writes the blobs of a step in place.
 func (e *localEngine) putDeferred(ctx context.Context, parts []index.NewPart, data [][]byte, puts []cas.PutResult) error {
 	if err := fault(e, "write:blob"); err != nil {
+		return err
+	}
+	if len(parts) == 1 {
+		var err error
+		puts[0], err = e.blobs.PutHashed(ctx, cas.Hash(data[0], parts[0].Blob.Ext))
+		parts[0].Blob = puts[0].Blob
 		return err
 	}
 	items := make([]cas.Item, len(parts))
