@@ -118,18 +118,27 @@ func TestQuickRealTrace(t *testing.T) {
 				r.PackedBlocks, r.PackedReserve, r.PackedData, store.MinReserve)
 		}
 	}
-	if len(rep.Targets) != 4 {
-		t.Errorf("%d targets for the real trace, want 4", len(rep.Targets))
+	if len(rep.Targets) != 5 {
+		t.Errorf("%d targets for the real trace, want 5", len(rep.Targets))
 	}
 	// The size on disk compares every block of each store's directory.
-	var dir, cas float64
+	var dir, cas, dirNone, casNone float64
 	for _, r := range rep.Real.Results {
 		switch r.Store {
 		case storeDirFull:
 			dir = float64(r.BlockBytes)
 		case storeCASFull:
 			cas = float64(r.PackedBlocks)
+		case storeDirNone:
+			dirNone = r.PerSecond
+		case storeCASNone:
+			casNone = r.PerSecond
 		}
+	}
+	// Without syncs, the CAS store's speed against the directory store's,
+	// both without syncs.
+	if got := rep.Targets[len(rep.Targets)-1]; !strings.Contains(got.What, "without syncs") || got.Value != casNone/dirNone {
+		t.Errorf("the last target = %+v, want the speed without syncs: %.0f / %.0f = %.4f", got, casNone, dirNone, casNone/dirNone)
 	}
 	if got := rep.Targets[0]; !strings.Contains(got.What, "on disk") || got.Value != dir/cas {
 		t.Errorf("the first target = %+v, want the size on disk: %.0f / %.0f blocks = %.4f", got, dir, cas, dir/cas)

@@ -54,8 +54,6 @@ type deferred struct {
 	// gen counts the transactions, so that a timer set for one that has
 	// committed since does nothing to the next.
 	gen int
-	// err is a commit's failure that no caller has been told of yet.
-	err error
 }
 
 // RecordDeferred records ps as Record does, but in the transaction kept
@@ -78,6 +76,9 @@ func (x *Index) RecordDeferred(ctx context.Context, ps []NewPart, committed func
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
+	if err := x.queue.takeLost(); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	x.drainQueueLocked() // the steps queued before these come first
@@ -88,10 +89,6 @@ func (x *Index) RecordDeferred(ctx context.Context, ps []NewPart, committed func
 // stamped with the time at (in Unix nanoseconds; 0 for now).
 func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, at int64, committed func(error)) ([]Recorded, error) {
 	d := &x.deferred
-	if err := d.err; err != nil {
-		d.err = nil
-		return nil, fmt.Errorf("record: an earlier deferred commit failed: %w", err)
-	}
 	if d.rows >= DeferredCommitRows {
 		if err := x.endDeferred(nil); err != nil {
 			return nil, fmt.Errorf("record: commit the parts waiting: %w", err)
@@ -155,8 +152,8 @@ func (x *Index) beginDeferred(ctx context.Context) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if d.gen == gen && d.tx != nil {
-			if err := x.endDeferred(nil); err != nil && d.err == nil {
-				d.err = err
+			if err := x.endDeferred(nil); err != nil {
+				x.queue.note(err)
 			}
 		}
 	})
@@ -227,14 +224,10 @@ func (x *Index) endDeferred(lost error) error {
 	}
 	q := &x.queue
 	q.mu.Lock()
-	if err != nil && d.rows > 0 {
-		// What RecordQueued knows of these runs counted rows now gone, and
-		// their writers may have had their answers.
+	if err != nil {
+		// What RecordQueued knows of these runs counted rows now gone.
 		for run := range q.inTx {
 			q.forgetRun(run)
-		}
-		if q.lost == nil {
-			q.lost = err
 		}
 	}
 	q.inTx = nil
@@ -258,8 +251,8 @@ func (x *Index) CommitDeferred() error {
 	q := &x.queue
 	q.mu.Lock()
 	// A failed commit is kept for RecordQueued too: it is told once.
-	err = cmp.Or(err, d.err, q.lost)
-	d.err, q.lost = nil, nil
+	err = cmp.Or(err, q.lost)
+	q.lost = nil
 	q.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("commit deferred records: %w", err)
@@ -279,8 +272,8 @@ func (x *Index) settle() {
 	defer d.mu.Unlock()
 	x.drainQueueLocked()
 	if d.tx != nil {
-		if err := x.endDeferred(nil); err != nil && d.err == nil {
-			d.err = err
+		if err := x.endDeferred(nil); err != nil {
+			x.queue.note(err)
 		}
 	}
 }

@@ -680,6 +680,7 @@ func (x *Index) Checkpoint(ctx context.Context) error {
 	if x.pg {
 		return nil
 	}
+	x.settle() // what waits for its commit would hold the log
 	return retryBusy(ctx, x.retry, func() error {
 		_, err := x.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err

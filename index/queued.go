@@ -38,10 +38,11 @@ import (
 // transaction: they see every part queued before them. Another process
 // sees a part once its transaction commits: within DeferredCommitAfter
 // of its record, which follows its queuing by the time the committer
-// takes for the parts queued before it (at most queueMax steps).
+// takes for the parts queued before it (at most queueMax, or one step).
 
-// queueMax bounds the steps waiting for the committer: a writer waits
-// for room, so that what other processes see lags by a bounded time.
+// queueMax bounds the parts waiting for the committer: a writer waits for
+// room (a step of more parts, for an empty queue), so that what other
+// processes see lags by a bounded time.
 const queueMax = DeferredCommitRows
 
 // knownRunParts bounds the parts of a run the index keeps: a larger run's
@@ -55,9 +56,11 @@ const knownRunsMax = 1024
 // queue is what RecordQueued shares with the committer.
 type queue struct {
 	mu sync.Mutex
-	// room is signalled when the committer takes steps.
+	// room is signalled when the committer has recorded a step.
 	room  *sync.Cond
 	items []*queuedStep
+	// parts counts the parts queued or being recorded.
+	parts int
 	// running says the committer's goroutine runs.
 	running bool
 	// runs are the runs known (see above), by name.
@@ -120,7 +123,8 @@ func (x *Index) QueueMismatches() int64 { return x.queue.mismatches.Load() }
 
 // RecordQueued records ps as RecordDeferred does, through the committer
 // (see above): it returns what the parts are recorded as, at once when
-// the index can tell, otherwise once they are. committed (if not nil) is
+// the index can tell (an answer leaves Recorded.ID 0: the row has none
+// yet), otherwise once they are. committed (if not nil) is
 // called once their transaction ends, with nil once committed, or with
 // what lost them; when RecordQueued returns an error, nothing of ps is
 // recorded and committed is never called. A part answered for whose
@@ -140,13 +144,13 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 	if q.room == nil {
 		q.room = sync.NewCond(&q.mu)
 	}
-	for len(q.items) >= queueMax {
+	for q.parts > 0 && q.parts+len(ps) > queueMax {
 		q.room.Wait()
 	}
 	if err := q.lost; err != nil {
 		q.lost = nil
 		q.mu.Unlock()
-		return nil, fmt.Errorf("record: an earlier step failed after it returned: %w", err)
+		return nil, lostError(err)
 	}
 	if q.waiting == nil {
 		q.waiting, q.queued, q.loading = map[string]int{}, map[string]int{}, map[string]bool{}
@@ -184,6 +188,7 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 		}
 	}
 	q.items = append(q.items, st)
+	q.parts += len(ps)
 	if !q.running {
 		q.running = true
 		go x.commitQueued()
@@ -352,13 +357,10 @@ func (x *Index) commitQueued() {
 // transaction. The caller holds d.mu, so that a step taken from the queue
 // is recorded before anyone else reads or writes through the index.
 func (x *Index) drainQueueLocked() {
-	q, d := &x.queue, &x.deferred
+	q := &x.queue
 	q.mu.Lock()
 	items := q.items
 	q.items = nil
-	if q.room != nil {
-		q.room.Broadcast()
-	}
 	q.mu.Unlock()
 	defer func() {
 		q.mu.Lock()
@@ -372,45 +374,64 @@ func (x *Index) drainQueueLocked() {
 		}
 	}()
 	for _, st := range items {
-		if st.answered != nil && d.err != nil {
-			// A commit's failure is for its writers, told by their
-			// callbacks, and for whoever asks next: not for this step.
-			q.note(d.err)
-			d.err = nil
-		}
-		recs, err := x.recordDeferredLocked(context.Background(), st.parts, st.at, st.committed)
-		if st.answered == nil {
-			st.recs, st.err = recs, err
-			if err == nil {
-				x.learn(st.parts, recs)
-			}
-			q.mu.Lock()
-			for _, r := range runsOf(st.parts) {
-				if q.waiting[r]--; q.waiting[r] <= 0 {
-					delete(q.waiting, r)
-				}
-			}
-			q.mu.Unlock()
-			close(st.done)
-			continue
-		}
-		if err != nil {
-			if st.committed != nil {
-				st.committed(err)
-			}
-			q.note(err)
-			x.forgetRuns()
-			continue
-		}
-		if !sameRecorded(recs, st.answered) {
-			q.mismatches.Add(1)
-			q.mu.Lock()
-			for _, r := range runsOf(st.parts) {
-				q.forgetRun(r)
-			}
-			q.mu.Unlock()
-		}
+		x.recordQueued(st)
+		q.mu.Lock()
+		q.parts -= len(st.parts)
+		q.room.Broadcast()
+		q.mu.Unlock()
 	}
+}
+
+// recordQueued records a step taken from the queue: tells its writer
+// when it waits, or checks what it was told. The caller holds d.mu.
+func (x *Index) recordQueued(st *queuedStep) {
+	q := &x.queue
+	recs, err := x.recordDeferredLocked(context.Background(), st.parts, st.at, st.committed)
+	switch {
+	case st.answered == nil:
+		st.recs, st.err = recs, err
+		if err == nil {
+			x.learn(st.parts, recs)
+		}
+		q.mu.Lock()
+		for _, r := range runsOf(st.parts) {
+			if q.waiting[r]--; q.waiting[r] <= 0 {
+				delete(q.waiting, r)
+			}
+		}
+		q.mu.Unlock()
+		close(st.done)
+	case err != nil:
+		if st.committed != nil {
+			st.committed(err)
+		}
+		q.note(err)
+		x.forgetRuns()
+	case !sameRecorded(recs, st.answered):
+		q.mismatches.Add(1)
+		q.mu.Lock()
+		for _, r := range runsOf(st.parts) {
+			q.forgetRun(r)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// takeLost returns, once, the failure note kept.
+func (q *queue) takeLost() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	err := q.lost
+	q.lost = nil
+	if err != nil {
+		return lostError(err)
+	}
+	return nil
+}
+
+// lostError says that err lost steps whose writers were told before.
+func lostError(err error) error {
+	return fmt.Errorf("record: an earlier step failed after its write returned: %w", err)
 }
 
 // note keeps err for the next caller, if none is kept.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,3 +288,64 @@ func TestRecordQueuedSeenByOthers(t *testing.T) {
 
 // keyRef is a reference by key.
 func keyRef(key string) Ref { return Ref{Kind: RefKey, Key: key} }
+
+// A step answered for whose statements fail is taken back alone: its
+// writer's callback is told, the next caller is told once, and the steps
+// before and after it are recorded.
+func TestRecordQueuedLateFailure(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	x := mustOpenQueued(t, filepath.Join(t.TempDir(), "q.db"))
+	if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", 1, "t", "a", "first")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CommitDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	// A stand-in for a statement that fails once its writer had its
+	// answer (a full disk, say).
+	if _, err := x.db.ExecContext(ctx, `CREATE TRIGGER boom BEFORE INSERT ON parts WHEN NEW.tool = 'boom'
+		BEGIN SELECT RAISE(ABORT, 'no room for this row'); END`); err != nil {
+		t.Fatal(err)
+	}
+	told := make(chan error, 1)
+	recs, err := x.RecordQueued(ctx, []NewPart{newPart("run", 2, "boom", "b", "second")}, func(err error) { told <- err })
+	if err != nil || len(recs) != 1 || recs[0].Key != "run/2_boom_b.txt" {
+		t.Fatalf("answer = %+v, %v: want run/2_boom_b.txt, answered before its statements", recs, err)
+	}
+	if err := x.CommitDeferred(); err == nil || !strings.Contains(err.Error(), "no room") {
+		t.Errorf("CommitDeferred after the failed step = %v, want its statement's error", err)
+	}
+	select {
+	case err := <-told:
+		if err == nil || !strings.Contains(err.Error(), "no room") {
+			t.Errorf("the failed step's callback got %v, want its statement's error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the failed step's callback was never called")
+	}
+	if err := x.CommitDeferred(); err != nil {
+		t.Errorf("the failure was told twice: %v", err)
+	}
+	if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", 3, "t", "c", "third")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CommitDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := x.List(ctx, ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	slices.Sort(keys)
+	want := []string{"run/1_t_a.txt", "run/3_t_c.txt"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("parts = %q, want %q", keys, want)
+	}
+}
