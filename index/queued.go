@@ -17,12 +17,14 @@ import (
 // came, while the writer goes on. The writer is answered at once when the
 // index can tell, without a statement, what recording the parts will give
 // (their keys, versions and same-content keys): when it knows their run.
-// It knows a run once a step of it was recorded through this Index: it
-// then reads the run's keys and blobs, in the open transaction, and keeps
-// them up to date with every part it records or queues. A step it cannot
-// answer for (a run it does not know yet, a key another call of the run
-// holds, a run with more parts than it keeps) waits for its statements,
-// as RecordDeferred does, and so do the steps of that run queued after it.
+// It reads a run's keys and blobs once: the writer itself, from the
+// committed rows, when nothing of the run is queued or in the open
+// transaction; else the committer, in the open transaction, once it
+// recorded a step of the run. It keeps them up to date with every part
+// it records or answers for. A step it cannot answer for (a run it could
+// not read yet, a key another call of the run holds, a run with more parts
+// than it keeps) waits for its statements, as RecordDeferred does, and so
+// do the steps of that run queued after it.
 //
 // What it answers holds against the rows this Index knows of: a part that
 // another process (or another Index on the same database) records in the
@@ -113,10 +115,6 @@ type keyHolder struct {
 	version      int
 }
 
-// Queues reports whether RecordQueued may answer before the statements
-// run (an index in SQLite opened WithDeferredCommit).
-func (x *Index) Queues() bool { return x.deferred.on }
-
 // QueueMismatches counts the steps RecordQueued answered for that were
 // recorded otherwise (see above).
 func (x *Index) QueueMismatches() int64 { return x.queue.mismatches.Load() }
@@ -130,7 +128,7 @@ func (x *Index) QueueMismatches() int64 { return x.queue.mismatches.Load() }
 // recorded and committed is never called. A part answered for whose
 // recording or commit failed afterwards makes the next RecordQueued,
 // RecordDeferred or CommitDeferred return that failure. On an index that
-// does not queue (see Queues), it is RecordDeferred.
+// does not defer its commits, it is RecordDeferred.
 func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(error)) ([]Recorded, error) {
 	if !x.deferred.on {
 		return x.RecordDeferred(ctx, ps, committed)
@@ -157,7 +155,11 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 	}
 	st := &queuedStep{parts: ps, at: x.now().UnixNano(), committed: committed}
 	st.answered = q.answer(ps, st.at)
-	if runs := q.loadable(ps); st.answered == nil && runs != nil {
+	var runs []string
+	if st.answered == nil {
+		runs = q.loadable(ps)
+	}
+	if runs != nil {
 		// Runs that have no rows but committed ones are read here, beside
 		// the committer, rather than by it once it reached this step.
 		for _, r := range runs {
@@ -528,7 +530,8 @@ func loadRun(ctx context.Context, runsNamed, runParts *sql.Stmt, run, prefix str
 	kr := &knownRun{prefix: prefix, keys: map[string]keyHolder{}, blobs: map[cas.Blob][2]string{}}
 	var id int64
 	rows := 0
-	err := eachRow(ctx, runsNamed, []any{run}, func(r *sql.Rows) error {
+	rs, err := runsNamed.QueryContext(ctx, run)
+	err = eachRow(rs, err, func(r *sql.Rows) error {
 		var pre string
 		rows++
 		if err := r.Scan(&id, &pre); err != nil {
@@ -547,7 +550,8 @@ func loadRun(ctx context.Context, runsNamed, runParts *sql.Stmt, run, prefix str
 	case rows > 1 || id < 0:
 		return nil, nil
 	}
-	err = eachRow(ctx, runParts, []any{id, knownRunParts + 1}, func(r *sql.Rows) error {
+	rs, err = runParts.QueryContext(ctx, id, knownRunParts+1)
+	err = eachRow(rs, err, func(r *sql.Rows) error {
 		var (
 			rest   string
 			h      keyHolder
@@ -570,19 +574,4 @@ func loadRun(ctx context.Context, runsNamed, runParts *sql.Stmt, run, prefix str
 		return nil, err
 	}
 	return kr, nil
-}
-
-// eachRow calls each with every row st gives args.
-func eachRow(ctx context.Context, st *sql.Stmt, args []any, each func(*sql.Rows) error) error {
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }

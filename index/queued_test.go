@@ -120,24 +120,11 @@ func TestRecordQueuedAnswersBeforeRecording(t *testing.T) {
 	if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", 1, "t", "a", "first")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	x.deferred.mu.Lock() // the committer, and every read, wait
 	committed := make(chan error, 1)
-	answered := make(chan []Recorded, 1)
-	go func() {
-		recs, err := x.RecordQueued(ctx, []NewPart{newPart("run", 2, "t", "b", "first")}, func(err error) { committed <- err })
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- recs
-	}()
-	var recs []Recorded
-	select {
-	case recs = <-answered:
-	case <-time.After(30 * time.Second):
-		x.deferred.mu.Unlock()
-		t.Fatal("RecordQueued waited for the committer on a run the index knows")
+	recs, early := recordHeld(t, x, newPart("run", 2, "t", "b", "first"), func(err error) { committed <- err }, 30*time.Second)
+	if !early {
+		t.Error("RecordQueued waited for the committer on a run the index knows")
 	}
-	x.deferred.mu.Unlock()
 	if len(recs) != 1 || recs[0].Key != "run/2_t_b.txt" || recs[0].Version != 1 || recs[0].SameAs != "run/1_t_a.txt" {
 		t.Errorf("answer = %+v, want run/2_t_b.txt v1 same as run/1_t_a.txt", recs)
 	}
@@ -154,49 +141,50 @@ func TestRecordQueuedAnswersBeforeRecording(t *testing.T) {
 
 	// A run with no rows is answered at once too: the writer reads its
 	// committed rows (none) itself.
-	x.deferred.mu.Lock()
-	fresh := make(chan []Recorded, 1)
-	go func() {
-		recs, err := x.RecordQueued(ctx, []NewPart{newPart("new run", 1, "t", "a", "first")}, nil)
-		if err != nil {
-			t.Error(err)
-		}
-		fresh <- recs
-	}()
-	select {
-	case recs = <-fresh:
-	case <-time.After(30 * time.Second):
-		x.deferred.mu.Unlock()
-		t.Fatal("RecordQueued waited for the committer on a run with no rows")
+	recs, early = recordHeld(t, x, newPart("new run", 1, "t", "a", "first"), nil, 30*time.Second)
+	if !early {
+		t.Error("RecordQueued waited for the committer on a run with no rows")
 	}
-	x.deferred.mu.Unlock()
 	if len(recs) != 1 || recs[0].Key != "new run/1_t_a.txt" || recs[0].Version != 1 || recs[0].SameAs != "" {
 		t.Errorf("answer = %+v, want new run/1_t_a.txt v1", recs)
 	}
 
 	// A key another call of the run holds waits for its statements, which
 	// choose key~2.
-	x.deferred.mu.Lock()
 	other := newPart("run", 2, "t", "b", "other")
 	other.CallID = "b-other"
-	waited := make(chan []Recorded, 1)
+	if recs, early = recordHeld(t, x, other, nil, 50*time.Millisecond); early {
+		t.Errorf("a step whose key another call holds returned %+v before it was recorded", recs)
+	}
+	if len(recs) != 1 || recs[0].Key != "run/2_t_b~2.txt" {
+		t.Errorf("answer = %+v, want run/2_t_b~2.txt", recs)
+	}
+}
+
+// recordHeld calls RecordQueued for p while the committer cannot record
+// (the open transaction's lock held), and says whether it returned within
+// wait; it lets the committer go, and returns the answer, either way.
+func recordHeld(t *testing.T, x *Index, p NewPart, committed func(error), wait time.Duration) (recs []Recorded, early bool) {
+	t.Helper()
+	x.deferred.mu.Lock()
+	answered := make(chan []Recorded, 1)
 	go func() {
-		recs, err := x.RecordQueued(ctx, []NewPart{other}, nil)
+		recs, err := x.RecordQueued(context.Background(), []NewPart{p}, committed)
 		if err != nil {
 			t.Error(err)
 		}
-		waited <- recs
+		answered <- recs
 	}()
 	select {
-	case r := <-waited:
-		x.deferred.mu.Unlock()
-		t.Fatalf("a step whose key another call holds returned %+v before it was recorded", r)
-	case <-time.After(50 * time.Millisecond):
+	case recs = <-answered:
+		early = true
+	case <-time.After(wait):
 	}
 	x.deferred.mu.Unlock()
-	if recs = <-waited; len(recs) != 1 || recs[0].Key != "run/2_t_b~2.txt" {
-		t.Errorf("answer = %+v, want run/2_t_b~2.txt", recs)
+	if !early {
+		recs = <-answered
 	}
+	return recs, early
 }
 
 // A step another index records in the same run meanwhile can make a step

@@ -15,6 +15,12 @@ import (
 // the rows closed however it ends.
 func queryRows(ctx context.Context, db queryer, q string, args []any, each func(*sql.Rows) error) error {
 	rows, err := db.QueryContext(ctx, q, args...)
+	return eachRow(rows, err, each)
+}
+
+// eachRow is queryRows's loop over the rows a query returned (or its
+// error).
+func eachRow(rows *sql.Rows, err error, each func(*sql.Rows) error) error {
 	if err != nil {
 		return err
 	}
