@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -40,12 +41,17 @@ import (
 // transaction: they see every part queued before them. Another process
 // sees a part once its transaction commits: within DeferredCommitAfter
 // of its record, which follows its queuing by the time the committer
-// takes for the parts queued before it (at most queueMax, or one step).
+// takes for the parts queued before it (see queueLag).
 
-// queueMax bounds the parts waiting for the committer: a writer waits for
-// room (a step of more parts, for an empty queue), so that what other
-// processes see lags by a bounded time.
-const queueMax = DeferredCommitRows
+// A writer waits for room in the queue (a step of more parts, for an
+// empty queue), so that what other processes see lags by a bounded time:
+// while queueMax parts wait, or while what waits would take the committer
+// over queueLag to record, at the pace it kept so far (on a slow machine,
+// or under the race detector, a part costs milliseconds, not 90 µs).
+const (
+	queueMax = DeferredCommitRows
+	queueLag = 20 * time.Millisecond
+)
 
 // knownRunParts bounds the parts of a run the index keeps: a larger run's
 // steps wait for their statements.
@@ -61,8 +67,10 @@ type queue struct {
 	// room is signalled when the committer has recorded a step.
 	room  *sync.Cond
 	items []*queuedStep
-	// parts counts the parts queued or being recorded.
-	parts int
+	// parts counts the parts queued or being recorded; perPart is the
+	// committer's time a part, a moving average.
+	parts   int
+	perPart time.Duration
 	// running says the committer's goroutine runs.
 	running bool
 	// runs are the runs known (see above), by name.
@@ -142,7 +150,7 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 	if q.room == nil {
 		q.room = sync.NewCond(&q.mu)
 	}
-	for q.parts > 0 && q.parts+len(ps) > queueMax {
+	for q.parts > 0 && (q.parts+len(ps) > queueMax || time.Duration(q.parts+len(ps))*q.perPart > queueLag) {
 		q.room.Wait()
 	}
 	if err := q.lost; err != nil {
@@ -376,8 +384,12 @@ func (x *Index) drainQueueLocked() {
 		}
 	}()
 	for _, st := range items {
+		start := time.Now()
 		x.recordQueued(st)
+		took := time.Since(start) / time.Duration(max(1, len(st.parts)))
 		q.mu.Lock()
+		q.perPart = cmp.Or(q.perPart, took)
+		q.perPart += (took - q.perPart) / 8
 		q.parts -= len(st.parts)
 		q.room.Broadcast()
 		q.mu.Unlock()
