@@ -405,6 +405,14 @@ func (l *link) upstream(forInit bool) (upstreamConn, error) {
 	l.connectMu.Lock()
 	defer l.connectMu.Unlock()
 	l.mu.Lock()
+	if l.up != nil && l.downWhy != "" {
+		// Being stopped: its reader ends soon, and fails its calls; a
+		// request sent to it now would only fail too.
+		done := l.upDone
+		l.mu.Unlock()
+		<-done
+		l.mu.Lock()
+	}
 	up, closed, init, initialized := l.up, l.closed, l.initialize, l.initialized
 	l.mu.Unlock()
 	switch {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcas/toolcas/hook"
@@ -42,12 +43,13 @@ func pidOf(t *testing.T, r *rig) int {
 
 // TestHalfAMessageRestartsTheUpstream: an upstream that writes half a
 // message and no more wedges nothing: the call times out, the upstream is
-// stopped, and the next call gets a new one that answers.
+// stopped, and the next call gets a new one that answers. The timeout leaves
+// a loaded machine time to write and read the half message first.
 func TestHalfAMessageRestartsTheUpstream(t *testing.T) {
-	r := processRig(t, upstreamCommand(""), mcp.WithCallTimeout(500*time.Millisecond))
+	r := processRig(t, upstreamCommand(""), mcp.WithCallTimeout(3*time.Second))
 	first := pidOf(t, r)
 	err := callErr(t, r, "partial")
-	for _, want := range []string{`did not answer tools/call "partial" within 500ms`, "half a message", "next request starts it again"} {
+	for _, want := range []string{`did not answer tools/call "partial" within 3s`, "half a message", "next request starts it again"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -540,4 +542,88 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// stallingTransport gives a connection that never passes a ping on, and
+// whose Close waits for release: the proxy's drop of it can be held open.
+type stallingTransport struct {
+	sdk.Transport
+	closing chan struct{} // closed when Close is called
+	release chan struct{} // closes to let Close finish
+	wrote   chan string   // the methods written after Close began
+}
+
+func (s *stallingTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	c, err := s.Transport.Connect(ctx)
+	return &stallingConn{Connection: c, s: s}, err
+}
+
+type stallingConn struct {
+	sdk.Connection
+	s    *stallingTransport
+	once sync.Once
+}
+
+func (c *stallingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		select {
+		case <-c.s.closing:
+			c.s.wrote <- req.Method
+		default:
+		}
+		if req.Method == "ping" {
+			return nil
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *stallingConn) Close() error {
+	c.once.Do(func() { close(c.s.closing) })
+	<-c.s.release
+	return c.Connection.Close()
+}
+
+// TestRequestDuringStopGoesToTheNextUpstream: a request that comes while an
+// upstream that stopped answering is being stopped is not sent to it (where
+// it could only fail), but to the upstream started after it.
+func TestRequestDuringStopGoesToTheNextUpstream(t *testing.T) {
+	f := newFake(nil)
+	st := &stallingTransport{closing: make(chan struct{}), release: make(chan struct{}), wrote: make(chan string, 16)}
+	first := true
+	up := &mcp.Dial{Name: "stalling-upstream", Connect: func(ctx context.Context) (sdk.Transport, error) {
+		tr, err := dialFake(f).Connect(ctx)
+		if err != nil || !first {
+			return tr, err
+		}
+		first = false
+		st.Transport = tr
+		return st, nil
+	}}
+	release := sync.OnceFunc(func() { close(st.release) })
+	t.Cleanup(release)
+	r := processRig(t, up, mcp.WithCallTimeout(100*time.Millisecond))
+	if err := callErr(t, r, "slow"); !strings.Contains(err.Error(), `did not answer tools/call "slow" within 100ms`) {
+		t.Errorf("slow: %v, want a timeout", err)
+	}
+	// The ping after the timeout goes unanswered: the proxy stops the
+	// upstream, and its Close holds.
+	<-st.closing
+	answered := make(chan error, 1)
+	go func() {
+		_, err := r.client.CallTool(context.Background(), &sdk.CallToolParams{Name: "small"})
+		answered <- err
+	}()
+	select {
+	case m := <-st.wrote:
+		t.Errorf("%s was sent to the upstream being stopped", m)
+	case err := <-answered:
+		t.Fatalf("small answered before the stopped upstream's Close returned: %v", err)
+	case <-time.After(500 * time.Millisecond):
+		// The request had time to reach the stopping upstream, and did not.
+	}
+	release()
+	if err := <-answered; err != nil {
+		t.Errorf("small, sent while the upstream was being stopped: %v", err)
+	}
 }
