@@ -232,22 +232,38 @@ func (r *rootFS) forget(name string, err error) {
 }
 
 func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
-	root, base, release := r.resolve(name)
-	f, err := root.OpenFile(base, flag, perm)
-	release()
-	if err != nil && root != r.root && errors.Is(err, fs.ErrNotExist) {
+	f, inShard, err := r.openFile(name, flag, perm)
+	if err != nil && inShard && errors.Is(err, fs.ErrNotExist) {
 		// The cached shard directory may have been removed (packing removes
 		// empty shards) and made anew by another process: look again.
 		r.forget(name, err)
-		root, base, release = r.resolve(name)
-		f, err = root.OpenFile(base, flag, perm)
-		release()
+		f, _, err = r.openFile(name, flag, perm)
 	}
 	if err != nil {
 		r.forget(name, err)
 		return nil, err
 	}
 	return f, nil
+}
+
+// openFile opens name through its shard's cached Root (inShard), or the
+// store root's; a file it creates in a shard or in the blobs directory is
+// made on the directory's descriptor (see createAt).
+func (r *rootFS) openFile(name string, flag int, perm fs.FileMode) (f *os.File, inShard bool, err error) {
+	sr, base, release := r.resolveShard(name)
+	defer release()
+	switch {
+	case sr != nil:
+		f, err = createAt(func() (*os.File, error) { return r.shardDir(sr) }, base, flag, perm,
+			func() (*os.File, error) { return sr.root.OpenFile(base, flag, perm) })
+		return f, true, err
+	case path.Dir(name) == BlobsDir:
+		f, err = createAt(r.blobsDir, path.Base(name), flag, perm,
+			func() (*os.File, error) { return r.root.OpenFile(name, flag, perm) })
+		return f, false, err
+	}
+	f, err = r.root.OpenFile(name, flag, perm)
+	return f, false, err
 }
 
 func (r *rootFS) Rename(oldname, newname string) error {
