@@ -45,7 +45,13 @@ func TestSearchReadsShareOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	lag := newBlobs(t, w, 3000)
+	// Under -short, fewer blobs and rounds: the race detector took half a
+	// minute over 40 searches of 3,000.
+	blobs, rounds := 3000, 5
+	if testing.Short() {
+		blobs, rounds = 1000, 2
+	}
+	lag := newBlobs(t, w, blobs)
 	var ids []int64
 	for _, ub := range lag {
 		ids = append(ids, ub.ID)
@@ -71,7 +77,7 @@ func TestSearchReadsShareOneConnection(t *testing.T) {
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			for range 5 {
+			for range rounds {
 				got, err := x.SearchBlobs(ctx, ids)
 				if err == nil && !reflect.DeepEqual(got, want) {
 					t.Errorf("SearchBlobs through the map = %d blobs, want %d as the pool reads them", len(got), len(want))
