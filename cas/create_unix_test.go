@@ -12,27 +12,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestCreateAt: a file created in a shard or in the blobs directory is made
-// on the directory's descriptor, not through the Root, as the Root would
-// make it (in that directory, with its mode, named by its path, blocking);
-// it never follows a link or replaces a name that is there; names that are
-// not plain, and opens that do not create, go through the Root.
-func TestCreateAt(t *testing.T) {
-	dir := t.TempDir()
-	shard := filepath.Join(dir, "blobs", "ab")
-	if err := os.MkdirAll(shard, 0o755); err != nil {
+// createFlags is how blob and temp files are opened: made, never reused.
+const createFlags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+
+// storeWithShard returns a store root with the shard directory made, its
+// path, and a rootFS on the root.
+func storeWithShard(t *testing.T, shard string) (dir, shardDir string, fsys *rootFS) {
+	t.Helper()
+	dir = t.TempDir()
+	shardDir = filepath.Join(dir, "blobs", shard)
+	if err := os.MkdirAll(shardDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	fsys := newRootFS(root)
-	const create = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	t.Cleanup(func() { root.Close() })
+	return dir, shardDir, newRootFS(root)
+}
+
+// TestCreateAt: a file created in a shard or in the blobs directory is made
+// on the directory's descriptor, not through the Root, as the Root would
+// make it (in that directory, with its mode, named by its path, blocking);
+// it never follows a link or replaces a name that is there; names that are
+// not plain, and opens that do not create, go through the Root.
+func TestCreateAt(t *testing.T) {
+	dir, shard, fsys := storeWithShard(t, "ab")
 
 	for _, name := range []string{"blobs/ab/x.txt", "blobs/.tmp-1"} {
-		f, err := fsys.OpenFile(name, create, 0o444)
+		f, err := fsys.OpenFile(name, createFlags, 0o444)
 		if err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
@@ -51,7 +60,7 @@ func TestCreateAt(t *testing.T) {
 		if err != nil || fi.Mode() != 0o444 || fi.Size() != 5 {
 			t.Errorf("created %s: %v, %v; want a 5-byte file of mode 0444", name, fi, err)
 		}
-		if _, err := fsys.OpenFile(name, create, 0o444); !errors.Is(err, fs.ErrExist) {
+		if _, err := fsys.OpenFile(name, createFlags, 0o444); !errors.Is(err, fs.ErrExist) {
 			t.Errorf("create %s again: %v, want fs.ErrExist", name, err)
 		}
 	}
@@ -62,7 +71,7 @@ func TestCreateAt(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(shard, "l.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fsys.OpenFile("blobs/ab/l.txt", create, 0o444); !errors.Is(err, fs.ErrExist) {
+	if _, err := fsys.OpenFile("blobs/ab/l.txt", createFlags, 0o444); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("create over a link: %v, want fs.ErrExist", err)
 	}
 	if _, err := os.Lstat(outside); !errors.Is(err, fs.ErrNotExist) {
@@ -78,9 +87,9 @@ func TestCreateAt(t *testing.T) {
 		flag    int
 		viaRoot bool
 	}{
-		{"y.txt", create, false},
-		{"../y.txt", create, true},
-		{"..", create, true},
+		{"y.txt", createFlags, false},
+		{"../y.txt", createFlags, true},
+		{"..", createFlags, true},
 		{"x.txt", os.O_RDONLY, true},
 		{"z.txt", os.O_WRONLY | os.O_CREATE, true},
 	} {
@@ -98,19 +107,8 @@ func TestCreateAt(t *testing.T) {
 // descriptor was cached, and made anew (as packing and another process
 // do), gets the file, in the new directory.
 func TestCreateInShardMadeAnew(t *testing.T) {
-	dir := t.TempDir()
-	shard := filepath.Join(dir, "blobs", "cd")
-	if err := os.MkdirAll(shard, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	fsys := newRootFS(root)
-	const create = os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	f, err := fsys.OpenFile("blobs/cd/1.txt", create, 0o444)
+	_, shard, fsys := storeWithShard(t, "cd")
+	f, err := fsys.OpenFile("blobs/cd/1.txt", createFlags, 0o444)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +119,7 @@ func TestCreateInShardMadeAnew(t *testing.T) {
 	if err := os.Mkdir(shard, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err = fsys.OpenFile("blobs/cd/2.txt", create, 0o444)
+	f, err = fsys.OpenFile("blobs/cd/2.txt", createFlags, 0o444)
 	if err != nil {
 		t.Fatalf("create in the shard made anew: %v", err)
 	}
