@@ -186,22 +186,31 @@ var sizes = []int{200, 5000, 70_000, 300_000}
 // "key digest" to the log after each write returns: what it saw committed.
 func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 	ctx := context.Background()
-	s, err := openChild(ctx, dir, nolock)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	seed, _ := strconv.ParseUint(seedArg, 10, 64)
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
+	var mu sync.Mutex
+	// Without syncs, a write may return before its rows commit: the log
+	// says which writes' rows did (committedRowLine), which no kill may
+	// lose.
+	s, err := openChild(ctx, dir, nolock, withCommittedRows(func(parts []index.NewPart) {
+		var b strings.Builder
+		for _, p := range parts {
+			fmt.Fprintf(&b, "committed %s %s\n", p.Key, p.Blob.Digest)
+		}
+		mu.Lock()
+		log.WriteString(b.String())
+		mu.Unlock()
+	}))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	seed, _ := strconv.ParseUint(seedArg, 10, 64)
 	// Two writers in the process, so that their rows share transactions.
-	var (
-		mu   sync.Mutex
-		errs = make(chan error, 2)
-	)
+	errs := make(chan error, 2)
 	for g := range uint64(2) {
 		go func() { errs <- crashWrites(ctx, s, seed, g, &mu, log) }()
 	}

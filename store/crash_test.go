@@ -84,13 +84,16 @@ func crashLoop(t *testing.T) {
 		// endedAt is when each writer (by its seed) was seen to end.
 		endedAt = map[string]time.Time{}
 	)
-	// Without syncs, a write returns once its rows are recorded, and they
-	// commit within index.DeferredCommitAfter: a kill may lose the rows of
-	// the writes that returned in that time before it, and only those.
-	// lostWithin is that bound with room for a loaded machine.
+	// Without syncs, a write may return once its rows are queued, before
+	// they commit: a kill may lose the rows of the writes whose commit it
+	// came before, and only those. The writers log whose rows committed;
+	// those must all be there. How many a kill may lose is bounded by the
+	// queue: a writer waits while DeferredCommitRows parts are queued, and
+	// the committer commits once its transaction holds as many.
 	deferred := os.Getenv(childDurabilityEnv) == "none"
-	const lostWithin = 500 * time.Millisecond
-	lostRecent, oldestLost := 0, time.Duration(0)
+	const maxLost = 2*index.DeferredCommitRows + 8
+	lostBy := map[string]int{}
+	oldestLost := time.Duration(0)
 	lane := func(lane int) {
 		for {
 			mu.Lock()
@@ -173,21 +176,33 @@ func crashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	checked := 0
+	type written struct{ key, digest string }
+	var lines []string
+	committed := map[written]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		key, digest, at, writer, ok := returnedLine(sc.Text())
+		lines = append(lines, sc.Text())
+		if key, digest, ok := committedRowLine(sc.Text()); ok {
+			committed[written{key, digest}] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range lines {
+		key, digest, at, writer, ok := returnedLine(line)
 		if !ok {
-			continue // a line cut short by the kill
+			continue // a line cut short by the kill, or a commit's
 		}
 		if strings.HasPrefix(key, "junk-") {
 			continue // gc prunes these on purpose
 		}
-		if deferred && !at.IsZero() && at.After(endedAt[writer].Add(-lostWithin)) {
+		if deferred && !committed[written{key, digest}] {
 			if vs, err := s.ix.Versions(ctx, key); err == nil && !slices.ContainsFunc(vs, func(p index.Part) bool {
 				return p.Blob.Digest.String() == digest
 			}) {
-				lostRecent++
+				lostBy[writer]++
 				oldestLost = max(oldestLost, endedAt[writer].Sub(at))
 				continue
 			}
@@ -263,8 +278,15 @@ func crashLoop(t *testing.T) {
 		t.Errorf("after gc: ok %v, temp %v, orphans %v, corrupt %v", res.OK, res.Temp, res.Orphans, res.Corrupt)
 	}
 	if deferred {
-		t.Logf("without syncs: %d writes that returned within %v of their writer's end were lost, the oldest %v before it; %d torn blobs, no row using any",
-			lostRecent, lostWithin, oldestLost, torn)
+		lost, most := 0, 0
+		for w, n := range lostBy {
+			lost, most = lost+n, max(most, n)
+			if n > maxLost {
+				t.Errorf("writer %s lost %d writes whose rows had not committed, over the %d its queue holds", w, n, maxLost)
+			}
+		}
+		t.Logf("without syncs: %d writes were lost before their rows committed (%d parts logged committed), at most %d of one writer; the oldest returned %v before its writer's end; %d torn blobs, no row using any",
+			lost, len(committed), most, oldestLost, torn)
 	}
 	checkSearchAfterCrashes(t, s, all)
 	t.Logf("%d processes killed (%d gc, %d packers), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
@@ -279,6 +301,19 @@ func crashLoop(t *testing.T) {
 func committedLine(line string) (key, digest string, ok bool) {
 	key, digest, _, _, ok = returnedLine(line)
 	return key, digest, ok
+}
+
+// committedRowLine splits a line a writer without syncs logs once a
+// part's row committed, "committed KEY DIGEST".
+func committedRowLine(line string) (key, digest string, ok bool) {
+	f := strings.Split(line, " ")
+	if len(f) != 3 || f[0] != "committed" {
+		return "", "", false
+	}
+	if _, err := cas.ParseDigest(f[2]); err != nil {
+		return "", "", false
+	}
+	return f[1], f[2], true
 }
 
 // returnedLine is committedLine for a line that may also say when the
@@ -318,6 +353,21 @@ func TestCommittedLine(t *testing.T) {
 	} {
 		if _, _, ok := committedLine(tc.line); ok != tc.ok {
 			t.Errorf("committedLine(%q) ok = %v, want %v", tc.line, ok, tc.ok)
+		}
+	}
+	digest := "blake3:65fff257c421093b52da993b15bf75db8e04bb7e7fee30a2b6b4d825c15de2ae"
+	for _, tc := range []struct {
+		line string
+		ok   bool
+	}{
+		{"committed w5/0_t_26-1_0.txt " + digest, true},
+		{"committed w5/0_t_26-1_0.txt " + digest[:30], false},
+		{"committed w5/0_t_26-1_0.txt " + digest + "w3/1_t_24-1_1.txt", false},
+		{"committed w5/0_t_26-1_0.txt " + digest + " 1764800000000000000 7", false},
+		{whole, false},
+	} {
+		if _, _, ok := committedRowLine(tc.line); ok != tc.ok {
+			t.Errorf("committedRowLine(%q) ok = %v, want %v", tc.line, ok, tc.ok)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package store
 
+import "github.com/toolcas/toolcas/index"
+
 // testHooks lets this package's tests change a store's work: fail or hold
 // it at named points, see each engine Open makes (to swap a lock or a
 // lease for one that shows what it prevents), and decide what the machine
@@ -19,6 +21,9 @@ var testHooks interface {
 	// committer), "group:barrier" (a barrier for the group's writes),
 	// "write:early" (a write's statements run beside its blob).
 	count(e engine, what string, n int)
+	// rowsCommitted sees the parts of a write without syncs once the
+	// transaction that holds their rows committed.
+	rowsCommitted(e engine, parts []index.NewPart)
 }
 
 // fault returns the error a test injects at a named point of e's work,
@@ -34,5 +39,13 @@ func fault(e engine, point string) error {
 func count(e engine, what string, n int) {
 	if testHooks != nil {
 		testHooks.count(e, what, n)
+	}
+}
+
+// rowsCommitted tells a test that the rows of parts, written without
+// syncs, are committed.
+func rowsCommitted(e engine, parts []index.NewPart) {
+	if testHooks != nil {
+		testHooks.rowsCommitted(e, parts)
 	}
 }

@@ -226,6 +226,8 @@ func (e *localEngine) writeDeferred(ctx context.Context, parts []index.NewPart, 
 	committed := func(lost error) {
 		if lost != nil {
 			e.expire(puts)
+		} else {
+			rowsCommitted(e, parts)
 		}
 		unlock()
 	}

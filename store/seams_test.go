@@ -48,6 +48,12 @@ func withBarrierCheap(f func() bool) Option {
 	return seamOption(func(s *seamSet) { s.barrierCheap = f })
 }
 
+// withCommittedRows makes the store call f with the parts of each write
+// without syncs once their rows are committed.
+func withCommittedRows(f func(parts []index.NewPart)) Option {
+	return seamOption(func(s *seamSet) { s.committed = f })
+}
+
 // A seamSet is what a test changes in one store.
 type seamSet struct {
 	inject       func(point string) error
@@ -55,6 +61,7 @@ type seamSet struct {
 	noIntent     bool
 	sweepWindow  time.Duration
 	barrierCheap func() bool
+	committed    func(parts []index.NewPart)
 	// counts holds what count saw, by what.
 	countMu sync.Mutex
 	counts  map[string][]int
@@ -154,6 +161,12 @@ func (h *seamHooks) count(e engine, what string, n int) {
 		s.counts = map[string][]int{}
 	}
 	s.counts[what] = append(s.counts[what], n)
+}
+
+func (h *seamHooks) rowsCommitted(e engine, parts []index.NewPart) {
+	if s := h.seams(e); s != nil && s.committed != nil {
+		s.committed(parts)
+	}
 }
 
 // counted returns what the store's work counted of what, in order.
