@@ -183,7 +183,8 @@ func genReader(seed uint64, size int) io.Reader {
 var sizes = []int{200, 5000, 70_000, 300_000}
 
 // crashWriter writes batches from two goroutines until killed, appending
-// "key digest" to the log after each write returns: what it saw committed.
+// "key digest" to the log after each write returns: what it saw committed,
+// or without syncs, what it saw queued (the store then logs its commit).
 func crashWriter(dir, seedArg, logPath string, nolock bool) error {
 	ctx := context.Background()
 	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -232,8 +233,9 @@ func crashWrites(ctx context.Context, s *Store, seed, g uint64, mu *sync.Mutex, 
 			if err != nil {
 				return err
 			}
+			// A put's row commits before it returns, with syncs or without.
 			mu.Lock()
-			fmt.Fprintf(log, "%s %s %d %d\n", res.Key, res.Digest, time.Now().UnixNano(), seed)
+			fmt.Fprintf(log, "%s %s %d %d\ncommitted %[1]s %[2]s\n", res.Key, res.Digest, time.Now().UnixNano(), seed)
 			mu.Unlock()
 			continue
 		}
