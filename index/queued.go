@@ -37,11 +37,20 @@ import (
 // this Index (a prune, a delete, gc) makes it forget every run, so that
 // it answers nothing from rows that are gone.
 //
+// The committer records and commits the queue in batches: once its
+// oldest step has waited DeferredCommitAfter, or sooner when the queue is
+// half full (see batchDue) or a writer waits for its step's statements.
+// Between batches it holds no transaction: the database's write lock is
+// free for other processes most of the time, where a transaction kept
+// open while steps trickle in held it nearly always, and another
+// process's committer, whose waits for it SQLite spaces out to 100 ms,
+// could wait for it for hundreds of milliseconds.
+//
 // Reads through this Index wait for the queue, as they wait for the open
 // transaction: they see every part queued before them. Another process
-// sees a part once its transaction commits: within DeferredCommitAfter
-// of its record, which follows its queuing by the time the committer
-// takes for the parts queued before it (see queueLag).
+// sees a part once its batch commits: within DeferredCommitAfter of its
+// queuing, plus the time the committer takes to record the batch (see
+// queueLag), and any wait for the write lock.
 
 // A writer waits for room in the queue (a step of more parts, for an
 // empty queue), so that what other processes see lags by a bounded time:
@@ -71,8 +80,12 @@ type queue struct {
 	// committer's time a part, a moving average.
 	parts   int
 	perPart time.Duration
-	// running says the committer's goroutine runs.
+	// running says the committer's goroutine runs; oldest is when the
+	// oldest step queued was, on this process's clock; kick wakes the
+	// committer before its batch is due by time.
 	running bool
+	oldest  time.Time
+	kick    chan struct{}
 	// runs are the runs known (see above), by name.
 	runs map[string]*knownRun
 	// waiting counts, for each run, the steps queued that wait for their
@@ -151,6 +164,7 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 		q.room = sync.NewCond(&q.mu)
 	}
 	for q.parts > 0 && (q.parts+len(ps) > queueMax || time.Duration(q.parts+len(ps))*q.perPart > queueLag) {
+		q.wake()
 		q.room.Wait()
 	}
 	if err := q.lost; err != nil {
@@ -197,11 +211,19 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 			q.waiting[r]++
 		}
 	}
+	if len(q.items) == 0 {
+		q.oldest = time.Now()
+	}
 	q.items = append(q.items, st)
 	q.parts += len(ps)
 	if !q.running {
 		q.running = true
+		if q.kick == nil {
+			q.kick = make(chan struct{}, 1)
+		}
 		go x.commitQueued()
+	} else if st.done != nil || q.batchDue(time.Now()) {
+		q.wake()
 	}
 	q.mu.Unlock()
 	if st.done == nil {
@@ -345,21 +367,67 @@ func (x *Index) forgetRuns() {
 	q.forgotten++
 }
 
-// commitQueued is the committer: it records the steps queued until there
-// are none.
+// commitQueued is the committer: it records and commits the steps queued
+// in batches (see above) until there are none.
 func (x *Index) commitQueued() {
 	q, d := &x.queue, &x.deferred
+	var timer *time.Timer
 	for {
-		d.mu.Lock()
-		x.drainQueueLocked()
-		d.mu.Unlock()
 		q.mu.Lock()
 		if len(q.items) == 0 {
 			q.running = false
 			q.mu.Unlock()
 			return
 		}
+		wait := DeferredCommitAfter - time.Since(q.oldest)
+		if q.batchDue(time.Now()) || q.anyWaiting() {
+			wait = 0
+		}
 		q.mu.Unlock()
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-q.kick:
+				timer.Stop()
+			}
+			continue
+		}
+		d.mu.Lock()
+		x.drainQueueLocked()
+		if err := x.endDeferred(nil); err != nil {
+			q.note(err)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// batchDue says the queue is due for the committer before its oldest step
+// has waited DeferredCommitAfter: it holds half the parts, or half the
+// work, a writer may queue before it waits for room. The caller holds
+// q.mu.
+func (q *queue) batchDue(now time.Time) bool {
+	return len(q.items) > 0 && (now.Sub(q.oldest) >= DeferredCommitAfter ||
+		2*q.parts >= queueMax || 2*time.Duration(q.parts)*q.perPart >= queueLag)
+}
+
+// anyWaiting says a writer waits for its step's statements. The caller
+// holds q.mu.
+func (q *queue) anyWaiting() bool { return len(q.waiting) > 0 }
+
+// wake tells the committer to look at the queue again. The caller holds
+// q.mu.
+func (q *queue) wake() {
+	if q.kick == nil {
+		return
+	}
+	select {
+	case q.kick <- struct{}{}:
+	default:
 	}
 }
 
