@@ -214,7 +214,7 @@ func (x *Index) Import(ctx context.Context, ps []Part) (int, error) {
 			if err != nil {
 				return fmt.Errorf("run %s: %w", clip(p.Run), err)
 			}
-			blobID, _, err := makeBlobRow(ctx, insertBlob, func() *sql.Stmt { return touchBlob }, p.Blob, p.Bytes, run, p.Tool, now)
+			blobID, _, err := x.makeBlobRow(ctx, insertBlob, func() *sql.Stmt { return touchBlob }, p.Blob, p.Bytes, run, p.Tool, now)
 			if err != nil {
 				return err
 			}

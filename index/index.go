@@ -486,7 +486,7 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertPart, insertPartSQL + x.returningID()},
 		{&x.stmts.runID, runIDSQL},
 		{&x.stmts.insertRun, insertRunSQL},
-		{&x.stmts.insertBlob, insertBlobSQL},
+		{&x.stmts.insertBlob, insertBlobSQL + x.returningID()},
 		{&x.stmts.touchBlob, touchBlobSQL},
 		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
 		{&x.stmts.runsNamed, runsNamedSQL},

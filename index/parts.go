@@ -169,8 +169,8 @@ func checkPart(p NewPart) error {
 }
 
 const (
-	// insertBlobSQL makes a blob row and returns its id, and returns no row
-	// when the blob has one; touchBlobSQL then refreshes its
+	// insertBlobSQL (prepared with returningID) makes a blob row, and no
+	// row when the blob has one; touchBlobSQL then refreshes its
 	// last-referenced time and returns its id. A new row is charged to the
 	// counts row of the (run id, tool) whose part is about to use it, when
 	// that group has one: the counters then change in that row alone,
@@ -183,7 +183,7 @@ const (
 	insertBlobSQL = `INSERT INTO blobs (digest, ext, size, first_stored, last_referenced, counted_in)
 		SELECT CAST(? AS BLOB), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
 			(SELECT id FROM counts WHERE run_id = ? AND tool = ?)
-		WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE ` + digestIs + ` AND ext = ?) RETURNING id`
+		WHERE NOT EXISTS (SELECT 1 FROM blobs WHERE ` + digestIs + ` AND ext = ?)`
 	touchBlobSQL = `UPDATE blobs SET last_referenced = ? WHERE ` + digestIs + ` AND ext = ? RETURNING id`
 	// insertNewKeySQL inserts a part as version 1 of its key (its runs row
 	// id, then the key's rest, …, then its key's rest and prefix again)
@@ -370,7 +370,7 @@ func (r *recorder) record(ctx context.Context, p NewPart) (Recorded, error) {
 	// A new blob is charged to the part's group as it is made (see
 	// insertBlobSQL); no other part can use it yet, so there is no same
 	// content to look for. had: the blob's row was there before.
-	blobID, had, err := makeBlobRow(ctx, r.stmt(ctx, &r.insertBlob, x.stmts.insertBlob), func() *sql.Stmt {
+	blobID, had, err := x.makeBlobRow(ctx, r.stmt(ctx, &r.insertBlob, x.stmts.insertBlob), func() *sql.Stmt {
 		return r.stmt(ctx, &r.touchBlob, x.stmts.touchBlob)
 	}, p.Blob, p.Bytes, run, p.Tool, now)
 	if err != nil {
@@ -423,12 +423,11 @@ func recordable(ps []NewPart) ([]NewPart, error) {
 // has one, or, when b has a row, refreshes its last-referenced time with
 // touch's statement (touchBlobSQL), and returns its id and whether it was
 // there before.
-func makeBlobRow(ctx context.Context, insert *sql.Stmt, touch func() *sql.Stmt, b cas.Blob, size, run int64, tool string,
+func (x *Index) makeBlobRow(ctx context.Context, insert *sql.Stmt, touch func() *sql.Stmt, b cas.Blob, size, run int64, tool string,
 	now int64) (int64, bool, error) {
-	var id int64
-	err := insert.QueryRowContext(ctx, b.Digest[:], b.Ext, size, now, now, run, tool,
-		digestKey(b.Digest), b.Digest[:], b.Ext).Scan(&id)
-	had := errors.Is(err, sql.ErrNoRows)
+	id, inserted, err := x.insertNew(ctx, insert, b.Digest[:], b.Ext, size, now, now, run, tool,
+		digestKey(b.Digest), b.Digest[:], b.Ext)
+	had := err == nil && !inserted
 	if had {
 		err = touch().QueryRowContext(ctx, now, digestKey(b.Digest), b.Digest[:], b.Ext).Scan(&id)
 	}
@@ -474,8 +473,9 @@ func (c *runCache) add(m map[runKey]int64) {
 	}
 }
 
-// insertNew runs insertNewKeySQL, prepared with returningID, and returns
-// the new row's id, or false when a row has the key.
+// insertNew runs an INSERT … SELECT … WHERE NOT EXISTS (insertNewKeySQL,
+// insertBlobSQL), prepared with returningID, and returns the new row's id,
+// or false when it inserted none.
 func (x *Index) insertNew(ctx context.Context, st *sql.Stmt, args ...any) (int64, bool, error) {
 	if x.pg {
 		var id int64
