@@ -160,11 +160,18 @@ func (x *Index) beginDeferred(ctx context.Context) error {
 	return nil
 }
 
+// savepointSQL and releaseSQL bracket a step's statements in the open
+// transaction, prepared once rather than parsed for each step.
+const (
+	savepointSQL = `SAVEPOINT deferred_step`
+	releaseSQL   = `RELEASE deferred_step`
+)
+
 // recordSavepoint records ps in the open transaction under a savepoint:
 // a part that fails takes back only the statements of ps.
 func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart) ([]Recorded, error) {
 	d := &x.deferred
-	if _, err := d.tx.ExecContext(ctx, `SAVEPOINT deferred_step`); err != nil {
+	if _, err := d.r.stmt(ctx, &d.r.savepoint, x.stmts.savepoint).ExecContext(ctx); err != nil {
 		return nil, err
 	}
 	runs := len(d.r.newRuns)
@@ -178,7 +185,7 @@ func (x *Index) recordSavepoint(ctx context.Context, ps []NewPart) ([]Recorded, 
 		out = append(out, rec)
 	}
 	if err == nil {
-		_, err = d.tx.ExecContext(ctx, `RELEASE deferred_step`)
+		_, err = d.r.stmt(ctx, &d.r.release, x.stmts.release).ExecContext(ctx)
 		if err == nil {
 			return out, nil
 		}

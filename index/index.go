@@ -474,6 +474,9 @@ type statements struct {
 	insertBlob, touchBlob, insertNewKey            *sql.Stmt
 	// runsNamed and runParts read a run for RecordQueued (see loadRun).
 	runsNamed, runParts *sql.Stmt
+	// savepoint and release bracket a deferred step's statements (see
+	// recordSavepoint); SQLite only, where commits are deferred.
+	savepoint, release *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
@@ -491,7 +494,12 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
 		{&x.stmts.runsNamed, runsNamedSQL},
 		{&x.stmts.runParts, runPartsSQL},
+		{&x.stmts.savepoint, savepointSQL},
+		{&x.stmts.release, releaseSQL},
 	} {
+		if x.pg && (p.dst == &x.stmts.savepoint || p.dst == &x.stmts.release) {
+			continue
+		}
 		err := retryBusy(ctx, x.retry, func() error {
 			st, err := x.db.PrepareContext(ctx, x.blobType(p.q))
 			*p.dst = st
@@ -636,7 +644,8 @@ func (x *Index) Close() error {
 		defer os.RemoveAll(x.snapshot)
 	}
 	for _, st := range []*sql.Stmt{x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
-		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey, x.stmts.runsNamed, x.stmts.runParts} {
+		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey, x.stmts.runsNamed, x.stmts.runParts,
+		x.stmts.savepoint, x.stmts.release} {
 		if st != nil {
 			st.Close()
 		}

@@ -324,6 +324,7 @@ type recorder struct {
 	ttls    map[int64]time.Duration
 
 	keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
+	savepoint, release                                                                     *sql.Stmt
 }
 
 func (x *Index) newRecorder(tx *sql.Tx, now int64) *recorder {
