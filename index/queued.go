@@ -379,9 +379,11 @@ func (x *Index) commitQueued() {
 			q.mu.Unlock()
 			return
 		}
-		wait := DeferredCommitAfter - time.Since(q.oldest)
-		if q.batchDue(time.Now()) || q.anyWaiting() {
-			wait = 0
+		// A writer waiting for its step's statements (q.waiting) waits for
+		// no batch.
+		var wait time.Duration
+		if !q.batchDue(time.Now()) && len(q.waiting) == 0 {
+			wait = DeferredCommitAfter - time.Since(q.oldest)
 		}
 		q.mu.Unlock()
 		if wait > 0 {
@@ -406,18 +408,14 @@ func (x *Index) commitQueued() {
 	}
 }
 
-// batchDue says the queue is due for the committer before its oldest step
-// has waited DeferredCommitAfter: it holds half the parts, or half the
+// batchDue says the queue is due for the committer: its oldest step has
+// waited DeferredCommitAfter, or it holds half the parts, or half the
 // work, a writer may queue before it waits for room. The caller holds
 // q.mu.
 func (q *queue) batchDue(now time.Time) bool {
 	return len(q.items) > 0 && (now.Sub(q.oldest) >= DeferredCommitAfter ||
 		2*q.parts >= queueMax || 2*time.Duration(q.parts)*q.perPart >= queueLag)
 }
-
-// anyWaiting says a writer waits for its step's statements. The caller
-// holds q.mu.
-func (q *queue) anyWaiting() bool { return len(q.waiting) > 0 }
 
 // wake tells the committer to look at the queue again. The caller holds
 // q.mu.
