@@ -59,13 +59,58 @@ func childCmd(role string, args ...string) *exec.Cmd {
 // startChild starts the test binary in a role.
 func startChild(t *testing.T, role string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startChildTo(t, &bytes.Buffer{}, role, args...)
+}
+
+// startChildTo starts the test binary in a role, its output going to out.
+func startChildTo(t *testing.T, out io.Writer, role string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := childCmd(role, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	return cmd
+}
+
+// A lineWatcher holds a child's output as it comes, and closes the channel
+// of each of its markers once the output holds it.
+type lineWatcher struct {
+	mu   sync.Mutex
+	out  bytes.Buffer
+	seen map[string]chan struct{}
+}
+
+func newLineWatcher(markers ...string) *lineWatcher {
+	w := &lineWatcher{seen: map[string]chan struct{}{}}
+	for _, m := range markers {
+		w.seen[m] = make(chan struct{})
+	}
+	return w
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.out.Write(p)
+	for m, seen := range w.seen {
+		select {
+		case <-seen:
+		default:
+			// A marker may come in pieces: look from where it could start.
+			from := max(0, w.out.Len()-len(p)-len(m))
+			if strings.Contains(w.out.String()[from:], m) {
+				close(seen)
+			}
+		}
+	}
+	return n, err
+}
+
+func (w *lineWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.String()
 }
 
 func runChild(role, args string) int {
@@ -490,4 +535,14 @@ func checkStored(ctx context.Context, s *Store, run string) error {
 		}
 	}
 	return nil
+}
+
+// closed says whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

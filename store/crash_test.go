@@ -2,9 +2,11 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,9 +27,11 @@ import (
 var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (default 40, 16 with -short)")
 
 // TestCrashLoop starts writer processes, and for the first two thirds of
-// the loop now and then a gc process or a packer, and kills each with
-// SIGKILL at a random moment: in a blob write, between blob and row, in a
-// transaction, in a sweep, in a pack or a pack's rewrite. Afterwards every write a
+// the loop, in one of its two lanes, a gc process and a packer in turn
+// with a writer, and kills each with SIGKILL at a random moment: in a blob
+// write, between blob and row, in a transaction, in a sweep, in a pack or
+// a pack's rewrite (every other packer a moment after it starts recording
+// a pack, which a random moment seldom hits). Afterwards every write a
 // writer saw return is in the index and reads back its exact bytes, verify
 // finds nothing corrupt or missing, and gc removes every temp file and
 // orphan the crashes left. A writer's steps of one part (a quarter) take one
@@ -80,6 +85,9 @@ func crashLoop(t *testing.T) {
 		mu                      sync.Mutex
 		killed, gcKilled, clean int
 		packKilled              int
+		packsDone               int // packs packers finished
+		packers, recordKilled   int // packers started, and killed as they recorded a pack
+		aimedWrote              int // packers aimed at a pack's recording that wrote one
 		rng                     = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 		// endedAt is when each writer (by its seed) was seen to end.
 		endedAt = map[string]time.Time{}
@@ -95,7 +103,7 @@ func crashLoop(t *testing.T) {
 	lostBy := map[string]int{}
 	oldestLost := time.Duration(0)
 	lane := func(lane int) {
-		for {
+		for own := 0; ; own++ {
 			mu.Lock()
 			if killed >= kills {
 				mu.Unlock()
@@ -114,16 +122,59 @@ func crashLoop(t *testing.T) {
 				delay += 500 * time.Millisecond
 			}
 			role, args := "writer", []string{dir, fmt.Sprint(n), logPath, "lock"}
-			if lane == 1 && n%3 == 0 && n < kills*2/3 {
+			if lane == 1 && own%3 == 0 && n < kills*2/3 {
 				role, args = "gc", []string{dir, "lock"}
 			}
-			if lane == 1 && n%3 == 1 && n < kills*2/3 {
+			var out interface {
+				io.Writer
+				fmt.Stringer
+			} = &bytes.Buffer{}
+			var atRecord *lineWatcher
+			if lane == 1 && own%3 == 1 && n < kills*2/3 {
 				role, args = "packer", []string{dir}
 				delay = packerDelay
+				mu.Lock()
+				packers++
+				if packers%2 == 1 {
+					// Writing a pack takes most of a packer's life, and a
+					// random moment seldom catches its rows being recorded
+					// or its loose files removed: the first packer, and
+					// every other one after, is killed a moment after it
+					// says it records a pack.
+					atRecord = newLineWatcher(packWritingLine, packRecordingLine)
+					out, delay = atRecord, 10*time.Second
+				}
+				mu.Unlock()
 			}
-			cmd := startChild(t, role, args...)
+			cmd := startChildTo(t, out, role, args...)
 			timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			var killedAtRecord atomic.Bool
+			exited := make(chan struct{})
+			if atRecord != nil {
+				mu.Lock()
+				after := time.Duration(rng.IntN(20_000)) * time.Microsecond
+				mu.Unlock()
+				go func() {
+					// Killed after 10 s when it finds nothing to pack (the
+					// writers, slowed down, wrote nothing yet), or a minute
+					// once it writes a pack.
+					select {
+					case <-atRecord.seen[packWritingLine]:
+						timer.Reset(time.Minute)
+					case <-exited:
+						return
+					}
+					select {
+					case <-atRecord.seen[packRecordingLine]:
+						time.Sleep(after)
+						killedAtRecord.Store(true)
+						cmd.Process.Signal(syscall.SIGKILL)
+					case <-exited:
+					}
+				}()
+			}
 			err := cmd.Wait()
+			close(exited)
 			timer.Stop()
 			ended := time.Now()
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -138,9 +189,16 @@ func crashLoop(t *testing.T) {
 				}
 				if role == "packer" {
 					packKilled++
+					packsDone += strings.Count(out.String(), packedLine)
+				}
+				if atRecord != nil && closed(atRecord.seen[packWritingLine]) {
+					aimedWrote++
+				}
+				if killedAtRecord.Load() {
+					recordKilled++
 				}
 			case err != nil:
-				t.Errorf("%s child failed: %v\n%s", role, err, cmd.Stdout)
+				t.Errorf("%s child failed: %v\n%s", role, err, out)
 			default:
 				clean++
 			}
@@ -289,8 +347,14 @@ func crashLoop(t *testing.T) {
 			lost, len(committed), most, oldestLost, torn)
 	}
 	checkSearchAfterCrashes(t, s, all)
-	t.Logf("%d processes killed (%d gc, %d packers), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
-		killed, gcKilled, packKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
+	// Kills land in recording packs and removing loose files, not only in
+	// the reads before: by the kills aimed there, and by packers making
+	// many small packs.
+	if aimedWrote > 0 && recordKilled == 0 {
+		t.Errorf("%d packers wrote a pack to be killed as they recorded it, none was", aimedWrote)
+	}
+	t.Logf("%d processes killed (%d gc, %d packers, which finished %d packs; %d killed as they recorded one), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
+		killed, gcKilled, packKilled, packsDone, recordKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
 }
 
 // committedLine splits a line of a crash writer's log, "KEY DIGEST". A

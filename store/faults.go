@@ -24,6 +24,9 @@ var testHooks interface {
 	// rowsCommitted sees the parts of a write without syncs once the
 	// transaction that holds their rows committed.
 	rowsCommitted(e engine, parts []index.NewPart)
+	// packLimit, when positive, is the most blob bytes one pack of e's
+	// takes, in place of PackLimit.
+	packLimit(e engine) int64
 }
 
 // fault returns the error a test injects at a named point of e's work,
@@ -48,4 +51,15 @@ func rowsCommitted(e engine, parts []index.NewPart) {
 	if testHooks != nil {
 		testHooks.rowsCommitted(e, parts)
 	}
+}
+
+// packLimit returns the most blob bytes one pack of e's takes: PackLimit,
+// or less when a test asks for many small packs.
+func packLimit(e engine) int64 {
+	if testHooks != nil {
+		if n := testHooks.packLimit(e); n > 0 {
+			return n
+		}
+	}
+	return PackLimit
 }

@@ -138,9 +138,10 @@ func (e *localEngine) pack(ctx context.Context, o PackOptions) (PackResult, erro
 		}
 		return res, nil
 	}
+	limit := packLimit(e)
 	for len(loose) > 0 {
 		n, size := 0, int64(0)
-		for n < len(loose) && (n == 0 || size+loose[n].Size <= PackLimit) {
+		for n < len(loose) && (n == 0 || size+loose[n].Size <= limit) {
 			size += loose[n].Size
 			n++
 		}

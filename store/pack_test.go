@@ -375,20 +375,48 @@ func TestPackDamageFound(t *testing.T) {
 	}
 }
 
+// crashPackLimit is the most blob bytes a crash loop's packer puts in one
+// pack: about twenty small writes' worth (a large one goes alone). With
+// packs of PackLimit, a packer was most often still writing its first pack
+// when it was killed (in the loop without syncs, with thousands of loose
+// blobs, always), and kills seldom landed in recording a pack or removing
+// its loose files.
+const crashPackLimit = 64 << 10
+
+// The lines a packer prints as it starts writing a pack, as it starts
+// recording it, and (followed by a count) once it is done.
+const (
+	packWritingLine   = "writing a pack"
+	packRecordingLine = "recording a pack"
+	packedLine        = "packed, blobs so far:"
+)
+
 // packLoop packs everything loose, prunes a junk run and collects garbage
 // with no grace period, so that packs are written, recorded, emptied of
 // their loose files and rewritten, again and again until killed. Its gc is
 // forced, as every gc of the crash loop is: writers killed between their
 // blobs and their rows may leave orphans that are most of a young store.
+// Its packs are small (crashPackLimit); it prints a line as it starts
+// writing each, as it starts recording it, and once it is done.
 func packLoop(dir string) error {
 	ctx := context.Background()
-	s, err := openChild(ctx, dir, false)
+	s, err := openChild(ctx, dir, false, withPackLimit(crashPackLimit), withFaults(func(point string) error {
+		switch point {
+		case "pack:write":
+			fmt.Println(packWritingLine)
+		case "pack:record":
+			fmt.Println(packRecordingLine)
+		}
+		return nil
+	}))
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// Each pack written, recorded and its loose files removed.
+	progress := func(done, _ int) { fmt.Printf("%s %d\n", packedLine, done) }
 	for i := 0; ; i++ {
-		if _, err := s.Pack(ctx, PackOptions{}); err != nil {
+		if _, err := s.Pack(ctx, PackOptions{Progress: progress}); err != nil {
 			return err
 		}
 		if _, err := s.Prune(ctx, PruneOptions{Run: fmt.Sprintf("junk-%d", i%3)}); err != nil {

@@ -54,6 +54,12 @@ func withCommittedRows(f func(parts []index.NewPart)) Option {
 	return seamOption(func(s *seamSet) { s.committed = f })
 }
 
+// withPackLimit makes each pack the store writes take at most n bytes of
+// blobs, so that a pack of a few blobs' worth makes many packs.
+func withPackLimit(n int64) Option {
+	return seamOption(func(s *seamSet) { s.packLimit = n })
+}
+
 // A seamSet is what a test changes in one store.
 type seamSet struct {
 	inject       func(point string) error
@@ -62,6 +68,7 @@ type seamSet struct {
 	sweepWindow  time.Duration
 	barrierCheap func() bool
 	committed    func(parts []index.NewPart)
+	packLimit    int64
 	// counts holds what count saw, by what.
 	countMu sync.Mutex
 	counts  map[string][]int
@@ -167,6 +174,13 @@ func (h *seamHooks) rowsCommitted(e engine, parts []index.NewPart) {
 	if s := h.seams(e); s != nil && s.committed != nil {
 		s.committed(parts)
 	}
+}
+
+func (h *seamHooks) packLimit(e engine) int64 {
+	if s := h.seams(e); s != nil {
+		return s.packLimit
+	}
+	return 0
 }
 
 // counted returns what the store's work counted of what, in order.
