@@ -99,7 +99,7 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 		default:
 			// A marker may come in pieces: look from where it could start.
 			from := max(0, w.out.Len()-len(p)-len(m))
-			if strings.Contains(w.out.String()[from:], m) {
+			if bytes.Contains(w.out.Bytes()[from:], []byte(m)) {
 				close(seen)
 			}
 		}
@@ -126,7 +126,7 @@ func runChild(role, args string) int {
 		}
 		err = gcLoop(a[0], a[1] == "nolock", until)
 	case "packer":
-		err = packLoop(a[0])
+		err = packLoop(a[0], a[1:]...)
 	case "racer":
 		err = raceWriter(a[0], a[1], loopEndOf(a[2], a[4:]...), a[3] == "nolock")
 	case "collider":

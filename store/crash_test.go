@@ -30,8 +30,9 @@ var crashKills = flag.Int("crash.kills", 0, "processes TestCrashLoop kills (defa
 // the loop, in one of its two lanes, a gc process and a packer in turn
 // with a writer, and kills each with SIGKILL at a random moment: in a blob
 // write, between blob and row, in a transaction, in a sweep, in a pack or
-// a pack's rewrite (every other packer a moment after it starts recording
-// a pack, which a random moment seldom hits). Afterwards every write a
+// a pack's rewrite (every other packer stopped, and killed, between its
+// pack's file and rows, or between its rows and the removal of the loose
+// files, which a random moment seldom hits). Afterwards every write a
 // writer saw return is in the index and reads back its exact bytes, verify
 // finds nothing corrupt or missing, and gc removes every temp file and
 // orphan the crashes left. A writer's steps of one part (a quarter) take one
@@ -86,8 +87,9 @@ func crashLoop(t *testing.T) {
 		killed, gcKilled, clean int
 		packKilled              int
 		packsDone               int // packs packers finished
-		packers, recordKilled   int // packers started, and killed as they recorded a pack
-		aimedWrote              int // packers aimed at a pack's recording that wrote one
+		packers                 int
+		aimedWrote              int                // packers aimed at a point of a pack that wrote one
+		heldKilled              = map[string]int{} // packers killed at a point of a pack, by point
 		rng                     = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 		// endedAt is when each writer (by its seed) was seen to end.
 		endedAt = map[string]time.Time{}
@@ -129,7 +131,8 @@ func crashLoop(t *testing.T) {
 				io.Writer
 				fmt.Stringer
 			} = &bytes.Buffer{}
-			var atRecord *lineWatcher
+			var aimed *lineWatcher // the output of a packer stopped at hold
+			var hold string
 			if lane == 1 && own%3 == 1 && n < kills*2/3 {
 				role, args = "packer", []string{dir}
 				delay = packerDelay
@@ -137,37 +140,36 @@ func crashLoop(t *testing.T) {
 				packers++
 				if packers%2 == 1 {
 					// Writing a pack takes most of a packer's life, and a
-					// random moment seldom catches its rows being recorded
-					// or its loose files removed: the first packer, and
-					// every other one after, is killed a moment after it
-					// says it records a pack.
-					atRecord = newLineWatcher(packWritingLine, packRecordingLine)
-					out, delay = atRecord, 10*time.Second
+					// random moment seldom catches it between its pack's
+					// file and rows, or its rows and the loose files'
+					// removal: the first packer, and every other one
+					// after, stops at one of those points in turn and is
+					// killed there.
+					hold = holdPoints[(packers/2)%len(holdPoints)]
+					args = append(args, hold)
+					aimed = newLineWatcher(packWritingLine, packHeldLine+" "+hold)
+					out, delay = aimed, 10*time.Second
 				}
 				mu.Unlock()
 			}
 			cmd := startChildTo(t, out, role, args...)
 			timer := time.AfterFunc(delay, func() { cmd.Process.Signal(syscall.SIGKILL) })
-			var killedAtRecord atomic.Bool
+			var killedHeld atomic.Bool
 			exited := make(chan struct{})
-			if atRecord != nil {
-				mu.Lock()
-				after := time.Duration(rng.IntN(20_000)) * time.Microsecond
-				mu.Unlock()
+			if aimed != nil {
 				go func() {
 					// Killed after 10 s when it finds nothing to pack (the
 					// writers, slowed down, wrote nothing yet), or a minute
 					// once it writes a pack.
 					select {
-					case <-atRecord.seen[packWritingLine]:
+					case <-aimed.seen[packWritingLine]:
 						timer.Reset(time.Minute)
 					case <-exited:
 						return
 					}
 					select {
-					case <-atRecord.seen[packRecordingLine]:
-						time.Sleep(after)
-						killedAtRecord.Store(true)
+					case <-aimed.seen[packHeldLine+" "+hold]:
+						killedHeld.Store(true)
 						cmd.Process.Signal(syscall.SIGKILL)
 					case <-exited:
 					}
@@ -191,11 +193,11 @@ func crashLoop(t *testing.T) {
 					packKilled++
 					packsDone += strings.Count(out.String(), packedLine)
 				}
-				if atRecord != nil && closed(atRecord.seen[packWritingLine]) {
+				if aimed != nil && closed(aimed.seen[packWritingLine]) {
 					aimedWrote++
 				}
-				if killedAtRecord.Load() {
-					recordKilled++
+				if killedHeld.Load() {
+					heldKilled[hold]++
 				}
 			case err != nil:
 				t.Errorf("%s child failed: %v\n%s", role, err, out)
@@ -350,11 +352,11 @@ func crashLoop(t *testing.T) {
 	// Kills land in recording packs and removing loose files, not only in
 	// the reads before: by the kills aimed there, and by packers making
 	// many small packs.
-	if aimedWrote > 0 && recordKilled == 0 {
-		t.Errorf("%d packers wrote a pack to be killed as they recorded it, none was", aimedWrote)
+	if held := heldKilled["pack:record"] + heldKilled["pack:remove"]; aimedWrote > 0 && held == 0 {
+		t.Errorf("%d packers wrote a pack to be killed at a point of it, none was", aimedWrote)
 	}
-	t.Logf("%d processes killed (%d gc, %d packers, which finished %d packs; %d killed as they recorded one), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
-		killed, gcKilled, packKilled, packsDone, recordKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
+	t.Logf("%d processes killed (%d gc, %d packers, which finished %d packs; killed at a point of a pack: %v), %d exited; %d committed writes checked, %d rows read back; %d blobs in %d packs; %d temp files and orphans left by the crashes, gc removed %d blobs and %d temp files",
+		killed, gcKilled, packKilled, packsDone, heldKilled, clean, checked, len(all), packed, len(packs), leftovers, gc.RemovedBlobs, gc.RemovedTemp)
 }
 
 // committedLine splits a line of a crash writer's log, "KEY DIGEST". A

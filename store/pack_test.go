@@ -383,13 +383,19 @@ func TestPackDamageFound(t *testing.T) {
 // its loose files.
 const crashPackLimit = 64 << 10
 
-// The lines a packer prints as it starts writing a pack, as it starts
-// recording it, and (followed by a count) once it is done.
+// The lines a packer prints as it starts writing a pack, as it stops at
+// its hold point (followed by the point), and (followed by a count) once
+// a pack is done.
 const (
-	packWritingLine   = "writing a pack"
-	packRecordingLine = "recording a pack"
-	packedLine        = "packed, blobs so far:"
+	packWritingLine = "writing a pack"
+	packHeldLine    = "held at"
+	packedLine      = "packed, blobs so far:"
 )
+
+// holdPoints are the points of a pack's work where the crash loop stops a
+// packer to kill it: its file written, no row yet; its rows committed, its
+// blobs' loose files still there.
+var holdPoints = []string{"pack:record", "pack:remove"}
 
 // packLoop packs everything loose, prunes a junk run and collects garbage
 // with no grace period, so that packs are written, recorded, emptied of
@@ -397,15 +403,22 @@ const (
 // forced, as every gc of the crash loop is: writers killed between their
 // blobs and their rows may leave orphans that are most of a young store.
 // Its packs are small (crashPackLimit); it prints a line as it starts
-// writing each, as it starts recording it, and once it is done.
-func packLoop(dir string) error {
+// writing each, and once each is done. Given a point of a pack's work
+// (pack:record, pack:remove), it stops there, says so, and waits to be
+// killed.
+func packLoop(dir string, holdAt ...string) error {
 	ctx := context.Background()
+	hold := ""
+	if len(holdAt) > 0 {
+		hold = holdAt[0]
+	}
 	s, err := openChild(ctx, dir, false, withPackLimit(crashPackLimit), withFaults(func(point string) error {
 		switch point {
 		case "pack:write":
 			fmt.Println(packWritingLine)
-		case "pack:record":
-			fmt.Println(packRecordingLine)
+		case hold:
+			fmt.Println(packHeldLine, point)
+			time.Sleep(time.Hour) // until killed
 		}
 		return nil
 	}))
