@@ -54,6 +54,14 @@ type deferred struct {
 	// gen counts the transactions, so that a timer set for one that has
 	// committed since does nothing to the next.
 	gen int
+	// stagedParts counts the parts this index staged since it last folded,
+	// the first of them at stagedSince (see staged.go); fold is the timer
+	// that folds them once the queue is idle.
+	stagedParts int
+	stagedSince time.Time
+	fold        *time.Timer
+	// closed is set by Close: the fold timer does nothing after it.
+	closed bool
 }
 
 // RecordDeferred records ps as Record does, but in the transaction kept
@@ -102,6 +110,18 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, at int64
 	if at == 0 {
 		at = x.now().UnixNano()
 	}
+	// The steps staged before these are recorded first, in their order.
+	_, dropped, err := x.foldStaged(context.WithoutCancel(ctx), d.tx, d.r)
+	if err != nil {
+		err = fmt.Errorf("record: fold staged steps: %w", x.connError(err))
+		x.endDeferred(err)
+		x.queue.note(err)
+		return nil, err
+	}
+	if dropped != nil {
+		x.queue.note(dropped)
+	}
+	d.stagedParts = 0
 	d.r.now = at
 	// The statements run to their end whatever the caller's context says:
 	// SQLite answers an interrupted insert by rolling back the whole
@@ -268,17 +288,40 @@ func (x *Index) CommitDeferred() error {
 }
 
 // settle commits what RecordDeferred left waiting before another read or
-// write of this Index, so that it sees every part recorded through it;
-// the commit's error waits for the next RecordDeferred or CommitDeferred.
-func (x *Index) settle() {
+// write of this Index, so that it sees every part recorded through it
+// (the commit's error waits for the next RecordDeferred or
+// CommitDeferred), then folds the steps staged, by any process (see
+// staged.go), and returns what kept it from folding them.
+func (x *Index) settle() error {
 	d := &x.deferred
-	if !d.on {
-		return
+	if d.on {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		x.settleQueueLocked()
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	if err := x.foldIfStaged(context.Background()); err != nil {
+		return x.connError(err)
+	}
+	d.stagedParts = 0
+	return nil
+}
+
+// settleQueue is settle without the fold: for a write, whose transaction
+// folds.
+func (x *Index) settleQueue() {
+	d := &x.deferred
+	if d.on {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		x.settleQueueLocked()
+	}
+}
+
+// settleQueueLocked records the steps queued and commits the open
+// transaction. The caller holds d.mu.
+func (x *Index) settleQueueLocked() {
 	x.drainQueueLocked()
-	if d.tx != nil {
+	if x.deferred.tx != nil {
 		if err := x.endDeferred(nil); err != nil {
 			x.queue.note(err)
 		}

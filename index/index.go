@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -106,6 +107,11 @@ type Index struct {
 	// pg is set for an index in PostgreSQL; path is then its URL, with any
 	// password hidden.
 	pg bool
+	// readOnly is set for an index opened read-only: it folds no staged
+	// steps (see staged.go). foldMu is held while the index looks for
+	// staged steps and folds them.
+	readOnly bool
+	foldMu   sync.Mutex
 	// mustExist is MustExist's setting.
 	mustExist bool
 	// snapshot is the private directory holding a copy of a database that
@@ -384,7 +390,7 @@ func openReadOnly(ctx context.Context, abs string, c config) (*Index, error) {
 	}
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(4)
-	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist}
+	x := &Index{db: db, path: abs, now: c.now, retry: c.retryFor, mustExist: c.mustExist, readOnly: true}
 	x.search.on = c.mapped > 0
 	return x.ready(ctx, x.checkVersion)
 }
@@ -477,9 +483,15 @@ type statements struct {
 	// savepoint and release bracket a deferred step's statements (see
 	// recordSavepoint); SQLite only, where commits are deferred.
 	savepoint, release *sql.Stmt
+	// The staged steps' statements (see staged.go); SQLite only.
+	insertStaged, stagedAny, stagedRows *sql.Stmt
 }
 
 func (x *Index) prepare(ctx context.Context) error {
+	runsNamed := runsNamedStagedSQL // PostgreSQL stages nothing
+	if x.pg {
+		runsNamed = runsNamedSQL
+	}
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -492,12 +504,16 @@ func (x *Index) prepare(ctx context.Context) error {
 		{&x.stmts.insertBlob, insertBlobSQL + x.returningID()},
 		{&x.stmts.touchBlob, touchBlobSQL},
 		{&x.stmts.insertNewKey, insertNewKeySQL + x.returningID()},
-		{&x.stmts.runsNamed, runsNamedSQL},
+		{&x.stmts.runsNamed, runsNamed},
 		{&x.stmts.runParts, runPartsSQL},
 		{&x.stmts.savepoint, savepointSQL},
 		{&x.stmts.release, releaseSQL},
+		{&x.stmts.insertStaged, insertStagedSQL},
+		{&x.stmts.stagedAny, stagedAnySQL},
+		{&x.stmts.stagedRows, stagedRowsSQL},
 	} {
-		if x.pg && (p.dst == &x.stmts.savepoint || p.dst == &x.stmts.release) {
+		if x.pg && (p.dst == &x.stmts.savepoint || p.dst == &x.stmts.release || p.dst == &x.stmts.insertStaged ||
+			p.dst == &x.stmts.stagedAny || p.dst == &x.stmts.stagedRows) {
 			continue
 		}
 		err := retryBusy(ctx, x.retry, func() error {
@@ -640,12 +656,27 @@ func (x *Index) IsPostgres() bool { return x.pg }
 func (x *Index) Close() error {
 	// What waits for its commit is the writers' to lose only in a crash.
 	deferredErr := x.CommitDeferred()
+	if d := &x.deferred; d.on {
+		d.mu.Lock()
+		d.closed = true
+		if d.fold != nil {
+			d.fold.Stop()
+		}
+		// What this index staged is folded: a reader that cannot fold
+		// (opened read-only) sees it once it closed.
+		if d.stagedParts > 0 {
+			if err := x.foldIfStaged(context.Background()); err != nil {
+				deferredErr = errors.Join(deferredErr, fmt.Errorf("fold staged steps: %w", x.connError(err)))
+			}
+		}
+		d.mu.Unlock()
+	}
 	if x.snapshot != "" {
 		defer os.RemoveAll(x.snapshot)
 	}
 	for _, st := range []*sql.Stmt{x.stmts.keyOwner, x.stmts.sameAs, x.stmts.insertPart, x.stmts.runID, x.stmts.insertRun,
 		x.stmts.insertBlob, x.stmts.touchBlob, x.stmts.insertNewKey, x.stmts.runsNamed, x.stmts.runParts,
-		x.stmts.savepoint, x.stmts.release} {
+		x.stmts.savepoint, x.stmts.release, x.stmts.insertStaged, x.stmts.stagedAny, x.stmts.stagedRows} {
 		if st != nil {
 			st.Close()
 		}
@@ -689,7 +720,9 @@ func (x *Index) Checkpoint(ctx context.Context) error {
 	if x.pg {
 		return nil
 	}
-	x.settle() // what waits for its commit would hold the log
+	if err := x.settle(); err != nil { // what waits for its commit would hold the log
+		return err
+	}
 	return retryBusy(ctx, x.retry, func() error {
 		_, err := x.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err

@@ -153,6 +153,8 @@ var fixtureRows = map[int64]func(*testing.T, *sql.DB){
 	12: fixtureV12,
 	// 00014 gives runs a ttl, NULL on every run written before it.
 	13: fixtureV7,
+	// 00015 adds the table of staged steps, empty.
+	14: fixtureV7,
 }
 
 // fixtureV12 adds to fixtureV7 a search segment of version 12 that covers

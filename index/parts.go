@@ -325,6 +325,7 @@ type recorder struct {
 
 	keyOwner, runID, insertRun, insertBlob, touchBlob, sameAsKey, insertNewKey, insertPart *sql.Stmt
 	savepoint, release                                                                     *sql.Stmt
+	insertStaged, stagedRows                                                               *sql.Stmt
 }
 
 func (x *Index) newRecorder(tx *sql.Tx, now int64) *recorder {
@@ -553,7 +554,8 @@ func (x *Index) write(ctx context.Context, f func(*sql.Tx) error) error {
 // the log, on the index's connection for that (see logUnsynced), and the
 // log is synced after the commit only if f sets *syncLog.
 func (x *Index) writeTx(ctx context.Context, syncLog *bool, f func(*sql.Tx) error) error {
-	x.settle()
+	// The steps staged are folded in the transaction itself (see commitTx).
+	x.settleQueue()
 	// What RecordQueued knows of runs may not hold once f ran.
 	defer x.forgetRuns()
 	err := retryBusy(ctx, x.retry, func() error {
@@ -589,6 +591,12 @@ func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error)
 			return err
 		}
 	}
+	// No write decides without the steps staged before it (see staged.go).
+	_, dropped, err := x.foldStaged(ctx, tx, x.newRecorder(tx, 0))
+	if err != nil {
+		tx.Rollback()
+		return fmt.Errorf("fold staged steps: %w", err)
+	}
 	if err := f(tx); err != nil {
 		tx.Rollback()
 		return err
@@ -598,6 +606,9 @@ func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error)
 			return &commitUnknown{err}
 		}
 		return err
+	}
+	if dropped != nil {
+		x.queue.note(dropped)
 	}
 	return nil
 }
@@ -688,7 +699,14 @@ func (x *Index) runIDs(ctx context.Context, run string) ([]int64, error) {
 
 // read runs a query, retrying while a checkpoint or recovery holds the lock.
 func (x *Index) read(ctx context.Context, f func() error) error {
-	x.settle()
+	if ctx.Value(withoutFoldKey{}) != nil {
+		x.settleQueue()
+	} else {
+		// A fold that fails (on a full disk, say) leaves the steps staged,
+		// nothing of them lost, for the next read or write to fold: the
+		// read goes on without them.
+		x.settle()
+	}
 	return x.connError(retryBusy(ctx, x.retry, f))
 }
 

@@ -386,7 +386,7 @@ func (x *Index) insertID(ctx context.Context, st *sql.Stmt, args ...any) (int64,
 // Size counts, and nothing else that shares their schema. A migration that
 // adds a table adds it here (TestPostgresSize checks).
 var pgTables = []string{"blobs", "parts", "packs", "runs", "counts", "unused_blobs", "sweep_fence", "search_segments",
-	"search_posting_groups", "search_state", "settings", "removals", "goose_db_version"}
+	"search_posting_groups", "search_state", "settings", "removals", "staged", "goose_db_version"}
 
 // pgSize returns the bytes the index's tables take, with their indexes and
 // TOAST.

@@ -56,10 +56,14 @@ import (
 // empty queue), so that what other processes see lags by a bounded time:
 // while queueMax parts wait, or while what waits would take the committer
 // over queueLag to record, at the pace it kept so far (on a slow machine,
-// or under the race detector, a part costs milliseconds, not 90 µs).
+// or under the race detector, a part costs milliseconds, not the few
+// microseconds staging it takes). The pace starts at perPartGuess and
+// moves an eighth of the way to each batch's: the first batch of a
+// process, slow with everything cold, does not hold the writers back.
 const (
-	queueMax = DeferredCommitRows
-	queueLag = 20 * time.Millisecond
+	queueMax     = DeferredCommitRows
+	queueLag     = 20 * time.Millisecond
+	perPartGuess = 20 * time.Microsecond
 )
 
 // knownRunParts bounds the parts of a run the index keeps: a larger run's
@@ -377,6 +381,7 @@ func (x *Index) commitQueued() {
 		if len(q.items) == 0 {
 			q.running = false
 			q.mu.Unlock()
+			x.foldWhenIdle()
 			return
 		}
 		// A writer waiting for its step's statements (q.waiting) waits for
@@ -404,8 +409,53 @@ func (x *Index) commitQueued() {
 		if err := x.endDeferred(nil); err != nil {
 			q.note(err)
 		}
+		if d.stagedParts >= StagedFoldParts || d.stagedParts > 0 && time.Since(d.stagedSince) >= StagedFoldAge {
+			x.foldLocked()
+		}
 		d.mu.Unlock()
 	}
+}
+
+// foldWhenIdle folds the steps this index staged once nothing has been
+// queued for StagedFoldAfter.
+func (x *Index) foldWhenIdle() {
+	d := &x.deferred
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stagedParts == 0 {
+		return
+	}
+	if d.fold != nil {
+		d.fold.Reset(StagedFoldAfter)
+		return
+	}
+	d.fold = time.AfterFunc(StagedFoldAfter, func() {
+		q := &x.queue
+		q.mu.Lock()
+		busy := q.running
+		q.mu.Unlock()
+		if busy {
+			return // the committer arms the timer again when it stops
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.closed {
+			x.foldLocked()
+		}
+	})
+}
+
+// foldLocked folds the steps staged, once the open transaction is
+// committed; its failure is kept for the next caller. The caller holds
+// d.mu.
+func (x *Index) foldLocked() {
+	d := &x.deferred
+	x.settleQueueLocked()
+	if err := x.foldIfStaged(context.Background()); err != nil {
+		x.queue.note(fmt.Errorf("fold staged steps: %w", x.connError(err)))
+		return
+	}
+	d.stagedParts = 0
 }
 
 // batchDue says the queue is due for the committer: its oldest step has
@@ -449,17 +499,45 @@ func (x *Index) drainQueueLocked() {
 			}
 		}
 	}()
-	for _, st := range items {
-		start := time.Now()
-		x.recordQueued(st)
-		took := time.Since(start) / time.Duration(max(1, len(st.parts)))
+	// done tells the writers waiting for room that steps left the queue,
+	// which took the committer since start.
+	done := func(sts []*queuedStep, start time.Time) {
+		parts := 0
+		for _, st := range sts {
+			parts += len(st.parts)
+		}
+		took := time.Since(start) / time.Duration(max(1, parts))
 		q.mu.Lock()
-		q.perPart = cmp.Or(q.perPart, took)
+		q.perPart = cmp.Or(q.perPart, perPartGuess)
 		q.perPart += (took - q.perPart) / 8
-		q.parts -= len(st.parts)
+		q.parts -= parts
 		q.room.Broadcast()
 		q.mu.Unlock()
 	}
+	// Steps answered already are staged together (see staged.go); a step
+	// that waits for its statements is recorded after them.
+	var answered []*queuedStep
+	start := time.Now()
+	stage := func() {
+		if len(answered) == 0 {
+			return
+		}
+		x.stageSteps(context.Background(), answered)
+		done(answered, start)
+		answered = nil
+	}
+	for _, st := range items {
+		if st.answered != nil {
+			answered = append(answered, st)
+			continue
+		}
+		stage()
+		start = time.Now()
+		x.recordQueued(st)
+		done([]*queuedStep{st}, start)
+		start = time.Now()
+	}
+	stage()
 }
 
 // recordQueued records a step taken from the queue: tells its writer
@@ -579,11 +657,15 @@ func (x *Index) learn(ps []NewPart, recs []Recorded) {
 }
 
 // runsNamedSQL finds the runs rows of a run (one a key prefix: a prefix
-// is its run's name, escaped, or with ~N after it: see keyInRun);
+// is its run's name, escaped, or with ~N after it: see keyInRun), and on
+// SQLite, first, a row with id -1 when steps of the run are staged (see
+// staged.go), whose parts are not in its rows yet;
 // runPartsSQL reads a run's parts, oldest first.
 const (
-	runsNamedSQL = `SELECT id, prefix FROM runs WHERE name = ?`
-	runPartsSQL  = `SELECT p.key, p.step, p.tool, p.call_id, p.part, p.version, b.digest, b.ext
+	runsNamedSQL       = `SELECT id, prefix FROM runs WHERE name = ?`
+	runsNamedStagedSQL = `SELECT -1, '' WHERE EXISTS (SELECT 1 FROM staged WHERE run = ?1)
+		UNION ALL SELECT id, prefix FROM runs WHERE name = ?1`
+	runPartsSQL = `SELECT p.key, p.step, p.tool, p.call_id, p.part, p.version, b.digest, b.ext
 		FROM parts p JOIN blobs b ON b.id = p.blob_id WHERE p.run_id = ? ORDER BY p.id LIMIT ?`
 )
 

@@ -132,7 +132,7 @@ func runChild(role, args string) int {
 	case "collider":
 		err = collider(a[0], a[1], a[2])
 	case "watcher":
-		err = watchKeys(a[0], a[1])
+		err = watchKeys(a[0], a[1], a[2] == "ro")
 	default:
 		run, ok := lockRoles[role]
 		if !ok {

@@ -16,12 +16,21 @@ import (
 	"github.com/toolcas/toolcas/index"
 )
 
-// Without syncs, a write returns once its rows are recorded, not
-// committed (see writeDeferred): this process reads them at once, through
-// every read (Read, Resolve, Stats, List); another process sees each
-// within index.DeferredCommitAfter of its write, give or take the
-// machine's load; and Flush commits what waits.
+// Without syncs, a write returns once its rows are queued, not committed
+// (see writeDeferred): this process reads them at once, through every
+// read (Read, Resolve, Stats, List). Another process that may write sees
+// each once it is staged, within index.DeferredCommitAfter of its write,
+// give or take the machine's load; a process that opened the store
+// read-only sees each once the writer folds it, within
+// index.StagedFoldAfter of its last write, or index.StagedFoldAge while it
+// writes on. Flush commits what waits, and Close folds it.
 func TestDeferredRowsVisible(t *testing.T) {
+	for _, mode := range []string{"rw", "ro"} {
+		t.Run(mode, func(t *testing.T) { testDeferredRowsVisible(t, mode) })
+	}
+}
+
+func testDeferredRowsVisible(t *testing.T, mode string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(ctx, dir, WithCreate(), WithDurability(cas.SyncNone))
@@ -32,7 +41,7 @@ func TestDeferredRowsVisible(t *testing.T) {
 	// The first steps are read back at once, which commits them; the
 	// rest are not read here, and wait for the commit due after them.
 	const steps, readBack = 50, 10
-	watcher := childCmd("watcher", dir, strconv.Itoa(steps))
+	watcher := childCmd("watcher", dir, strconv.Itoa(steps), mode)
 	out, err := watcher.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -96,14 +105,30 @@ func TestDeferredRowsVisible(t *testing.T) {
 		t.Fatalf("watcher saw %d keys (%d unread here), want %d (%d)", seen, len(lags), steps, steps-readBack)
 	}
 	slices.Sort(lags)
-	t.Logf("another process saw each write after: median %v, max %v (commits due every %v)", lags[len(lags)/2], lags[len(lags)-1], index.DeferredCommitAfter)
+	t.Logf("another process (%s) saw each write after: median %v, max %v (commits due every %v, folds %v after the last write or every %v)",
+		mode, lags[len(lags)/2], lags[len(lags)-1], index.DeferredCommitAfter, index.StagedFoldAfter, index.StagedFoldAge)
 
-	// Flush commits at once.
+	// Flush commits at once: a store that may write reads it at once.
 	st, err := s.Write(ctx, []hook.Item{item("r", steps, "flushed")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if mode == "rw" {
+		other, err := Open(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if _, err := other.Read(ctx, "", st[0].Key); err != nil {
+			t.Fatalf("another store reads %s after Flush: %v", st[0].Key, err)
+		}
+		return
+	}
+	// Close folds: a store opened read-only reads it then.
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	other, err := Open(ctx, dir, ReadOnly())
@@ -112,20 +137,25 @@ func TestDeferredRowsVisible(t *testing.T) {
 	}
 	defer other.Close()
 	if _, err := other.Read(ctx, "", st[0].Key); err != nil {
-		t.Fatalf("another store reads %s after Flush: %v", st[0].Key, err)
+		t.Fatalf("a read-only store reads %s after the writer closed: %v", st[0].Key, err)
 	}
 }
 
 // watchKeys is a child that prints "watching", then, as each part of the
 // store at dir first shows up, its key and when it saw it (unix nanos),
-// until it has seen want of them or 30 s have passed.
-func watchKeys(dir, wantArg string) error {
+// until it has seen want of them or 30 s have passed; with readOnly, on a
+// store opened read-only.
+func watchKeys(dir, wantArg string, readOnly bool) error {
 	ctx := context.Background()
 	want, err := strconv.Atoi(wantArg)
 	if err != nil {
 		return err
 	}
-	s, err := Open(ctx, dir, ReadOnly())
+	var opts []Option
+	if readOnly {
+		opts = append(opts, ReadOnly())
+	}
+	s, err := Open(ctx, dir, opts...)
 	if err != nil {
 		return err
 	}

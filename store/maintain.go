@@ -275,8 +275,11 @@ func (s *Store) maintainIfDue(ctx context.Context) (MaintainResult, bool, error)
 	// milliseconds it takes: cancelling a query interrupts its connection,
 	// and an interrupt that comes as the query ends can reach the next
 	// statement on that connection instead, such as the checkpoint that
-	// closing the index makes, and leave the last writes in the log.
-	ok, err := s.Due(context.WithoutCancel(ctx))
+	// closing the index makes, and leave the last writes in the log. Nor
+	// does it fold the steps staged by writes without syncs: the look
+	// after a write would make every fold the writer's (see
+	// index.WithoutFold); the look under the lease below does.
+	ok, err := s.Due(index.WithoutFold(context.WithoutCancel(ctx)))
 	if err != nil || !ok {
 		return MaintainResult{}, false, err
 	}

@@ -138,6 +138,12 @@ func Exists(dir string) bool { return cas.Exists(dir) }
 // nothing.
 func (s *Store) Flush() error { return s.ix.CommitDeferred() }
 
+// FoldStaged folds the steps that writes without syncs staged, by any
+// process, into the index's rows, as the next read does anyway (see
+// index.FoldStaged): for a caller that would rather pay for it now than
+// at that read, such as before a process that reads the store read-only.
+func (s *Store) FoldStaged(ctx context.Context) error { return s.ix.FoldStaged(ctx) }
+
 // Close closes the index and the blobs.
 func (s *Store) Close() error {
 	s.stopAuto()

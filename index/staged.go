@@ -1,0 +1,426 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/catalog"
+)
+
+// Staged steps: the committer of an index that defers its commits
+// (WithDeferredCommit) does not run a part's statements for a step whose
+// writer it answered already (see RecordQueued). It commits the step's
+// parts in the table staged instead, a row for each step and run, its
+// parts encoded in one value (see encodeStaged): a row of a table with one small index, not
+// the seven or so rows, index entries and counters a part makes. The
+// statements run later, when the index folds the staged steps into
+// parts, blobs, runs and the counters, in the order they were staged, in
+// one transaction that also removes them:
+//   - before any other read or write through an Index that may write (see
+//     settle), whichever process's it is, and inside every write
+//     transaction (see commitTx), so that no read and no gc decides
+//     without the steps staged before it;
+//   - by the committer that staged them, once it has nothing queued for
+//     StagedFoldAfter, or once its staged steps are StagedFoldAge old or
+//     hold StagedFoldParts parts;
+//   - at Close.
+//
+// A staged step is committed: a crash loses none of it (what a crash may
+// lose is what waits in the queue, as before). An index opened read-only
+// cannot fold: it sees a step once its writer, or any other process that
+// may write, folded it.
+const (
+	StagedFoldAfter = 20 * time.Millisecond
+	StagedFoldAge   = 250 * time.Millisecond
+	StagedFoldParts = 1 << 12
+)
+
+const (
+	insertStagedSQL = `INSERT INTO staged (run, at, parts) VALUES (?, ?, ?)`
+	stagedAnySQL    = `SELECT EXISTS (SELECT 1 FROM staged)`
+	stagedRowsSQL   = `SELECT id, run, at, parts FROM staged ORDER BY id`
+	deleteStagedSQL = `DELETE FROM staged WHERE id <= ?`
+)
+
+// A staged row's parts are encoded as stagedFormat, then the number of
+// parts, then for each part its key, step, tool, call id, position, kind,
+// MIME type, file name, characters, bytes, digest (32 bytes), extension,
+// run ttl, and what its writer was told it is recorded as (key and
+// version), to count a fold that records it otherwise (QueueMismatches).
+// Strings are a length (uvarint) and their bytes, numbers varints.
+const stagedFormat = 1
+
+// encodeStaged encodes parts of one run, answered as recs, for a staged row.
+func encodeStaged(ps []NewPart, recs []Recorded) []byte {
+	b := append(make([]byte, 0, 160*len(ps)), stagedFormat)
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	for i, p := range ps {
+		str(p.Key)
+		b = binary.AppendVarint(b, int64(p.Step))
+		str(p.Tool)
+		str(p.CallID)
+		b = binary.AppendVarint(b, int64(p.Part))
+		str(string(p.Kind))
+		str(p.MIME)
+		str(p.Filename)
+		b = binary.AppendVarint(b, p.Chars)
+		b = binary.AppendVarint(b, p.Bytes)
+		b = append(b, p.Blob.Digest[:]...)
+		str(p.Blob.Ext)
+		b = binary.AppendVarint(b, int64(p.RunTTL))
+		str(recs[i].Key)
+		b = binary.AppendVarint(b, int64(recs[i].Version))
+	}
+	return b
+}
+
+// stagedReader reads what encodeStaged wrote, keeping its first failure.
+type stagedReader struct {
+	b   []byte
+	err error
+}
+
+func (r *stagedReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s cut short or malformed", what)
+	}
+	r.b = nil
+}
+
+func (r *stagedReader) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *stagedReader) str(what string) string {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)-k) {
+		r.fail(what)
+		return ""
+	}
+	s := string(r.b[k : k+int(n)])
+	r.b = r.b[k+int(n):]
+	return s
+}
+
+// decodeStaged decodes a staged row of run: its parts, checked as a write's
+// are, and what their writer was told.
+func decodeStaged(run string, data []byte) ([]NewPart, []Recorded, error) {
+	if len(data) == 0 || data[0] != stagedFormat {
+		return nil, nil, errors.New("not a staged row of this format")
+	}
+	r := &stagedReader{b: data[1:]}
+	n, k := binary.Uvarint(r.b)
+	// A part takes 40 bytes at the least: no count can be over that.
+	if k <= 0 || n > uint64(len(r.b))/40 {
+		return nil, nil, errors.New("part count cut short or malformed")
+	}
+	r.b = r.b[k:]
+	ps := make([]NewPart, 0, n)
+	recs := make([]Recorded, 0, n)
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		p := NewPart{Run: run}
+		p.Key = r.str("key")
+		p.Step = int(r.varint("step"))
+		p.Tool = r.str("tool")
+		p.CallID = r.str("call id")
+		p.Part = int(r.varint("position"))
+		p.Kind = catalog.Kind(r.str("kind"))
+		p.MIME = r.str("MIME type")
+		p.Filename = r.str("file name")
+		p.Chars = r.varint("characters")
+		p.Bytes = r.varint("bytes")
+		if len(r.b) < len(p.Blob.Digest) {
+			r.fail("digest")
+			break
+		}
+		r.b = r.b[copy(p.Blob.Digest[:], r.b):]
+		p.Blob.Ext = r.str("extension")
+		p.RunTTL = time.Duration(r.varint("run ttl"))
+		rec := Recorded{Key: r.str("answered key"), Version: int(r.varint("answered version"))}
+		if r.err != nil {
+			break
+		}
+		if err := checkPart(p); err != nil {
+			return nil, nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		ps, recs = append(ps, p), append(recs, rec)
+	}
+	switch {
+	case r.err != nil:
+		return nil, nil, fmt.Errorf("part %d: %w", len(ps), r.err)
+	case len(r.b) != 0:
+		return nil, nil, fmt.Errorf("%d bytes after the last part", len(r.b))
+	}
+	return ps, recs, nil
+}
+
+// stageSteps commits nothing yet: it adds the answered steps sts to the
+// open transaction as staged rows (beginning it if none is open), and
+// their committed functions to the transaction's. When it fails, the
+// open transaction is rolled back, and every writer of its steps and of
+// sts told so, and the failure kept for the next caller. The caller holds
+// d.mu.
+func (x *Index) stageSteps(ctx context.Context, sts []*queuedStep) {
+	d := &x.deferred
+	if d.tx == nil {
+		if err := x.beginDeferred(ctx); err != nil {
+			err = fmt.Errorf("stage steps: %w", x.connError(err))
+			for _, st := range sts {
+				if st.committed != nil {
+					st.committed(err)
+				}
+			}
+			x.queue.note(err)
+			return
+		}
+	}
+	for _, st := range sts {
+		if st.committed != nil {
+			d.committed = append(d.committed, st.committed)
+		}
+	}
+	if err := x.insertStaged(ctx, sts); err != nil {
+		err = fmt.Errorf("stage steps: %w", x.connError(err))
+		x.endDeferred(err)
+		x.queue.note(err)
+	}
+}
+
+// insertStaged runs stageSteps's statements in the open transaction.
+func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
+	d := &x.deferred
+	ins := d.r.stmt(ctx, &d.r.insertStaged, x.stmts.insertStaged)
+	parts := 0
+	for _, st := range sts {
+		for _, run := range runsOf(st.parts) {
+			var (
+				ps   []NewPart
+				recs []Recorded
+			)
+			for i, p := range st.parts {
+				if p.Run == run {
+					ps, recs = append(ps, p), append(recs, st.answered[i])
+				}
+			}
+			if _, err := ins.ExecContext(ctx, run, st.at, encodeStaged(ps, recs)); err != nil {
+				return err
+			}
+		}
+		parts += len(st.parts)
+	}
+	d.rows += parts
+	if d.stagedParts == 0 {
+		d.stagedSince = time.Now()
+	}
+	d.stagedParts += parts
+	q := &x.queue
+	q.mu.Lock()
+	if q.inTx == nil {
+		q.inTx = map[string]bool{}
+	}
+	for _, st := range sts {
+		for _, p := range st.parts {
+			q.inTx[p.Run] = true
+		}
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// foldStaged records the staged steps in tx, through r (whose time stamp
+// it restores), in the order they were staged, and removes them. It
+// returns how many parts it recorded, and, as dropped, why steps whose
+// statements failed were removed without their parts: such a step is
+// taken back alone, as a queued step's is, and the others folded. A
+// failure for want of room, or one the savepoint cannot take back, is
+// err: the caller rolls tx back, and every step stays staged.
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int, dropped, err error) {
+	if x.pg || x.readOnly {
+		return 0, nil, nil
+	}
+	type row struct {
+		id, at int64
+		run    string
+		data   []byte
+	}
+	var staged []row
+	rs, err := r.stmt(ctx, &r.stagedRows, x.stmts.stagedRows).QueryContext(ctx)
+	err = eachRow(rs, err, func(rs *sql.Rows) error {
+		var s row
+		if err := rs.Scan(&s.id, &s.run, &s.at, &s.data); err != nil {
+			return err
+		}
+		staged = append(staged, s)
+		return nil
+	})
+	if err != nil || len(staged) == 0 {
+		return 0, nil, err
+	}
+	defer func(now int64) { r.now = now }(r.now)
+	type step struct {
+		id, at   int64
+		run      string
+		ps       []NewPart
+		answered []Recorded
+	}
+	steps := make([]step, 0, len(staged))
+	for _, s := range staged {
+		ps, answered, err := decodeStaged(s.run, s.data)
+		if err != nil {
+			// No fold could ever record it: kept, it would stop every one.
+			dropped = errors.Join(dropped, fmt.Errorf("staged step %d of run %s dropped: unreadable: %w", s.id, clip(s.run), err))
+			continue
+		}
+		steps = append(steps, step{s.id, s.at, s.run, ps, answered})
+	}
+	// record records a step, and notes a run whose step it records
+	// otherwise than answered.
+	var mismatched []string
+	record := func(s step) error {
+		r.now = s.at
+		same := true
+		for i, p := range s.ps {
+			rec, err := r.record(ctx, p)
+			if err != nil {
+				return err
+			}
+			same = same && rec.Key == s.answered[i].Key && rec.Version == s.answered[i].Version
+		}
+		if !same {
+			mismatched = append(mismatched, s.run)
+		}
+		n += len(s.ps)
+		return nil
+	}
+	// Every step under one savepoint; should one fail, each under its own,
+	// so that only the failed one is taken back.
+	err = x.underSavepoint(ctx, tx, r, func() error {
+		for _, s := range steps {
+			if err := record(s); err != nil {
+				return fmt.Errorf("staged step %d: %w", s.id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
+		n, mismatched = 0, nil
+		for _, s := range steps {
+			err = x.underSavepoint(ctx, tx, r, func() error { return record(s) })
+			if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
+				dropped = errors.Join(dropped, fmt.Errorf("staged step %d of run %s dropped: %w", s.id, clip(s.run), err))
+				err = nil
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	switch {
+	case isFull(err):
+		// Nothing is dropped for want of room: the steps stay staged.
+		return 0, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+	case err != nil:
+		return 0, nil, err
+	}
+	if _, err := tx.ExecContext(ctx, deleteStagedSQL, staged[len(staged)-1].id); err != nil {
+		return 0, nil, err
+	}
+	if len(mismatched) > 0 {
+		// What this index knows of those runs is not what the rows say.
+		q := &x.queue
+		q.mismatches.Add(int64(len(mismatched)))
+		q.mu.Lock()
+		for _, run := range mismatched {
+			q.forgetRun(run)
+		}
+		q.mu.Unlock()
+	}
+	return n, dropped, nil
+}
+
+// underSavepoint runs f's statements under a savepoint (a deferred step's:
+// the two never nest), and takes them back when f fails. It returns f's
+// failure, or ErrFoldBroken when they could not be taken back.
+func (x *Index) underSavepoint(ctx context.Context, tx *sql.Tx, r *recorder, f func() error) error {
+	if _, err := r.stmt(ctx, &r.savepoint, x.stmts.savepoint).ExecContext(ctx); err != nil {
+		return err
+	}
+	runs := len(r.newRuns)
+	err := f()
+	if err == nil {
+		if _, err = r.stmt(ctx, &r.release, x.stmts.release).ExecContext(ctx); err == nil {
+			return nil
+		}
+	}
+	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO deferred_step; RELEASE deferred_step`); rerr != nil {
+		return fmt.Errorf("%w: %w", ErrFoldBroken, errors.Join(err, rerr))
+	}
+	if len(r.newRuns) != runs {
+		r.newRuns = map[runKey]int64{} // a run the statements made is not there after all
+	}
+	r.ttls = nil
+	return err
+}
+
+// ErrFoldBroken says a fold could not take back a staged step's
+// statements: its transaction is in no known state, and is rolled back.
+var ErrFoldBroken = errors.New("the fold's transaction could not be rolled back to a savepoint")
+
+// foldIfStaged folds the steps staged, if there are any, in a transaction
+// of its own. A read-only index, or one in PostgreSQL, stages and folds
+// nothing.
+func (x *Index) foldIfStaged(ctx context.Context) error {
+	if x.pg || x.readOnly {
+		return nil
+	}
+	// One look at a time: reads at once take one connection for it, not
+	// one each (a connection of an index read through a map maps it).
+	x.foldMu.Lock()
+	defer x.foldMu.Unlock()
+	var any bool
+	if err := x.stmts.stagedAny.QueryRowContext(ctx).Scan(&any); err != nil || !any {
+		return err
+	}
+	return retryBusy(ctx, x.retry, func() error {
+		return x.commitTx(ctx, x.db, func(*sql.Tx) error { return nil }) // commitTx folds
+	})
+}
+
+// withoutFoldKey marks a context made by WithoutFold.
+type withoutFoldKey struct{}
+
+// WithoutFold returns ctx for reads that do not fold the steps staged
+// first: they may miss what was staged since the last fold (within
+// StagedFoldAge of this process's writes, by StagedFoldAfter once they
+// pause). It is for a look that tolerates that and runs beside the
+// writes, such as whether maintenance is due, which would otherwise make
+// every fold a writer's. Writes fold whatever their context.
+func WithoutFold(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutFoldKey{}, true)
+}
+
+// FoldStaged folds every step staged so far into the index's rows (see
+// the top of this file), as the next read would, and returns what kept it
+// from that, or why it dropped a step (which the next caller would be
+// told otherwise).
+func (x *Index) FoldStaged(ctx context.Context) error {
+	if err := x.settle(); err != nil {
+		return fmt.Errorf("fold staged steps: %w", err)
+	}
+	return x.queue.takeLost()
+}
