@@ -178,6 +178,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", abs, err)
 	}
+	if !c.readOnly {
+		// In the background: the writes go on below 64 descriptors meanwhile.
+		go growFDTable(abs)
+	}
 	rfs := newRootFS(root)
 	s := &Store{dir: abs, root: root, rootFS: rfs, fs: rfs, durability: c.durability, now: c.now}
 	s.gauge.unwritten, s.gauge.now = UnwrittenBytes, c.now
