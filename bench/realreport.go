@@ -138,18 +138,25 @@ func (r *realReport) targets() []target {
 		noSync = 0.8
 	}
 	nmin, nmed := r.ratios(storeCASNone, storeDirNone, perSec)
+	// Without syncs the steps are staged, and folded by the next read: the
+	// ratio with that fold counted too, beside the goal's.
+	folded := func(x replayResult) float64 { return float64(x.Results) / (x.Seconds + x.FoldSeconds) }
+	fmin, fmed := r.ratios(storeCASNone, storeDirNone, folded)
 	concurrent := []target{{fmt.Sprintf("real trace %s: replay throughput without syncs", name),
 		fmt.Sprintf("≥ %.1f × the directory store without syncs", noSync),
-		fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", nmin, r.Rounds, nmed), nmin, nmin >= noSync}}
+		fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×); with the fold of the staged steps after it: %.2f × (median %.2f ×)",
+			nmin, r.Rounds, nmed, fmin, fmed), nmin, nmin >= noSync}}
 	if r.Agents > 1 {
 		cmin, cmed := r.ratiosAgents(storeCASFull, storeDirFull, r.Agents, perSec)
 		concurrent = append(concurrent, target{fmt.Sprintf("real trace %s: durable replay throughput, %d agents at once", name, r.Agents),
 			"≥ 1.0 × the durable directory store with as many agents",
 			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", cmin, r.Rounds, cmed), cmin, cmin >= 1})
 		nmin, nmed := r.ratiosAgents(storeCASNone, storeDirNone, r.Agents, perSec)
+		fmin, fmed := r.ratiosAgents(storeCASNone, storeDirNone, r.Agents, folded)
 		concurrent = append(concurrent, target{fmt.Sprintf("real trace %s: replay throughput without syncs, %d agents at once", name, r.Agents),
 			fmt.Sprintf("≥ %.1f × the directory store without syncs with as many agents", noSync),
-			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×)", nmin, r.Rounds, nmed), nmin, nmin >= noSync})
+			fmt.Sprintf("%.2f × (min over %d rounds; median %.2f ×); with the fold of the staged steps after it: %.2f × (median %.2f ×)",
+				nmin, r.Rounds, nmed, fmin, fmed), nmin, nmin >= noSync})
 	}
 	return append([]target{
 		{fmt.Sprintf("real trace %s: on disk after pack, every file of the store counted (index, its log, the reserve)", name), "≥ 5 × smaller than the durable directory store",
