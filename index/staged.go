@@ -16,8 +16,9 @@ import (
 // (WithDeferredCommit) does not run a part's statements for a step whose
 // writer it answered already (see RecordQueued). It commits the step's
 // parts in the table staged instead, a row for each step and run, its
-// parts encoded in one value (see encodeStaged): a row of a table with one small index, not
-// the seven or so rows, index entries and counters a part makes. The
+// parts encoded in one value (see encodeStaged): a row of a table with
+// one small index, not the seven or so rows, index entries and counters a
+// part makes. The
 // statements run later, when the index folds the staged steps into
 // parts, blobs, runs and the counters, in the order they were staged, in
 // one transaction that also removes them:
@@ -25,6 +26,8 @@ import (
 //     settle), whichever process's it is, and inside every write
 //     transaction (see commitTx), so that no read and no gc decides
 //     without the steps staged before it;
+//   - before a step the committer could not answer is recorded (see
+//     recordDeferredLocked), so that its statements see them;
 //   - by the committer that staged them, once it has nothing queued for
 //     StagedFoldAfter, or once its staged steps are StagedFoldAge old or
 //     hold StagedFoldParts parts;
@@ -244,14 +247,14 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 
 // foldStaged records the staged steps in tx, through r (whose time stamp
 // it restores), in the order they were staged, and removes them. It
-// returns how many parts it recorded, and, as dropped, why steps whose
-// statements failed were removed without their parts: such a step is
-// taken back alone, as a queued step's is, and the others folded. A
-// failure for want of room, or one the savepoint cannot take back, is
-// err: the caller rolls tx back, and every step stays staged.
-func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int, dropped, err error) {
+// returns, as dropped, why steps whose statements failed were removed
+// without their parts: such a step is taken back alone, as a queued
+// step's is, and the others folded. A failure for want of room, or one
+// the savepoint cannot take back, is err: the caller rolls tx back, and
+// every step stays staged.
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (dropped, err error) {
 	if x.pg || x.readOnly {
-		return 0, nil, nil
+		return nil, nil
 	}
 	type row struct {
 		id, at int64
@@ -269,7 +272,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int,
 		return nil
 	})
 	if err != nil || len(staged) == 0 {
-		return 0, nil, err
+		return nil, err
 	}
 	defer func(now int64) { r.now = now }(r.now)
 	type step struct {
@@ -304,7 +307,6 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int,
 		if !same {
 			mismatched = append(mismatched, s.run)
 		}
-		n += len(s.ps)
 		return nil
 	}
 	// Every step under one savepoint; should one fail, each under its own,
@@ -318,7 +320,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int,
 		return nil
 	})
 	if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
-		n, mismatched = 0, nil
+		mismatched = nil
 		for _, s := range steps {
 			err = x.underSavepoint(ctx, tx, r, func() error { return record(s) })
 			if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
@@ -333,12 +335,12 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int,
 	switch {
 	case isFull(err):
 		// Nothing is dropped for want of room: the steps stay staged.
-		return 0, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+		return nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
 	case err != nil:
-		return 0, nil, err
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, deleteStagedSQL, staged[len(staged)-1].id); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	if len(mismatched) > 0 {
 		// What this index knows of those runs is not what the rows say.
@@ -350,7 +352,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (n int,
 		}
 		q.mu.Unlock()
 	}
-	return n, dropped, nil
+	return dropped, nil
 }
 
 // underSavepoint runs f's statements under a savepoint (a deferred step's:
