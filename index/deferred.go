@@ -60,7 +60,11 @@ type deferred struct {
 	stagedParts int
 	stagedSince time.Time
 	fold        *time.Timer
-	// closed is set by Close: the fold timer does nothing after it.
+	// folding is set while a goroutine folds (see foldInBackground); folds
+	// counts those goroutines, for Close to wait for.
+	folding bool
+	folds   sync.WaitGroup
+	// closed is set by Close: no fold starts after it.
 	closed bool
 }
 
@@ -111,7 +115,7 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, at int64
 		at = x.now().UnixNano()
 	}
 	// The steps staged before these are recorded first, in their order.
-	dropped, err := x.foldStaged(context.WithoutCancel(ctx), d.tx, d.r)
+	_, dropped, err := x.foldStaged(context.WithoutCancel(ctx), d.tx, d.r, 0)
 	if err != nil {
 		err = fmt.Errorf("record: fold staged steps: %w", x.connError(err))
 		x.endDeferred(err)

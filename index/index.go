@@ -662,14 +662,13 @@ func (x *Index) Close() error {
 		if d.fold != nil {
 			d.fold.Stop()
 		}
-		// What this index staged is folded: a reader that cannot fold
-		// (opened read-only) sees it once it closed.
-		if d.stagedParts > 0 {
-			if err := x.foldIfStaged(context.Background()); err != nil {
-				deferredErr = errors.Join(deferredErr, fmt.Errorf("fold staged steps: %w", x.connError(err)))
-			}
-		}
 		d.mu.Unlock()
+		d.folds.Wait()
+		// What was staged is folded: a reader that cannot fold (opened
+		// read-only) sees it once the writer closed.
+		if err := x.foldIfStaged(context.Background()); err != nil {
+			deferredErr = errors.Join(deferredErr, fmt.Errorf("fold staged steps: %w", x.connError(err)))
+		}
 	}
 	if x.snapshot != "" {
 		defer os.RemoveAll(x.snapshot)

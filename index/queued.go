@@ -410,10 +410,55 @@ func (x *Index) commitQueued() {
 			q.note(err)
 		}
 		if d.stagedParts >= StagedFoldParts || d.stagedParts > 0 && time.Since(d.stagedSince) >= StagedFoldAge {
-			x.foldLocked()
+			x.foldInBackground()
 		}
 		d.mu.Unlock()
 	}
+}
+
+// foldInBackground folds the steps staged in a goroutine of its own, a
+// chunk at a time (see foldInChunks), unless one already does: the
+// committer goes on staging meanwhile, and waits for a chunk at most. The
+// caller holds d.mu.
+func (x *Index) foldInBackground() {
+	d := &x.deferred
+	d.stagedParts = 0
+	if d.folding || d.closed {
+		return
+	}
+	d.folding = true
+	d.folds.Add(1)
+	go func() {
+		defer d.folds.Done()
+		x.foldInChunks()
+		d.mu.Lock()
+		d.folding = false
+		d.mu.Unlock()
+	}()
+}
+
+// foldInChunks folds the steps staged, stagedFoldChunk rows a transaction,
+// until none is left or the index closes; a failure is kept for the next
+// caller.
+func (x *Index) foldInChunks() {
+	for !x.closing() {
+		more, err := x.foldChunk(context.Background())
+		if err != nil {
+			x.queue.note(fmt.Errorf("fold staged steps: %w", x.connError(err)))
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// closing says Close has begun.
+func (x *Index) closing() bool {
+	d := &x.deferred
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
 }
 
 // foldWhenIdle folds the steps this index staged once nothing has been
@@ -439,23 +484,9 @@ func (x *Index) foldWhenIdle() {
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if !d.closed {
-			x.foldLocked()
-		}
+		x.settleQueueLocked()
+		x.foldInBackground()
 	})
-}
-
-// foldLocked folds the steps staged, once the open transaction is
-// committed; its failure is kept for the next caller. The caller holds
-// d.mu.
-func (x *Index) foldLocked() {
-	d := &x.deferred
-	x.settleQueueLocked()
-	if err := x.foldIfStaged(context.Background()); err != nil {
-		x.queue.note(fmt.Errorf("fold staged steps: %w", x.connError(err)))
-		return
-	}
-	d.stagedParts = 0
 }
 
 // batchDue says the queue is due for the committer: its oldest step has

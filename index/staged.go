@@ -28,9 +28,10 @@ import (
 //     without the steps staged before it;
 //   - before a step the committer could not answer is recorded (see
 //     recordDeferredLocked), so that its statements see them;
-//   - by the committer that staged them, once it has nothing queued for
+//   - by the index that staged them, once it has nothing queued for
 //     StagedFoldAfter, or once its staged steps are StagedFoldAge old or
-//     hold StagedFoldParts parts;
+//     hold StagedFoldParts parts: in a goroutine of its own, a chunk of
+//     rows a transaction (see foldInBackground), beside the committer;
 //   - at Close.
 //
 // A staged step is committed: a crash loses none of it (what a crash may
@@ -46,7 +47,7 @@ const (
 const (
 	insertStagedSQL = `INSERT INTO staged (run, at, parts) VALUES (?, ?, ?)`
 	stagedAnySQL    = `SELECT EXISTS (SELECT 1 FROM staged)`
-	stagedRowsSQL   = `SELECT id, run, at, parts FROM staged ORDER BY id`
+	stagedRowsSQL   = `SELECT id, run, at, parts FROM staged ORDER BY id LIMIT ?`
 	deleteStagedSQL = `DELETE FROM staged WHERE id <= ?`
 )
 
@@ -246,15 +247,19 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 }
 
 // foldStaged records the staged steps in tx, through r (whose time stamp
-// it restores), in the order they were staged, and removes them. It
-// returns, as dropped, why steps whose statements failed were removed
-// without their parts: such a step is taken back alone, as a queued
-// step's is, and the others folded. A failure for want of room, or one
-// the savepoint cannot take back, is err: the caller rolls tx back, and
-// every step stays staged.
-func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (dropped, err error) {
+// it restores), in the order they were staged, and removes them: the
+// first limit rows of them, or every one when limit is 0. It returns how
+// many rows it took, and, as dropped, why steps whose statements failed
+// were removed without their parts: such a step is taken back alone, as a
+// queued step's is, and the others folded. A failure for want of room, or
+// one the savepoint cannot take back, is err: the caller rolls tx back,
+// and every step stays staged.
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit int) (rows int, dropped, err error) {
 	if x.pg || x.readOnly {
-		return nil, nil
+		return 0, nil, nil
+	}
+	if limit == 0 {
+		limit = -1 // SQLite's no limit
 	}
 	type row struct {
 		id, at int64
@@ -262,7 +267,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (droppe
 		data   []byte
 	}
 	var staged []row
-	rs, err := r.stmt(ctx, &r.stagedRows, x.stmts.stagedRows).QueryContext(ctx)
+	rs, err := r.stmt(ctx, &r.stagedRows, x.stmts.stagedRows).QueryContext(ctx, limit)
 	err = eachRow(rs, err, func(rs *sql.Rows) error {
 		var s row
 		if err := rs.Scan(&s.id, &s.run, &s.at, &s.data); err != nil {
@@ -272,7 +277,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (droppe
 		return nil
 	})
 	if err != nil || len(staged) == 0 {
-		return nil, err
+		return 0, nil, err
 	}
 	defer func(now int64) { r.now = now }(r.now)
 	type step struct {
@@ -335,12 +340,12 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (droppe
 	switch {
 	case isFull(err):
 		// Nothing is dropped for want of room: the steps stay staged.
-		return nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+		return 0, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
 	case err != nil:
-		return nil, err
+		return 0, nil, err
 	}
 	if _, err := tx.ExecContext(ctx, deleteStagedSQL, staged[len(staged)-1].id); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if len(mismatched) > 0 {
 		// What this index knows of those runs is not what the rows say.
@@ -352,7 +357,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder) (droppe
 		}
 		q.mu.Unlock()
 	}
-	return dropped, nil
+	return len(staged), dropped, nil
 }
 
 // underSavepoint runs f's statements under a savepoint (a deferred step's:
@@ -401,6 +406,37 @@ func (x *Index) foldIfStaged(ctx context.Context) error {
 	return retryBusy(ctx, x.retry, func() error {
 		return x.commitTx(ctx, x.db, func(*sql.Tx) error { return nil }) // commitTx folds
 	})
+}
+
+// stagedFoldChunk is how many staged rows a fold in the background takes
+// in one transaction: a few milliseconds of statements, which is as long
+// as the committer's next batch waits for the write lock.
+const stagedFoldChunk = 128
+
+// foldChunk folds the first stagedFoldChunk staged rows in a transaction
+// of its own, and says whether there may be more.
+func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
+	x.foldMu.Lock()
+	defer x.foldMu.Unlock()
+	var dropped error
+	err = retryBusy(ctx, x.retry, func() error {
+		tx, err := x.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		var rows int
+		rows, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		more = rows == stagedFoldChunk
+		return tx.Commit()
+	})
+	if err == nil && dropped != nil {
+		x.queue.note(dropped)
+	}
+	return more, err
 }
 
 // withoutFoldKey marks a context made by WithoutFold.
