@@ -295,18 +295,13 @@ func (x *Index) CommitDeferred() error {
 // write of this Index, so that it sees every part recorded through it
 // (the commit's error waits for the next RecordDeferred or
 // CommitDeferred), then folds the steps staged, by any process (see
-// staged.go), and returns what kept it from folding them.
+// staged.go), and returns what kept it from folding them. The committer
+// goes on while it folds: the steps queued meanwhile come after the read.
 func (x *Index) settle() error {
-	d := &x.deferred
-	if d.on {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		x.settleQueueLocked()
-	}
+	x.settleQueue()
 	if err := x.foldIfStaged(context.Background()); err != nil {
 		return x.connError(err)
 	}
-	d.stagedParts = 0
 	return nil
 }
 

@@ -115,21 +115,29 @@ func TestStagedStepsFoldedByAnyReader(t *testing.T) {
 	}
 }
 
+// openQueuedAndReadOnly opens an index that queues its records, as a
+// store without syncs does, and another on the same database, read-only.
+func openQueuedAndReadOnly(t *testing.T) (path string, x, ro *Index) {
+	t.Helper()
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	path = filepath.Join(t.TempDir(), "q.db")
+	x = mustOpenQueued(t, path)
+	ro, err := Open(context.Background(), path, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	return path, x, ro
+}
+
 // An index opened read-only folds nothing: it sees staged steps once the
 // writer folds them, which it does once nothing is queued for
 // StagedFoldAfter, with no read asking.
 func TestStagedFoldedWhenIdle(t *testing.T) {
-	if onPostgres(t) {
-		t.Skip("an index in PostgreSQL records at once")
-	}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "q.db")
-	x := mustOpenQueued(t, path)
-	ro, err := Open(ctx, path, ReadOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	path, x, ro := openQueuedAndReadOnly(t)
 	x.foldMu.Lock() // no fold until the read-only index has looked
 	for step := 1; step <= 10; step++ {
 		if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", step, "t", "a", fmt.Sprint(step))}, nil); err != nil {
@@ -164,17 +172,8 @@ func TestStagedFoldedWhenIdle(t *testing.T) {
 // A writer that never pauses still folds, once its staged steps are
 // StagedFoldAge old: a read-only index sees them while it writes on.
 func TestStagedFoldedByAge(t *testing.T) {
-	if onPostgres(t) {
-		t.Skip("an index in PostgreSQL records at once")
-	}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "q.db")
-	x := mustOpenQueued(t, path)
-	ro, err := Open(ctx, path, ReadOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	_, x, ro := openQueuedAndReadOnly(t)
 	if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", 0, "t", "a", "first")}, nil); err != nil {
 		t.Fatal(err)
 	}
