@@ -66,7 +66,9 @@ func TestRecordQueuedAnswersAsRecorded(t *testing.T) {
 		if rng.IntN(5) == 0 {
 			// A result of two parts: the same call's, with keys _0 and _1.
 			second := ps[0]
-			second.Blob = cas.Blob{Digest: cas.Sum([]byte(contents[rng.IntN(len(contents))])), Ext: ".txt"}
+			content := contents[rng.IntN(len(contents))]
+			second.Blob = cas.Blob{Digest: cas.Sum([]byte(content)), Ext: ".txt"}
+			second.Chars, second.Bytes = int64(len(content)), int64(len(content))
 			base := ps[0].Key[:len(ps[0].Key)-len(".txt")]
 			ps[0].Part, ps[0].Key = 0, base+"_0.txt"
 			second.Part, second.Key = 1, base+"_1.txt"

@@ -15,10 +15,9 @@ import (
 // Staged steps: the committer of an index that defers its commits
 // (WithDeferredCommit) does not run a part's statements for a step whose
 // writer it answered already (see RecordQueued). It commits the step's
-// parts in the table staged instead, a row for each step and run, its
-// parts encoded in one value (see encodeStaged): a row of a table with
-// one small index, not the seven or so rows, index entries and counters a
-// part makes. The
+// parts in the table staged instead: a row for each run of a batch, which
+// holds the run's steps encoded in one value (see encodeStaged), not the
+// seven or so rows, index entries and counters a part makes. The
 // statements run later, when the index folds the staged steps into
 // parts, blobs, runs and the counters, in the order they were staged, in
 // one transaction that also removes them:
@@ -47,42 +46,56 @@ const (
 const (
 	insertStagedSQL = `INSERT INTO staged (run, at, parts) VALUES (?, ?, ?)`
 	stagedAnySQL    = `SELECT EXISTS (SELECT 1 FROM staged)`
-	stagedRowsSQL   = `SELECT id, run, at, parts FROM staged ORDER BY id LIMIT ?`
+	stagedRowsSQL   = `SELECT id, run, parts FROM staged ORDER BY id LIMIT ?`
 	deleteStagedSQL = `DELETE FROM staged WHERE id <= ?`
 )
 
-// A staged row's parts are encoded as stagedFormat, then the number of
-// parts, then for each part its key, step, tool, call id, position, kind,
-// MIME type, file name, characters, bytes, digest (32 bytes), extension,
-// run ttl, and what its writer was told it is recorded as (key and
-// version), to count a fold that records it otherwise (QueueMismatches).
-// Strings are a length (uvarint) and their bytes, numbers varints.
+// A staged row holds steps of one run, in the order they were queued:
+// stagedFormat, the number of steps, then for each step its time stamp
+// (Unix nanoseconds), the number of its parts, and for each part its key,
+// step, tool, call id, position, kind, MIME type, file name, characters,
+// bytes, digest (32 bytes), extension, run ttl, and what its writer was
+// told it is recorded as (key and version), to count a fold that records
+// it otherwise (QueueMismatches). Strings are a length (uvarint) and their
+// bytes, counts uvarints, other numbers varints.
 const stagedFormat = 1
 
-// encodeStaged encodes parts of one run, answered as recs, for a staged row.
-func encodeStaged(ps []NewPart, recs []Recorded) []byte {
-	b := append(make([]byte, 0, 160*len(ps)), stagedFormat)
-	b = binary.AppendUvarint(b, uint64(len(ps)))
+// stagedStep is a step of a staged row: its parts, stamped at, and what
+// its writer was told.
+type stagedStep struct {
+	at       int64
+	ps       []NewPart
+	answered []Recorded
+}
+
+// encodeStaged encodes steps of one run for a staged row.
+func encodeStaged(steps []stagedStep) []byte {
+	b := append(make([]byte, 0, 1+160*len(steps)), stagedFormat)
+	b = binary.AppendUvarint(b, uint64(len(steps)))
 	str := func(s string) {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	for i, p := range ps {
-		str(p.Key)
-		b = binary.AppendVarint(b, int64(p.Step))
-		str(p.Tool)
-		str(p.CallID)
-		b = binary.AppendVarint(b, int64(p.Part))
-		str(string(p.Kind))
-		str(p.MIME)
-		str(p.Filename)
-		b = binary.AppendVarint(b, p.Chars)
-		b = binary.AppendVarint(b, p.Bytes)
-		b = append(b, p.Blob.Digest[:]...)
-		str(p.Blob.Ext)
-		b = binary.AppendVarint(b, int64(p.RunTTL))
-		str(recs[i].Key)
-		b = binary.AppendVarint(b, int64(recs[i].Version))
+	for _, st := range steps {
+		b = binary.AppendVarint(b, st.at)
+		b = binary.AppendUvarint(b, uint64(len(st.ps)))
+		for i, p := range st.ps {
+			str(p.Key)
+			b = binary.AppendVarint(b, int64(p.Step))
+			str(p.Tool)
+			str(p.CallID)
+			b = binary.AppendVarint(b, int64(p.Part))
+			str(string(p.Kind))
+			str(p.MIME)
+			str(p.Filename)
+			b = binary.AppendVarint(b, p.Chars)
+			b = binary.AppendVarint(b, p.Bytes)
+			b = append(b, p.Blob.Digest[:]...)
+			str(p.Blob.Ext)
+			b = binary.AppendVarint(b, int64(p.RunTTL))
+			str(st.answered[i].Key)
+			b = binary.AppendVarint(b, int64(st.answered[i].Version))
+		}
 	}
 	return b
 }
@@ -110,6 +123,18 @@ func (r *stagedReader) varint(what string) int64 {
 	return v
 }
 
+// count reads a count of things that take at least least bytes each: no
+// count can be over what is left of the row divided by that.
+func (r *stagedReader) count(what string, least int) int {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)-k)/uint64(least) {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[k:]
+	return int(n)
+}
+
 func (r *stagedReader) str(what string) string {
 	n, k := binary.Uvarint(r.b)
 	if k <= 0 || n > uint64(len(r.b)-k) {
@@ -121,56 +146,61 @@ func (r *stagedReader) str(what string) string {
 	return s
 }
 
-// decodeStaged decodes a staged row of run: its parts, checked as a write's
-// are, and what their writer was told.
-func decodeStaged(run string, data []byte) ([]NewPart, []Recorded, error) {
+// decodeStaged decodes a staged row of run: its steps, their parts
+// checked as a write's are.
+func decodeStaged(run string, data []byte) ([]stagedStep, error) {
 	if len(data) == 0 || data[0] != stagedFormat {
-		return nil, nil, errors.New("not a staged row of this format")
+		return nil, errors.New("not a staged row of this format")
 	}
+	// A part takes 40 bytes at the least, a step 2 and a part.
 	r := &stagedReader{b: data[1:]}
-	n, k := binary.Uvarint(r.b)
-	// A part takes 40 bytes at the least: no count can be over that.
-	if k <= 0 || n > uint64(len(r.b))/40 {
-		return nil, nil, errors.New("part count cut short or malformed")
-	}
-	r.b = r.b[k:]
-	ps := make([]NewPart, 0, n)
-	recs := make([]Recorded, 0, n)
-	for i := 0; i < int(n) && r.err == nil; i++ {
-		p := NewPart{Run: run}
-		p.Key = r.str("key")
-		p.Step = int(r.varint("step"))
-		p.Tool = r.str("tool")
-		p.CallID = r.str("call id")
-		p.Part = int(r.varint("position"))
-		p.Kind = catalog.Kind(r.str("kind"))
-		p.MIME = r.str("MIME type")
-		p.Filename = r.str("file name")
-		p.Chars = r.varint("characters")
-		p.Bytes = r.varint("bytes")
-		if len(r.b) < len(p.Blob.Digest) {
-			r.fail("digest")
-			break
+	steps := make([]stagedStep, r.count("step count", 42))
+	for i := range steps {
+		st := &steps[i]
+		st.at = r.varint("time stamp")
+		n := r.count("part count", 40)
+		if n == 0 && r.err == nil {
+			r.fail("part count")
 		}
-		r.b = r.b[copy(p.Blob.Digest[:], r.b):]
-		p.Blob.Ext = r.str("extension")
-		p.RunTTL = time.Duration(r.varint("run ttl"))
-		rec := Recorded{Key: r.str("answered key"), Version: int(r.varint("answered version"))}
+		for j := 0; j < n && r.err == nil; j++ {
+			p := NewPart{Run: run}
+			p.Key = r.str("key")
+			p.Step = int(r.varint("step"))
+			p.Tool = r.str("tool")
+			p.CallID = r.str("call id")
+			p.Part = int(r.varint("position"))
+			p.Kind = catalog.Kind(r.str("kind"))
+			p.MIME = r.str("MIME type")
+			p.Filename = r.str("file name")
+			p.Chars = r.varint("characters")
+			p.Bytes = r.varint("bytes")
+			if len(r.b) < len(p.Blob.Digest) {
+				r.fail("digest")
+				break
+			}
+			r.b = r.b[copy(p.Blob.Digest[:], r.b):]
+			p.Blob.Ext = r.str("extension")
+			p.RunTTL = time.Duration(r.varint("run ttl"))
+			rec := Recorded{Key: r.str("answered key"), Version: int(r.varint("answered version"))}
+			if r.err != nil {
+				break
+			}
+			if err := checkPart(p); err != nil {
+				return nil, fmt.Errorf("step %d, part %d: %w", i, j, err)
+			}
+			st.ps, st.answered = append(st.ps, p), append(st.answered, rec)
+		}
 		if r.err != nil {
-			break
+			return nil, fmt.Errorf("step %d, part %d: %w", i, len(st.ps), r.err)
 		}
-		if err := checkPart(p); err != nil {
-			return nil, nil, fmt.Errorf("part %d: %w", i, err)
-		}
-		ps, recs = append(ps, p), append(recs, rec)
 	}
 	switch {
 	case r.err != nil:
-		return nil, nil, fmt.Errorf("part %d: %w", len(ps), r.err)
+		return nil, r.err
 	case len(r.b) != 0:
-		return nil, nil, fmt.Errorf("%d bytes after the last part", len(r.b))
+		return nil, fmt.Errorf("%d bytes after the last step", len(r.b))
 	}
-	return ps, recs, nil
+	return steps, nil
 }
 
 // stageSteps commits nothing yet: it adds the answered steps sts to the
@@ -205,27 +235,33 @@ func (x *Index) stageSteps(ctx context.Context, sts []*queuedStep) {
 	}
 }
 
-// insertStaged runs stageSteps's statements in the open transaction.
+// insertStaged runs stageSteps's statements in the open transaction: a
+// row for each run of sts, which holds that run's steps in their order.
 func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 	d := &x.deferred
 	ins := d.r.stmt(ctx, &d.r.insertStaged, x.stmts.insertStaged)
+	var runs []string
+	byRun := map[string][]stagedStep{}
 	parts := 0
 	for _, st := range sts {
 		for _, run := range runsOf(st.parts) {
-			var (
-				ps   []NewPart
-				recs []Recorded
-			)
+			s := stagedStep{at: st.at}
 			for i, p := range st.parts {
 				if p.Run == run {
-					ps, recs = append(ps, p), append(recs, st.answered[i])
+					s.ps, s.answered = append(s.ps, p), append(s.answered, st.answered[i])
 				}
 			}
-			if _, err := ins.ExecContext(ctx, run, st.at, encodeStaged(ps, recs)); err != nil {
-				return err
+			if byRun[run] == nil {
+				runs = append(runs, run)
 			}
+			byRun[run] = append(byRun[run], s)
 		}
 		parts += len(st.parts)
+	}
+	for _, run := range runs {
+		if _, err := ins.ExecContext(ctx, run, byRun[run][0].at, encodeStaged(byRun[run])); err != nil {
+			return err
+		}
 	}
 	d.rows += parts
 	if d.stagedParts == 0 {
@@ -237,10 +273,8 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 	if q.inTx == nil {
 		q.inTx = map[string]bool{}
 	}
-	for _, st := range sts {
-		for _, p := range st.parts {
-			q.inTx[p.Run] = true
-		}
+	for _, run := range runs {
+		q.inTx[run] = true
 	}
 	q.mu.Unlock()
 	return nil
@@ -262,15 +296,15 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		limit = -1 // SQLite's no limit
 	}
 	type row struct {
-		id, at int64
-		run    string
-		data   []byte
+		id   int64
+		run  string
+		data []byte
 	}
 	var staged []row
 	rs, err := r.stmt(ctx, &r.stagedRows, x.stmts.stagedRows).QueryContext(ctx, limit)
 	err = eachRow(rs, err, func(rs *sql.Rows) error {
 		var s row
-		if err := rs.Scan(&s.id, &s.run, &s.at, &s.data); err != nil {
+		if err := rs.Scan(&s.id, &s.run, &s.data); err != nil {
 			return err
 		}
 		staged = append(staged, s)
@@ -280,21 +314,23 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		return 0, nil, err
 	}
 	defer func(now int64) { r.now = now }(r.now)
+	// step is a step of staged row id.
 	type step struct {
-		id, at   int64
-		run      string
-		ps       []NewPart
-		answered []Recorded
+		stagedStep
+		id  int64
+		run string
 	}
 	steps := make([]step, 0, len(staged))
 	for _, s := range staged {
-		ps, answered, err := decodeStaged(s.run, s.data)
+		sts, err := decodeStaged(s.run, s.data)
 		if err != nil {
 			// No fold could ever record it: kept, it would stop every one.
-			dropped = errors.Join(dropped, fmt.Errorf("staged step %d of run %s dropped: unreadable: %w", s.id, clip(s.run), err))
+			dropped = errors.Join(dropped, fmt.Errorf("staged row %d of run %s dropped: unreadable: %w", s.id, clip(s.run), err))
 			continue
 		}
-		steps = append(steps, step{s.id, s.at, s.run, ps, answered})
+		for _, st := range sts {
+			steps = append(steps, step{st, s.id, s.run})
+		}
 	}
 	// record records a step, and notes a run whose step it records
 	// otherwise than answered.
@@ -319,7 +355,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 	err = x.underSavepoint(ctx, tx, r, func() error {
 		for _, s := range steps {
 			if err := record(s); err != nil {
-				return fmt.Errorf("staged step %d: %w", s.id, err)
+				return fmt.Errorf("staged row %d, step %d: %w", s.id, s.ps[0].Step, err)
 			}
 		}
 		return nil
@@ -329,7 +365,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		for _, s := range steps {
 			err = x.underSavepoint(ctx, tx, r, func() error { return record(s) })
 			if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
-				dropped = errors.Join(dropped, fmt.Errorf("staged step %d of run %s dropped: %w", s.id, clip(s.run), err))
+				dropped = errors.Join(dropped, fmt.Errorf("step %d of run %s, staged in row %d, dropped: %w", s.ps[0].Step, clip(s.run), s.id, err))
 				err = nil
 			}
 			if err != nil {

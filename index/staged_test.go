@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +36,9 @@ func stagedCount(t *testing.T, path string) (rows, parts int) {
 			t.Fatal(err)
 		}
 		rows++
-		if ps, _, err := decodeStaged(run, data); err == nil {
-			parts += len(ps)
+		steps, _ := decodeStaged(run, data)
+		for _, st := range steps {
+			parts += len(st.ps)
 		}
 	}
 	if err := rs.Err(); err != nil {
@@ -84,8 +85,8 @@ func TestStagedStepsFoldedByAnyReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.foldMu.Unlock()
-	if rows != 20 || parts != 20 || recorded != 0 {
-		t.Fatalf("after the commit: %d rows staged holding %d parts, %d parts recorded; want 20, 20 and 0", rows, parts, recorded)
+	if rows < 1 || parts != 20 || recorded != 0 {
+		t.Fatalf("after the commit: %d rows staged holding %d parts, %d parts recorded; want 20 parts staged, none recorded", rows, parts, recorded)
 	}
 
 	other, err := Open(ctx, path)
@@ -298,23 +299,29 @@ func FuzzDecodeStaged(f *testing.F) {
 	p.MIME, p.Filename, p.RunTTL = "text/plain; charset=utf-8", "out.txt", time.Hour
 	q := newPart("run", 3, "bash", "call-1", "other")
 	q.Part, q.Key = 1, "run/3_bash_call-1_1.txt"
-	row := encodeStaged([]NewPart{p, q}, []Recorded{{Key: p.Key, Version: 1}, {Key: q.Key, Version: 2}})
-	ps, recs, err := decodeStaged("run", row)
-	if err != nil || len(ps) != 2 || ps[0] != p || ps[1] != q || recs[1].Key != q.Key || recs[1].Version != 2 {
-		f.Fatalf("round trip: %+v %+v %v", ps, recs, err)
+	r := newPart("run", 4, "grep", "call-2", "third")
+	steps := []stagedStep{
+		{at: 7, ps: []NewPart{p, q}, answered: []Recorded{{Key: p.Key, Version: 1}, {Key: q.Key, Version: 2}}},
+		{at: -1, ps: []NewPart{r}, answered: []Recorded{{Key: r.Key + "~2", Version: 1}}},
+	}
+	row := encodeStaged(steps)
+	got, err := decodeStaged("run", row)
+	if err != nil || !reflect.DeepEqual(got, steps) {
+		f.Fatalf("round trip: %+v, %v; want %+v", got, err, steps)
 	}
 	f.Add(row)
 	f.Add(row[:len(row)/2])
 	f.Add([]byte{stagedFormat, 0})
+	f.Add([]byte{stagedFormat, 1, 0, 0})
 	f.Add([]byte("not a row"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, recs, err := decodeStaged("run", data)
+		steps, err := decodeStaged("run", data)
 		if err != nil {
 			return
 		}
-		again, recsAgain, err := decodeStaged("run", encodeStaged(ps, recs))
-		if err != nil || !slices.Equal(again, ps) || !slices.Equal(recsAgain, recs) {
-			t.Fatalf("%q decodes to %+v, which encodes to a row that decodes to %+v, %v", data, ps, again, err)
+		again, err := decodeStaged("run", encodeStaged(steps))
+		if err != nil || !reflect.DeepEqual(again, steps) {
+			t.Fatalf("%q decodes to %+v, which encodes to a row that decodes to %+v, %v", data, steps, again, err)
 		}
 	})
 }

@@ -1,7 +1,7 @@
 -- Steps staged by a store without syncs (see index.RecordQueued): the
--- committer of a process that writes without syncs commits each step's
--- parts here, a row per step and run holding its parts encoded, instead
--- of running a part's statements on the writer's pace. The first read or
+-- committer of a process that writes without syncs commits its batches
+-- here, a row for each run of a batch holding the run's steps encoded,
+-- instead of running a part's statements on the writer's pace. The first read or
 -- write of the index by any process that may write folds them into
 -- parts, blobs and runs (in order, as they would have been recorded), in
 -- the transaction that removes them: a staged step is committed, and no
@@ -11,7 +11,7 @@
 CREATE TABLE staged (
     id    INTEGER PRIMARY KEY,
     run   TEXT    NOT NULL,  -- the run of every part of the row
-    at    INTEGER NOT NULL,  -- the parts' time stamp, Unix nanoseconds
+    at    INTEGER NOT NULL,  -- its first step's time stamp, Unix nanoseconds
     parts BLOB    NOT NULL   -- see index.encodeStaged
 );
 -- Whether a run has steps staged, which a writer asks before it reads the
