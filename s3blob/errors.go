@@ -175,6 +175,11 @@ func isUnreachable(err error) bool {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		// The server closed the connection before it answered.
 		return true
+	case strings.Contains(err.Error(), "server closed idle connection"):
+		// So did it, on a connection kept from an earlier request: net/http
+		// says so with an error of its own, known only by its text (seen
+		// when the server was killed between two requests).
+		return true
 	case errors.As(err, &ne) && ne.Timeout():
 		return true
 	}

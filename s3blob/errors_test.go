@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +190,18 @@ func TestCloseClosesIdleConnections(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no connection closed within 10 s of Close")
+	}
+}
+
+// A request on a kept connection that the server closed (it was killed
+// between two requests) fails with net/http's own error, which is the
+// object store being unreachable.
+func TestServerClosedIdleIsUnreachable(t *testing.T) {
+	err := &url.Error{Op: "Head", URL: "http://127.0.0.1:1/bkt1/blobs/ab/x.txt", Err: errors.New("http: server closed idle connection")}
+	if !isUnreachable(err) {
+		t.Errorf("isUnreachable(%v) = false", err)
+	}
+	if isUnreachable(errors.New("http: request body too large")) {
+		t.Error("isUnreachable says an unrelated error is one")
 	}
 }
