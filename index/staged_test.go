@@ -325,3 +325,38 @@ func FuzzDecodeStaged(f *testing.F) {
 		}
 	})
 }
+
+// Close folds what its index staged: a read-only index opened after it
+// reads every step, though no read of the writer's and no idle time
+// came between the writes and the Close.
+func TestStagedFoldedAtClose(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 30; step++ {
+		if _, err := x.RecordQueued(ctx, []NewPart{newPart("run", step, "t", "a", fmt.Sprint(step))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := stagedCount(t, path); rows != 0 {
+		t.Errorf("%d rows staged after Close", rows)
+	}
+	ro, err := Open(ctx, path, ReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	st, err := ro.Stats(ctx, "")
+	if err != nil || st.Parts != 30 {
+		t.Errorf("a read-only index after the writer's Close: %d parts, %v; want 30", st.Parts, err)
+	}
+}
