@@ -32,8 +32,9 @@ import (
 // same run meanwhile can make the committer record a part under another
 // key than the one answered (key~2 instead of key, when the other part
 // took key for another call), or with another version or same-content
-// key. The committer then counts a mismatch (QueueMismatches), forgets
-// the run, and reads it again at its next step. Any other write through
+// key. The fold that records the staged step then counts a mismatch
+// (QueueMismatches), forgets the run, and the index reads it again at its
+// next step. Any other write through
 // this Index (a prune, a delete, gc) makes it forget every run, so that
 // it answers nothing from rows that are gone.
 //
@@ -571,39 +572,23 @@ func (x *Index) drainQueueLocked() {
 	stage()
 }
 
-// recordQueued records a step taken from the queue: tells its writer
-// when it waits, or checks what it was told. The caller holds d.mu.
+// recordQueued records a step taken from the queue whose writer waits
+// for its statements (the committer stages the others: see staged.go),
+// and tells the writer. The caller holds d.mu.
 func (x *Index) recordQueued(st *queuedStep) {
 	q := &x.queue
-	recs, err := x.recordDeferredLocked(context.Background(), st.parts, st.at, st.committed)
-	switch {
-	case st.answered == nil:
-		st.recs, st.err = recs, err
-		if err == nil {
-			x.learn(st.parts, recs)
-		}
-		q.mu.Lock()
-		for _, r := range runsOf(st.parts) {
-			if q.waiting[r]--; q.waiting[r] <= 0 {
-				delete(q.waiting, r)
-			}
-		}
-		q.mu.Unlock()
-		close(st.done)
-	case err != nil:
-		if st.committed != nil {
-			st.committed(err)
-		}
-		q.note(err)
-		x.forgetRuns()
-	case !sameRecorded(recs, st.answered):
-		q.mismatches.Add(1)
-		q.mu.Lock()
-		for _, r := range runsOf(st.parts) {
-			q.forgetRun(r)
-		}
-		q.mu.Unlock()
+	st.recs, st.err = x.recordDeferredLocked(context.Background(), st.parts, st.at, st.committed)
+	if st.err == nil {
+		x.learn(st.parts, st.recs)
 	}
+	q.mu.Lock()
+	for _, r := range runsOf(st.parts) {
+		if q.waiting[r]--; q.waiting[r] <= 0 {
+			delete(q.waiting, r)
+		}
+	}
+	q.mu.Unlock()
+	close(st.done)
 }
 
 // takeLost returns, once, the failure note kept.
@@ -630,19 +615,6 @@ func (q *queue) note(err error) {
 	if q.lost == nil {
 		q.lost = err
 	}
-}
-
-// sameRecorded says recs are what was answered.
-func sameRecorded(recs, answered []Recorded) bool {
-	if len(recs) != len(answered) {
-		return false
-	}
-	for i := range recs {
-		if recs[i].Key != answered[i].Key || recs[i].Version != answered[i].Version || recs[i].SameAs != answered[i].SameAs {
-			return false
-		}
-	}
-	return true
 }
 
 // learn notes in the runs known the parts ps recorded as recs, reading

@@ -360,11 +360,11 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		}
 		return nil
 	})
-	if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
+	if err != nil && !isFull(err) && !errors.Is(err, errFoldBroken) {
 		mismatched = nil
 		for _, s := range steps {
 			err = x.underSavepoint(ctx, tx, r, func() error { return record(s) })
-			if err != nil && !isFull(err) && !errors.Is(err, ErrFoldBroken) {
+			if err != nil && !isFull(err) && !errors.Is(err, errFoldBroken) {
 				dropped = errors.Join(dropped, fmt.Errorf("step %d of run %s, staged in row %d, dropped: %w", s.ps[0].Step, clip(s.run), s.id, err))
 				err = nil
 			}
@@ -398,7 +398,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 
 // underSavepoint runs f's statements under a savepoint (a deferred step's:
 // the two never nest), and takes them back when f fails. It returns f's
-// failure, or ErrFoldBroken when they could not be taken back.
+// failure, or errFoldBroken when they could not be taken back.
 func (x *Index) underSavepoint(ctx context.Context, tx *sql.Tx, r *recorder, f func() error) error {
 	if _, err := r.stmt(ctx, &r.savepoint, x.stmts.savepoint).ExecContext(ctx); err != nil {
 		return err
@@ -411,7 +411,7 @@ func (x *Index) underSavepoint(ctx context.Context, tx *sql.Tx, r *recorder, f f
 		}
 	}
 	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO deferred_step; RELEASE deferred_step`); rerr != nil {
-		return fmt.Errorf("%w: %w", ErrFoldBroken, errors.Join(err, rerr))
+		return fmt.Errorf("%w: %w", errFoldBroken, errors.Join(err, rerr))
 	}
 	if len(r.newRuns) != runs {
 		r.newRuns = map[runKey]int64{} // a run the statements made is not there after all
@@ -420,9 +420,9 @@ func (x *Index) underSavepoint(ctx context.Context, tx *sql.Tx, r *recorder, f f
 	return err
 }
 
-// ErrFoldBroken says a fold could not take back a staged step's
+// errFoldBroken says a fold could not take back a staged step's
 // statements: its transaction is in no known state, and is rolled back.
-var ErrFoldBroken = errors.New("the fold's transaction could not be rolled back to a savepoint")
+var errFoldBroken = errors.New("the fold's transaction could not be rolled back to a savepoint")
 
 // foldIfStaged folds the steps staged, if there are any, in a transaction
 // of its own. A read-only index, or one in PostgreSQL, stages and folds

@@ -9,6 +9,17 @@ import (
 	"github.com/toolcas/toolcas/catalog"
 )
 
+// uniqueStep is step i of run as a hook step of unique 4 KiB text
+// records it: one part, new content.
+func uniqueStep(run string, i int) NewPart {
+	return NewPart{
+		Key: fmt.Sprintf("%s/%d_Bash_toolu_01%022d.txt", run, i, i), Run: run, Step: i, Tool: "Bash",
+		CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
+		Chars: 4096, Bytes: 4096,
+		Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
+	}
+}
+
 // BenchmarkRecordStep records one-part steps of new content, as a hook
 // step of unique text does, one run writing (or ten taking turns), on an
 // index of 1,000 parts. Run it on tmpfs to see the CPU, not the disk:
@@ -20,15 +31,7 @@ func BenchmarkRecordStep(b *testing.B) {
 		for _, runs := range []int{1, 10} {
 			b.Run(fmt.Sprintf("%s/%druns", d, runs), func(b *testing.B) {
 				x := MustOpen(b, WithDurability(d))
-				part := func(i int) NewPart {
-					run := fmt.Sprint("run", i%runs)
-					return NewPart{
-						Key: fmt.Sprintf("%s/%d_Bash_toolu_01%022d.txt", run, i, i), Run: run, Step: i, Tool: "Bash",
-						CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
-						Chars: 4096, Bytes: 4096,
-						Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
-					}
-				}
+				part := func(i int) NewPart { return uniqueStep(fmt.Sprint("run", i%runs), i) }
 				i := 0
 				for ; i < 1000; i++ {
 					if _, err := x.Record(ctx, []NewPart{part(i)}); err != nil {
@@ -49,12 +52,7 @@ func BenchmarkRecordStep(b *testing.B) {
 		x := MustOpen(b, WithDurability(cas.SyncNone), WithDeferredCommit())
 		i := 0
 		for b.Loop() {
-			p := NewPart{
-				Key: fmt.Sprintf("run/%d_Bash_toolu_01%022d.txt", i, i), Run: "run", Step: i, Tool: "Bash",
-				CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
-				Chars: 4096, Bytes: 4096,
-				Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
-			}
+			p := uniqueStep("run", i)
 			if _, err := x.RecordDeferred(ctx, []NewPart{p}, nil); err != nil {
 				b.Fatal(err)
 			}
@@ -78,12 +76,7 @@ func BenchmarkFoldStaged(b *testing.B) {
 		b.StopTimer()
 		x := MustOpen(b, WithDurability(cas.SyncNone), WithDeferredCommit())
 		for i := range steps {
-			p := NewPart{
-				Key: fmt.Sprintf("run/%d_Bash_toolu_01%022d.txt", i, i), Run: "run", Step: i, Tool: "Bash",
-				CallID: fmt.Sprintf("toolu_01%022d", i), Part: -1, Kind: catalog.KindText, MIME: "text/plain",
-				Chars: 4096, Bytes: 4096,
-				Blob: cas.Blob{Digest: cas.Sum([]byte(fmt.Sprint("unique ", i))), Ext: ".txt"},
-			}
+			p := uniqueStep("run", i)
 			if _, err := x.RecordQueued(ctx, []NewPart{p}, nil); err != nil {
 				b.Fatal(err)
 			}
