@@ -186,16 +186,18 @@ type Step struct {
 // nothing is rewritten and the results stay as they were in the caller's
 // hands.
 func (h *Hook) Offload(ctx context.Context, step Step, results []Result) ([]Result, error) {
-	return h.offload(ctx, step, results, func(store Store) []bool {
+	return h.offload(ctx, step, results, func(store Store) ([]bool, []*policy.Subject) {
 		return h.picks(store, step, results)
 	})
 }
 
 // picks returns which of a step's results the hook offloads: Haystack's
 // rules in Haystack's order, then the tool's policy; then, under a step
-// budget, the largest of the others until what stays fits it.
-func (h *Hook) picks(store Store, step Step, results []Result) []bool {
-	picked := make([]bool, len(results))
+// budget, the largest of the others until what stays fits it. counted
+// holds, for a result its policy picked, the subject the policy saw, whose
+// parts' sizes need not be counted again; nil where there was none.
+func (h *Hook) picks(store Store, step Step, results []Result) (picked []bool, counted []*policy.Subject) {
+	picked = make([]bool, len(results))
 	var eligible []bool
 	if h.budget != nil {
 		eligible = make([]bool, len(results))
@@ -211,12 +213,21 @@ func (h *Hook) picks(store Store, step Step, results []Result) []bool {
 		if eligible != nil {
 			eligible[i] = true
 		}
-		picked[i] = ok && pol.ShouldOffload(subject(step, r))
+		if !ok {
+			continue
+		}
+		if s := subject(step, r); pol.ShouldOffload(s) {
+			picked[i] = true
+			if counted == nil {
+				counted = make([]*policy.Subject, len(results))
+			}
+			counted[i] = s
+		}
 	}
 	if h.budget != nil {
 		h.budget.pick(step, results, eligible, picked)
 	}
-	return picked
+	return picked, counted
 }
 
 // OffloadPicked offloads the results at the positions picked of a step's
@@ -231,18 +242,18 @@ func (h *Hook) OffloadPicked(ctx context.Context, step Step, results []Result, p
 			return nil, fmt.Errorf("picked result %d of a block of %d", i, len(results))
 		}
 	}
-	return h.offload(ctx, step, results, func(store Store) []bool {
+	return h.offload(ctx, step, results, func(store Store) ([]bool, []*policy.Subject) {
 		out := make([]bool, len(results))
 		for i, r := range results {
 			out[i] = slices.Contains(picked, i) && h.eligible(store, r)
 		}
-		return out
+		return out, nil
 	})
 }
 
 // offload rewrites the results picks selects in the store the step
 // writes to.
-func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks func(store Store) []bool) ([]Result, error) {
+func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks func(store Store) ([]bool, []*policy.Subject)) ([]Result, error) {
 	if step.Run == "" {
 		step.Run = DefaultRun
 	}
@@ -266,7 +277,7 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks f
 		jobs  []job
 		items []Item
 	)
-	picked := picks(store)
+	picked, counted := picks(store)
 	for i, r := range results {
 		if !picked[i] {
 			continue
@@ -285,7 +296,7 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks f
 			if err := k.Check(); err != nil && bad == nil {
 				bad = err
 			}
-			mine = append(mine, Item{Key: k, Part: p, RunTTL: step.TTL})
+			mine = append(mine, Item{Key: k, Part: p, RunTTL: step.TTL, Chars: countedChars(counted, i, pos, p)})
 		}
 		if bad != nil {
 			// One result the store cannot key stays in context; the others
@@ -318,7 +329,7 @@ func (h *Hook) offload(ctx context.Context, step Step, results []Result, picks f
 		infos := make([]PartInfo, n)
 		mode := h.previewMode(r.Tool)
 		for k, p := range r.Parts {
-			infos[k] = InfoOf(p)
+			infos[k] = infoOf(p, items[j.first+k].Chars)
 			infos[k].Preview = mode
 		}
 		if h.short {
@@ -449,6 +460,16 @@ func subject(step Step, r Result) *policy.Subject {
 	s := policy.NewSubject(r.Tool, step.Run, step.Number, parts, func() string { return payload(r.Parts) })
 	s.State = step.State
 	return s
+}
+
+// countedChars returns the code points of result i's text part pos as its
+// policy's subject counted them, or 0 when it was not counted (a store then
+// counts them itself).
+func countedChars(counted []*policy.Subject, i, pos int, p Part) int {
+	if counted == nil || counted[i] == nil || p.Kind != KindText || p.Source != nil || pos >= len(counted[i].Parts) {
+		return 0
+	}
+	return counted[i].Parts[pos].Size
 }
 
 // payload is the result as Haystack's policies see it: every part's text or

@@ -34,7 +34,11 @@ type PartInfo struct {
 }
 
 // InfoOf returns what a pointer says about p.
-func InfoOf(p Part) PartInfo {
+func InfoOf(p Part) PartInfo { return infoOf(p, 0) }
+
+// infoOf is InfoOf for a part whose code points, when it is in-memory
+// text, were counted already: chars, or 0 when not.
+func infoOf(p Part, chars int) PartInfo {
 	i := PartInfo{Kind: p.Kind, MIME: p.MIME, Filename: p.Filename, Size: int64(len(p.Data))}
 	if p.Source != nil {
 		i.Size = p.Source.Size
@@ -54,7 +58,7 @@ func InfoOf(p Part) PartInfo {
 		return i
 	}
 	if p.Kind == KindText {
-		i.Chars = policy.TextSize(p.Text)
+		i.Chars = CharsOf(Item{Part: p, Chars: chars})
 		i.Start = p.Text
 		i.End = p.Text
 		i.Size = int64(len(p.Text))

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/policy"
 	"github.com/toolcas/toolcas/search"
 )
 
@@ -40,6 +41,22 @@ type Item struct {
 	// RunTTL is the run's own retention (Step.TTL), for a store that
 	// keeps one; 0 when the step gave none.
 	RunTTL time.Duration
+	// Chars is a text part's length in code points when its writer counted
+	// them already (the hook does, for its policy), so that a store need not
+	// count them again; 0 when not counted. A store uses it only when it is
+	// a length the text's bytes can have (see CharsOf).
+	Chars int
+}
+
+// CharsOf returns the length of a text part in code points: it.Chars when
+// that is set and within what the text's bytes allow (a code point takes one
+// to four bytes), else counted (policy.TextSize).
+func CharsOf(it Item) int {
+	n := len(it.Part.Text)
+	if c := it.Chars; c > 0 && c <= n && c >= (n+3)/4 {
+		return c
+	}
+	return policy.TextSize(it.Part.Text)
 }
 
 // Stored says where one item went.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/policy"
 )
@@ -137,5 +138,46 @@ func TestReadToolErrorsSayItOnce(t *testing.T) {
 		if !got.Error || got.Parts[0].Text != tc.want {
 			t.Errorf("read %s = %q, want %q", tc.ref, got.Parts[0].Text, tc.want)
 		}
+	}
+}
+
+// A part's code points, as the writer counted them or not, are recorded
+// right in either durability; a count its bytes cannot have is recounted.
+// The text's bytes reach the blob unchanged, and the text is left as it
+// was (the store writes them from the string's own memory).
+func TestWriteRecordsChars(t *testing.T) {
+	ctx := context.Background()
+	text := strings.Repeat("é", 40) + strings.Repeat("a", 20) // 100 bytes, 60 code points
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"durable", nil}, {"sync=none", []Option{WithDurability(cas.SyncNone)}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			s := newStore(t, false, mode.opts...)
+			for i, chars := range []int{0, 60, 101, 10} {
+				k := hook.Key{Run: "r", Step: i, Tool: "t", CallID: "c", Part: -1, Ext: ".txt"}
+				st, err := s.Write(ctx, []hook.Item{{Key: k, Part: hook.Text(text), Chars: chars}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := s.Resolve(ctx, "r", st[0].Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Chars != 60 || p.Bytes != 100 {
+					t.Errorf("Chars %d given: recorded %d code points and %d bytes, want 60 and 100", chars, p.Chars, p.Bytes)
+				}
+				c, err := s.Read(ctx, "r", st[0].Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(c.Data) != text {
+					t.Errorf("read back %q, want %q", c.Data, text)
+				}
+			}
+			if text != strings.Repeat("é", 40)+strings.Repeat("a", 20) {
+				t.Errorf("the written text changed: %q", text)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gabriel-vasile/mimetype"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/toolcas/toolcas/catalog"
 	"github.com/toolcas/toolcas/hook"
 	"github.com/toolcas/toolcas/index"
-	"github.com/toolcas/toolcas/policy"
 )
 
 // Write stores a step's parts: every blob durably, then every row in one
@@ -67,8 +67,8 @@ func newPart(it hook.Item) (index.NewPart, []byte, error) {
 	data := p.Data
 	var chars int64
 	if p.Kind == hook.KindText {
-		data = []byte(p.Text)
-		chars = int64(policy.TextSize(p.Text))
+		data = textBytes(p.Text)
+		chars = int64(hook.CharsOf(it))
 	}
 	size := int64(len(data))
 	if p.Source != nil {
@@ -188,6 +188,14 @@ func (s *Store) stored(put cas.PutResult, rec index.Recorded) hook.Stored {
 		Key: rec.Key, Path: s.Path(put.Blob), Digest: put.Blob.Digest,
 		Version: rec.Version, SameAs: rec.SameAs, Dedup: put.Existed,
 	}
+}
+
+// textBytes returns the bytes of text without copying them. Nothing that
+// a write hands them to (hashing, a file's or an object's write, a
+// comparison with stored bytes) writes into them, and nothing may: they
+// are the string's own memory.
+func textBytes(text string) []byte {
+	return unsafe.Slice(unsafe.StringData(text), len(text))
 }
 
 // StreamPart describes a part that Put reads from a stream.
