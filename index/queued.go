@@ -194,9 +194,13 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 		}
 		forgotten := q.forgotten
 		q.mu.Unlock()
+		// Bounded reads, not to be interrupted: a context that can be
+		// cancelled costs each statement a goroutine of the driver's
+		// watching it, more than a point lookup's own work.
+		lctx := context.WithoutCancel(ctx)
 		loaded := make([]*knownRun, len(runs))
 		for i, r := range runs {
-			loaded[i], _ = x.loadCommittedRun(ctx, r, prefixOf(ps, r))
+			loaded[i], _ = x.loadCommittedRun(lctx, r, prefixOf(ps, r))
 		}
 		q.mu.Lock()
 		for i, r := range runs {

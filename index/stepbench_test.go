@@ -91,3 +91,25 @@ func BenchmarkFoldStaged(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*steps), "µs/part")
 }
+
+// BenchmarkRecordQueuedNewRun records, without syncs, the first step of a
+// new run each time, under a context that can be cancelled (as a caller's
+// usually is): the writer reads what the index knows of the run before it
+// answers.
+//
+//	TMPDIR=/dev/shm go test ./index -run '^$' -bench RecordQueuedNewRun -benchtime 2000x
+func BenchmarkRecordQueuedNewRun(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x := MustOpen(b, WithDurability(cas.SyncNone), WithDeferredCommit())
+	i := 0
+	for b.Loop() {
+		if _, err := x.RecordQueued(ctx, []NewPart{uniqueStep(fmt.Sprint("run", i), i)}, nil); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if err := x.CommitDeferred(); err != nil {
+		b.Fatal(err)
+	}
+}
