@@ -32,6 +32,13 @@ type realReport struct {
 // replayReal replays the real trace into every store, o.rounds times, the
 // order of the stores turning each round so that none always runs first on
 // a cold disk or last on a tired one.
+//
+// Each replay writes into a directory of its own, and all are removed
+// together at the end: on ext4, files made just after another store's
+// were removed cost more (the allocator passes over the inodes freed a
+// moment ago), which would charge one store for the one before it. Each
+// replay also starts after sync(2), waiting for no bytes another left
+// unwritten.
 func replayReal(ctx context.Context, o options, work string, progress func(string, ...any)) (*realReport, error) {
 	r := &realReport{Path: o.trace, Threshold: o.threshold, Rounds: o.rounds, FileSystem: fileSystem(work)}
 	agents := []int{1}
@@ -39,18 +46,25 @@ func replayReal(ctx context.Context, o options, work string, progress func(strin
 		r.Agents = o.agents
 		agents = append(agents, o.agents)
 	}
+	var dirs []string
+	defer func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}()
 	for round := range o.rounds {
 		for _, n := range agents {
 			for i := range realStores {
 				name := realStores[(i+round)%len(realStores)]
 				progress("replaying %s into %s, %d agent(s) at once (round %d of %d)…", filepath.Base(o.trace), name, n, round+1, o.rounds)
-				cfg := replayConfig{Store: name, Dir: filepath.Join(work, "real-"+name), Samples: 60, TraceTag: "real",
-					RealTrace: o.trace, Threshold: o.threshold, Agents: n}
+				cfg := replayConfig{Store: name, Dir: filepath.Join(work, fmt.Sprintf("real-%s-%d-%d", name, n, round+1)), Samples: 60,
+					TraceTag: "real", RealTrace: o.trace, Threshold: o.threshold, Agents: n}
+				dirs = append(dirs, cfg.Dir)
+				syncAll()
 				var res replayResult
 				if err := runChild(ctx, "replay", cfg, &res); err != nil {
 					return nil, fmt.Errorf("replay of %s into %s: %w", o.trace, name, err)
 				}
-				os.RemoveAll(cfg.Dir)
 				res.Round = round + 1
 				r.Results = append(r.Results, res)
 			}
