@@ -112,15 +112,25 @@ func (r *rootFS) blobsDir() (*os.File, error) {
 // caller holds a reference to sr.
 func (r *rootFS) shardDir(sr *shardRoot) (*os.File, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if sr.dir == nil {
-		f, err := sr.root.Open(".")
-		if err != nil {
-			return nil, err
-		}
-		sr.dir = f
+	dir := sr.dir
+	r.mu.Unlock()
+	if dir != nil {
+		return dir, nil
 	}
-	return sr.dir, nil
+	// Opened without the lock, which every blob's call takes: a store's
+	// first writes open many shards at once.
+	f, err := sr.root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sr.dir != nil {
+		f.Close() // another call's was first
+		return sr.dir, nil
+	}
+	sr.dir = f
+	return f, nil
 }
 
 func newRootFS(root *os.Root) *rootFS {
