@@ -79,7 +79,7 @@ func (p *Pending) Commit() (syncName func() error, err error) {
 	shard := BlobsDir + "/" + b.Shard()
 	return func() error {
 		s.syncs.Add(1)
-		if err := s.fs.SyncDir(shard); err != nil {
+		if err := s.syncShard(b); err != nil {
 			return fmt.Errorf("sync %s: %w", s.abs(shard), err)
 		}
 		s.rememberSynced(b, id)
@@ -116,7 +116,7 @@ func (p *Pending) CommitThenSync() (sync func() error, err error) {
 		s.syncs.Add(2)
 		bytesSynced := make(chan error, 1)
 		go func() { bytesSynced <- datasync(f) }()
-		dirErr := s.fs.SyncDir(shard)
+		dirErr := s.syncShard(b)
 		err := <-bytesSynced
 		if err != nil {
 			// Named before its bytes were synced: the name may now hold

@@ -2,6 +2,8 @@ package cas
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,46 @@ func TestCommitThenSync(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// A durable write whose blob a pack took before the write synced the
+// blob's name (the pack removed the loose file and the shard directory
+// it emptied) has nothing left to sync: the pack holds the blob, durable,
+// and the write succeeds. A blob gone without a pack keeps the error.
+func TestNameSyncAfterPackTookBlob(t *testing.T) {
+	ctx := t.Context()
+	s := MustOpen(t)
+	empty := func(b Blob) {
+		t.Helper()
+		if err := s.Remove(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.RemoveEmptyShards(ctx); err != nil || n == 0 {
+			t.Fatalf("RemoveEmptyShards = %d, %v; want the blob's shard removed", n, err)
+		}
+	}
+	res, syncName, err := s.PutHashedNameUnsynced(ctx, Hash([]byte("packed before its name was synced\n"), ".txt"))
+	if err != nil || syncName == nil {
+		t.Fatalf("PutHashedNameUnsynced = %v, sync %v; want a name to sync", err, syncName != nil)
+	}
+	if _, err := s.WritePack(ctx, []Blob{res.Blob}); err != nil {
+		t.Fatal(err)
+	}
+	empty(res.Blob)
+	if err := syncName(); err != nil {
+		t.Errorf("name sync after a pack took the blob = %v, want nil", err)
+	}
+	if got, err := s.ReadAll(ctx, res.Blob); err != nil || string(got) != "packed before its name was synced\n" {
+		t.Errorf("the packed blob reads %q, %v", got, err)
+	}
+
+	gone, syncGone, err := s.PutHashedNameUnsynced(ctx, Hash([]byte("removed without a pack\n"), ".txt"))
+	if err != nil || syncGone == nil {
+		t.Fatalf("PutHashedNameUnsynced = %v, sync %v; want a name to sync", err, syncGone != nil)
+	}
+	empty(gone.Blob)
+	if err := syncGone(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("name sync of a blob gone without a pack = %v, want its shard directory not found", err)
 	}
 }

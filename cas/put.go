@@ -501,11 +501,26 @@ func (s *Store) renameInto(tmp string, b Blob, syncName bool) error {
 	}
 	if s.durability == SyncFull && syncName {
 		s.syncs.Add(1)
-		if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
+		if err := s.syncShard(b); err != nil {
 			return fmt.Errorf("sync %s: %w", s.abs(BlobsDir+"/"+b.Shard()), err)
 		}
 	}
 	return nil
+}
+
+// syncShard syncs the directory that names b. A directory that is not
+// there any more has no name of b's to make durable: it went with a pack
+// that holds b (a pack is durable before a loose file goes, and packing
+// removes the shard directories it empties), which is no failure of the
+// write that made b. Anywhere else b has gone, the error stays.
+func (s *Store) syncShard(b Blob) error {
+	err := s.fs.SyncDir(BlobsDir + "/" + b.Shard())
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, perr := s.statPacked(context.Background(), b); perr == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // discard closes and removes a temp file after a failed or unneeded write.
@@ -581,7 +596,7 @@ func (s *Store) syncPresent(f file, b Blob) error {
 	if err := datasync(f); err != nil {
 		return err
 	}
-	if err := s.fs.SyncDir(BlobsDir + "/" + b.Shard()); err != nil {
+	if err := s.syncShard(b); err != nil {
 		return err
 	}
 	if known {
