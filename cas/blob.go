@@ -37,8 +37,30 @@ func (b Blob) Shard() string {
 // RelPath returns the blob's path relative to the store root, with forward
 // slashes: blobs/3f/3fa9….txt.
 func (b Blob) RelPath() string {
-	h := b.Digest.Hex()
-	return BlobsDir + "/" + h[:2] + "/" + h + b.Ext
+	return b.pathIn("", '/')
+}
+
+// pathIn returns dir joined to the blob's path below the store root, with
+// sep between the path's elements, built in one allocation: a store names
+// a blob's file at every write. dir is "" or a clean path.
+func (b Blob) pathIn(dir string, sep byte) string {
+	var h [2 * DigestSize]byte
+	hex.Encode(h[:], b.Digest[:])
+	var sb strings.Builder
+	sb.Grow(len(dir) + 1 + len(BlobsDir) + 4 + len(h) + len(b.Ext))
+	if dir != "" {
+		sb.WriteString(dir)
+		if dir[len(dir)-1] != sep {
+			sb.WriteByte(sep)
+		}
+	}
+	sb.WriteString(BlobsDir)
+	sb.WriteByte(sep)
+	sb.Write(h[:2])
+	sb.WriteByte(sep)
+	sb.Write(h[:])
+	sb.WriteString(b.Ext)
+	return sb.String()
 }
 
 // String returns the blob's file name.

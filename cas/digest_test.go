@@ -2,6 +2,7 @@ package cas
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -156,5 +157,25 @@ func TestParseBlobPath(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrNotBlobPath) {
 			t.Errorf("ParseBlobPath(%q) error does not wrap ErrNotBlobPath: %v", tc.in, err)
 		}
+	}
+}
+
+// Path builds in one go what filepath.Join makes of the store's directory
+// and the blob's path, for every directory Open can give (the root too),
+// and leaves an extension the store never writes to Join.
+func TestPathIsJoin(t *testing.T) {
+	for _, dir := range []string{"/", "/tmp/store", "/a b/tool_results"} {
+		s := &Store{dir: dir}
+		for i, ext := range []string{".txt", ".png", ".0123456789abcdef", "/../../x", "", ".a/b"} {
+			b := Blob{Digest: Sum([]byte{byte(i)}), Ext: ext}
+			want := filepath.Join(dir, filepath.FromSlash(b.RelPath()))
+			if got := s.Path(b); got != want {
+				t.Errorf("Path(%v) in %s = %q, want %q", b, dir, got, want)
+			}
+		}
+	}
+	b := Blob{Digest: Sum([]byte("x")), Ext: ".txt"}
+	if want := "blobs/" + b.Digest.Hex()[:2] + "/" + b.Digest.Hex() + ".txt"; b.RelPath() != want {
+		t.Errorf("RelPath = %q, want %q", b.RelPath(), want)
 	}
 }

@@ -356,7 +356,11 @@ func (s *Store) Durability() Durability { return s.durability }
 
 // Path returns the absolute path of a blob's file.
 func (s *Store) Path(b Blob) string {
-	return filepath.Join(s.dir, filepath.FromSlash(b.RelPath()))
+	if CheckExt(b.Ext) != nil {
+		// Not a name the store writes: Join cleans whatever it holds.
+		return filepath.Join(s.dir, filepath.FromSlash(b.RelPath()))
+	}
+	return b.pathIn(s.dir, filepath.Separator) // s.dir is clean (filepath.Abs)
 }
 
 // Now returns the store clock's current time.
