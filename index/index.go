@@ -680,6 +680,7 @@ func (x *Index) Close() error {
 			st.Close()
 		}
 	}
+	x.queue.dir.close()
 	x.closeLogUnsynced()
 	searchErr := x.search.close()
 	return errors.Join(deferredErr, searchErr, x.db.Close())

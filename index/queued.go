@@ -108,6 +108,8 @@ type queue struct {
 	// whose writer had its answer already.
 	lost       error
 	mismatches atomic.Int64
+	// dir tells the runs without rows (see runDir).
+	dir runDir
 }
 
 // queuedStep is a step waiting for the committer.
@@ -131,6 +133,11 @@ type knownRun struct {
 	keys   map[string]keyHolder // by the key's rest (see splitKey)
 	blobs  map[cas.Blob][2]string
 	parts  int
+}
+
+// newKnownRun returns what the index knows of a run without rows.
+func newKnownRun(prefix string) *knownRun {
+	return &knownRun{prefix: prefix, keys: map[string]keyHolder{}, blobs: map[cas.Blob][2]string{}}
 }
 
 // keyHolder is the call that owns a key, and the key's newest version.
@@ -198,8 +205,13 @@ func (x *Index) RecordQueued(ctx context.Context, ps []NewPart, committed func(e
 		// cancelled costs each statement a goroutine of the driver's
 		// watching it, more than a point lookup's own work.
 		lctx := context.WithoutCancel(ctx)
+		empty := x.runsWithoutRows(lctx, runs)
 		loaded := make([]*knownRun, len(runs))
 		for i, r := range runs {
+			if empty != nil && empty[i] {
+				loaded[i] = newKnownRun(prefixOf(ps, r))
+				continue
+			}
 			loaded[i], _ = x.loadCommittedRun(lctx, r, prefixOf(ps, r))
 		}
 		q.mu.Lock()
@@ -259,6 +271,9 @@ func (q *queue) loadable(ps []NewPart) []string {
 // install notes what the index knows of run. The caller holds q.mu.
 func (q *queue) install(run string, kr *knownRun) {
 	if q.runs == nil || len(q.runs) >= knownRunsMax {
+		if len(q.runs) > 0 {
+			q.dir.stale()
+		}
 		q.runs = map[string]*knownRun{}
 	}
 	q.runs[run] = kr
@@ -365,7 +380,10 @@ func addKey(firsts [2]string, key string) [2]string {
 }
 
 // forgetRun drops what the index knows of run. The caller holds q.mu.
-func (q *queue) forgetRun(run string) { delete(q.runs, run) }
+func (q *queue) forgetRun(run string) {
+	delete(q.runs, run)
+	q.dir.stale()
+}
 
 // forget drops every run known: rows may have gone.
 func (x *Index) forgetRuns() {
@@ -374,6 +392,7 @@ func (x *Index) forgetRuns() {
 	defer q.mu.Unlock()
 	q.runs = nil
 	q.forgotten++
+	q.dir.stale()
 }
 
 // commitQueued is the committer: it records and commits the steps queued
@@ -694,7 +713,7 @@ func (x *Index) loadTxRun(ctx context.Context, run, prefix string) (*knownRun, e
 // rows under another prefix too, whose keys its same-content keys may
 // name, or it has more than knownRunParts parts).
 func loadRun(ctx context.Context, runsNamed, runParts *sql.Stmt, run, prefix string) (*knownRun, error) {
-	kr := &knownRun{prefix: prefix, keys: map[string]keyHolder{}, blobs: map[cas.Blob][2]string{}}
+	kr := newKnownRun(prefix)
 	var id int64
 	rows := 0
 	rs, err := runsNamed.QueryContext(ctx, run)

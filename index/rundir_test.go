@@ -1,0 +1,175 @@
+package index
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolcas/toolcas/cas"
+)
+
+// testClock is a clock a test moves by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// answered records one part through x's queue and returns its answer.
+func answered(t *testing.T, x *Index, p NewPart) Recorded {
+	t.Helper()
+	recs, err := x.RecordQueued(context.Background(), []NewPart{p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs[0]
+}
+
+// A writer reads the directory of runs instead of each new run: a run
+// with rows (another index's, committed or staged, or this index's own,
+// once it forgot it) is read and answered as Record would; a run another
+// index starts is seen once the directory is runDirFresh old, and not
+// before, which shows the writer did not read that run itself.
+func TestRunDirTellsNewRuns(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	other, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	stager := mustOpenQueued(t, path)
+
+	mustRecord(t, other, newPart("before", 1, "t", "a", "one"))
+	if r := answered(t, x, newPart("new", 1, "t", "a", "one")); r.Version != 1 || r.SameAs != "" {
+		t.Fatalf("a new run's part = %+v, want version 1, nothing the same", r)
+	}
+	// The directory read names "before": its rows are read.
+	if r := answered(t, x, newPart("before", 1, "t", "a", "two")); r.Version != 2 {
+		t.Errorf("a part under a key another index recorded before = version %d, want 2", r.Version)
+	}
+
+	// Past runDirFresh, the directory is read again: the runs started since, and the
+	// runs another index staged steps of, are read before they are answered.
+	mustRecord(t, other, newPart("later", 1, "t", "a", "one"))
+	if _, err := stager.RecordQueued(ctx, []NewPart{newPart("staged", 1, "t", "a", "one")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := stager.CommitDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(runDirFresh)
+	if r := answered(t, x, newPart("later", 1, "t", "a", "two")); r.Version != 2 {
+		t.Errorf("a run started before the directory was read again = version %d, want 2", r.Version)
+	}
+	if r := answered(t, x, newPart("staged", 1, "t", "a", "two")); r.Version != 2 {
+		t.Errorf("a run with staged steps = version %d, want 2", r.Version)
+	}
+
+	// Within runDirFresh of that read, a run another index starts is taken
+	// for a new one.
+	mustRecord(t, other, newPart("meanwhile", 1, "t", "a", "one"))
+	if r := answered(t, x, newPart("meanwhile", 1, "t", "a", "two")); r.Version != 1 {
+		t.Errorf("a run started within runDirFresh of the directory's read = version %d, want 1 (read from the directory)", r.Version)
+	}
+	if err := x.FoldStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := x.QueueMismatches(); n != 1 {
+		t.Errorf("%d mismatches after the fold, want 1", n)
+	}
+
+	// This index's own run, once forgotten (a delete does that), is read
+	// again, although the directory was read before the run had rows.
+	if r := answered(t, x, newPart("mine", 1, "t", "a", "one")); r.Version != 1 {
+		t.Fatalf("own new run = version %d, want 1", r.Version)
+	}
+	if err := x.CommitDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.DeleteKey(ctx, "new/1_t_a.txt", 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := answered(t, x, newPart("mine", 1, "t", "a", "two")); r.Version != 2 {
+		t.Errorf("own run after a delete = version %d, want 2", r.Version)
+	}
+	if err := x.FoldStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := x.QueueMismatches(); n != 1 {
+		t.Errorf("%d mismatches, want only the one within runDirFresh", n)
+	}
+}
+
+// Past its bound of runs, the index keeps no directory and reads each new
+// run itself: when the store has more at the first read, or once more are
+// added.
+func TestRunDirTooManyRuns(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	for _, bound := range []int{2, 4} {
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "q.db")
+		clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		plain, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		for _, run := range []string{"a", "b", "c"} {
+			mustRecord(t, plain, newPart(run, 1, "t", "a", "one"))
+		}
+		x.queue.dir.max = bound
+		if r := answered(t, x, newPart("new", 1, "t", "a", "one")); r.Version != 1 {
+			t.Fatalf("bound %d: new run = version %d, want 1", bound, r.Version)
+		}
+		if x.queue.dir.off != (bound < 3) {
+			t.Fatalf("bound %d, 3 runs: directory off = %v", bound, x.queue.dir.off)
+		}
+		if bound > 3 {
+			for _, run := range []string{"d", "e"} {
+				mustRecord(t, plain, newPart(run, 1, "t", "a", "one"))
+			}
+			clock.add(runDirFresh)
+			if r := answered(t, x, newPart("d", 1, "t", "a", "two")); r.Version != 2 {
+				t.Fatalf("bound %d: a run with rows = version %d, want 2", bound, r.Version)
+			}
+			if !x.queue.dir.off {
+				t.Fatalf("bound %d: the directory is kept past its bound", bound)
+			}
+		}
+		// Another index's run, started after the last lookup, is read at once.
+		mustRecord(t, plain, newPart("f", 1, "t", "a", "one"))
+		if r := answered(t, x, newPart("f", 1, "t", "a", "two")); r.Version != 2 {
+			t.Errorf("bound %d: a run with rows = version %d, want 2", bound, r.Version)
+		}
+	}
+}
