@@ -38,7 +38,10 @@ const runDirSQL = `SELECT id, name FROM (SELECT id, name FROM runs WHERE id > ?1
 	UNION ALL SELECT 0, run FROM staged GROUP BY run`
 
 type runDir struct {
-	mu sync.Mutex
+	// mu guards what was read; reading lets one writer read at a time,
+	// without mu, so that the others go on with what was read before.
+	mu      sync.RWMutex
+	reading sync.Mutex
 	// names holds the runs rows' names up to id last; staged the runs
 	// with staged steps, as read at; read is gen when the read began.
 	names  map[string]bool
@@ -52,14 +55,14 @@ type runDir struct {
 	// off: the store has more runs than max (runDirMax but in tests).
 	off bool
 	max int
-	// stmt is runDirSQL, prepared at its first use.
+	// stmt is runDirSQL, prepared at its first use (under reading).
 	stmt *sql.Stmt
 }
 
 // close closes the statement the directory prepared.
 func (d *runDir) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.reading.Lock()
+	defer d.reading.Unlock()
 	if d.stmt != nil {
 		d.stmt.Close()
 		d.stmt = nil
@@ -70,63 +73,92 @@ func (d *runDir) close() {
 func (d *runDir) stale() { d.gen.Add(1) }
 
 // runsWithoutRows reports, for each of runs, whether the directory shows
-// it has no rows and no staged steps, reading it first if it is not
-// fresh; nil when the index keeps no directory or the read failed.
+// it has no rows and no staged steps, reading it first if it is older
+// than runDirFresh; nil when the index keeps no directory or the read
+// failed. While another writer reads it, a writer goes on with the
+// directory read before, unless the index forgot runs since that read.
 func (x *Index) runsWithoutRows(ctx context.Context, runs []string) []bool {
-	d := &x.queue.dir
 	if x.pg || x.readOnly {
 		return nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := x.now()
-	if gen := d.gen.Load(); !d.off && (d.names == nil || d.read != gen || now.Sub(d.at) >= runDirFresh || now.Before(d.at)) {
-		if err := x.readRunDir(ctx, d); err != nil {
-			d.names = nil
+	d := &x.queue.dir
+	for try := 0; ; try++ {
+		now := x.now()
+		d.mu.RLock()
+		valid := !d.off && d.names != nil && d.read == d.gen.Load()
+		fresh := valid && now.Sub(d.at) < runDirFresh && !now.Before(d.at)
+		if fresh || valid && try > 0 {
+			out := make([]bool, len(runs))
+			for i, r := range runs {
+				out[i] = !d.names[r] && !d.staged[r]
+			}
+			d.mu.RUnlock()
+			return out
+		}
+		off := d.off
+		d.mu.RUnlock()
+		if off || try > 1 {
+			return nil // too many runs, or forgotten again while read
+		}
+		if !d.reading.TryLock() {
+			if valid {
+				try++ // another writer reads it: go on with this one
+				continue
+			}
+			d.reading.Lock() // wait for that read
+			d.reading.Unlock()
+			continue
+		}
+		err := x.readRunDir(ctx, d, now)
+		d.reading.Unlock()
+		if err != nil {
 			return nil
 		}
-		d.at, d.read = now, gen
 	}
-	if d.off || d.gen.Load() != d.read {
-		return nil // too many runs, or forgotten while read
-	}
-	out := make([]bool, len(runs))
-	for i, r := range runs {
-		out[i] = !d.names[r] && !d.staged[r]
-	}
-	return out
 }
 
 // readRunDir reads the runs rows added since the directory's last read,
-// and the runs with staged steps. The caller holds d.mu.
-func (x *Index) readRunDir(ctx context.Context, d *runDir) error {
-	if d.max == 0 {
-		d.max = runDirMax
+// and the runs with staged steps, and keeps them as read at now. The
+// caller holds d.reading.
+func (x *Index) readRunDir(ctx context.Context, d *runDir, now time.Time) (err error) {
+	gen := d.gen.Load()
+	d.mu.RLock()
+	names, last, limit := d.names, d.last, d.max
+	d.mu.RUnlock()
+	if limit == 0 {
+		limit = runDirMax
 	}
-	if d.names == nil {
+	defer func() {
+		if err != nil {
+			d.mu.Lock()
+			d.names = nil // read whole again next time
+			d.mu.Unlock()
+		}
+	}()
+	if names == nil {
 		// Ids only grow from 1: the highest bounds the rows, and a store
 		// with too many is told without reading them.
 		var top int64
 		if err := x.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM runs`).Scan(&top); err != nil {
 			return err
 		}
-		if top > int64(d.max) {
+		if top > int64(limit) {
+			d.mu.Lock()
 			d.off = true
+			d.mu.Unlock()
 			return nil
 		}
-		d.names, d.last = map[string]bool{}, 0
+		last = 0
 	}
 	if d.stmt == nil {
-		st, err := x.db.PrepareContext(ctx, runDirSQL)
-		if err != nil {
+		if d.stmt, err = x.db.PrepareContext(ctx, runDirSQL); err != nil {
 			return err
 		}
-		d.stmt = st
 	}
-	room := d.max - len(d.names)
-	rs, err := d.stmt.QueryContext(ctx, d.last, room+1)
+	room := limit - len(names)
+	rs, err := d.stmt.QueryContext(ctx, last, room+1)
+	var added []string
 	staged := map[string]bool{}
-	added := 0
 	err = eachRow(rs, err, func(r *sql.Rows) error {
 		var (
 			id   int64
@@ -139,17 +171,25 @@ func (x *Index) readRunDir(ctx context.Context, d *runDir) error {
 			staged[name] = true
 			return nil
 		}
-		added++
-		d.names[name] = true
-		d.last = max(d.last, id)
+		added = append(added, name)
+		last = max(last, id)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	d.staged = staged
-	if added > room {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(added) > room {
 		d.off, d.names, d.staged = true, nil, nil
+		return nil
 	}
+	if d.names == nil {
+		d.names = make(map[string]bool, len(added))
+	}
+	for _, name := range added {
+		d.names[name] = true
+	}
+	d.staged, d.last, d.at, d.read = staged, last, now, gen
 	return nil
 }

@@ -173,3 +173,63 @@ func TestRunDirTooManyRuns(t *testing.T) {
 		}
 	}
 }
+
+// While a writer reads the directory, another goes on with the one read
+// before, even past runDirFresh; once the index forgot runs, that one is
+// of no use, and it waits for the read.
+func TestRunDirReadBesideWriters(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	other, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	answered(t, x, newPart("first", 1, "t", "a", "one")) // reads the directory
+	mustRecord(t, other, newPart("theirs", 1, "t", "a", "one"))
+	clock.add(2 * runDirFresh)
+
+	d := &x.queue.dir
+	d.reading.Lock() // a read under way
+	if r := answered(t, x, newPart("theirs", 1, "t", "a", "two")); r.Version != 1 {
+		t.Errorf("beside a read, a run started after the directory before = version %d, want 1 (from that directory)", r.Version)
+	}
+	d.reading.Unlock()
+
+	mustRecord(t, other, newPart("again", 1, "t", "a", "one"))
+	d.stale()
+	d.reading.Lock()
+	got := make(chan Recorded, 1)
+	go func() {
+		recs, err := x.RecordQueued(ctx, []NewPart{newPart("again", 1, "t", "a", "two")}, nil)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- recs[0]
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("answered %+v while the only directory was forgotten and read by another", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	d.reading.Unlock()
+	select {
+	case r := <-got:
+		if r.Version != 2 {
+			t.Errorf("after the read = version %d, want 2", r.Version)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer a minute after the read ended")
+	}
+}
