@@ -461,7 +461,7 @@ func (x *Index) foldInBackground() {
 	}()
 }
 
-// foldInChunks folds the steps staged, stagedFoldChunk rows a transaction,
+// foldInChunks folds the steps staged, stagedFoldChunk parts a transaction,
 // until none is left or the index closes; a failure is kept for the next
 // caller.
 func (x *Index) foldInChunks() {

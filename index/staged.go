@@ -30,7 +30,8 @@ import (
 //   - by the index that staged them, once it has nothing queued for
 //     StagedFoldAfter, or once its staged steps are StagedFoldAge old or
 //     hold StagedFoldParts parts: in a goroutine of its own, a chunk of
-//     rows a transaction (see foldInBackground), beside the committer;
+//     rows a transaction (see foldInBackground and stagedFoldChunk),
+//     beside the committer;
 //   - at Close.
 //
 // A staged step is committed: a crash loses none of it (what a crash may
@@ -281,18 +282,21 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 }
 
 // foldStaged records the staged steps in tx, through r (whose time stamp
-// it restores), in the order they were staged, and removes them: the
-// first limit rows of them, or every one when limit is 0. It returns how
-// many rows it took, and, as dropped, why steps whose statements failed
+// it restores), in the order they were staged, and removes them: every
+// one when parts is 0, else the first rows that hold at least parts parts
+// (or all there are), whole rows, a row holding the steps of one run that
+// one batch staged, whatever their number. It returns how many rows it
+// took, whether rows are left, and, as dropped, why steps whose statements failed
 // were removed without their parts: such a step is taken back alone, as a
 // queued step's is, and the others folded. A failure for want of room, or
 // one the savepoint cannot take back, is err: the caller rolls tx back,
 // and every step stays staged.
-func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit int) (rows int, dropped, err error) {
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts int) (rows int, more bool, dropped, err error) {
 	if x.pg || x.readOnly {
-		return 0, nil, nil
+		return 0, false, nil, nil
 	}
-	if limit == 0 {
+	limit := parts // a row holds one part at least
+	if parts == 0 {
 		limit = -1 // SQLite's no limit
 	}
 	type row struct {
@@ -311,8 +315,9 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		return nil
 	})
 	if err != nil || len(staged) == 0 {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
+	more = len(staged) == limit
 	defer func(now int64) { r.now = now }(r.now)
 	// step is a step of staged row id.
 	type step struct {
@@ -321,7 +326,12 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		run string
 	}
 	steps := make([]step, 0, len(staged))
-	for _, s := range staged {
+	taken := 0
+	for i, s := range staged {
+		if parts > 0 && taken >= parts {
+			staged, more = staged[:i], true
+			break
+		}
 		sts, err := decodeStaged(s.run, s.data)
 		if err != nil {
 			// No fold could ever record it: kept, it would stop every one.
@@ -330,6 +340,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		}
 		for _, st := range sts {
 			steps = append(steps, step{st, s.id, s.run})
+			taken += len(st.ps)
 		}
 	}
 	// record records a step, and notes a run whose step it records
@@ -376,12 +387,12 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 	switch {
 	case isFull(err):
 		// Nothing is dropped for want of room: the steps stay staged.
-		return 0, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+		return 0, false, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
 	case err != nil:
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	if _, err := tx.ExecContext(ctx, deleteStagedSQL, staged[len(staged)-1].id); err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	}
 	if len(mismatched) > 0 {
 		// What this index knows of those runs is not what the rows say.
@@ -393,7 +404,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, limit i
 		}
 		q.mu.Unlock()
 	}
-	return len(staged), dropped, nil
+	return len(staged), more, dropped, nil
 }
 
 // underSavepoint runs f's statements under a savepoint (a deferred step's:
@@ -444,12 +455,13 @@ func (x *Index) foldIfStaged(ctx context.Context) error {
 	})
 }
 
-// stagedFoldChunk is how many staged rows a fold in the background takes
-// in one transaction: a few milliseconds of statements, which is as long
-// as the committer's next batch waits for the write lock.
-const stagedFoldChunk = 128
+// stagedFoldChunk is how many staged parts a fold in the background takes
+// in one transaction, in whole rows: a few milliseconds of statements,
+// which is as long as the committer's next batch waits for the write lock
+// (a row of one run holds as many parts as its batch had of that run).
+const stagedFoldChunk = 256
 
-// foldChunk folds the first stagedFoldChunk staged rows in a transaction
+// foldChunk folds the first stagedFoldChunk staged parts in a transaction
 // of its own, and says whether there may be more.
 func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
 	x.foldMu.Lock()
@@ -460,13 +472,11 @@ func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
 		if err != nil {
 			return err
 		}
-		var rows int
-		rows, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
+		_, more, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
-		more = rows == stagedFoldChunk
 		return tx.Commit()
 	})
 	if err == nil && dropped != nil {

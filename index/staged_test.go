@@ -360,3 +360,45 @@ func TestStagedFoldedAtClose(t *testing.T) {
 		t.Errorf("a read-only index after the writer's Close: %d parts, %v; want 30", st.Parts, err)
 	}
 }
+
+// A fold in the background takes whole staged rows, in order, until they
+// hold stagedFoldChunk parts: a row holds as many parts as its batch had
+// of its run, so that a count of rows would not bound how long a chunk
+// holds the write lock.
+func TestStagedFoldChunkByParts(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	x := mustOpenQueued(t, path)
+	step := 0
+	for _, n := range []int{100, 100, 100, 50, 300, 10} {
+		var st stagedStep
+		st.at = time.Now().UnixNano()
+		for range n {
+			step++
+			p := newPart("r", step, "t", "c", fmt.Sprint("part ", step))
+			st.ps = append(st.ps, p)
+			st.answered = append(st.answered, Recorded{Key: p.Key, Version: 1})
+		}
+		if _, err := x.db.ExecContext(ctx, insertStagedSQL, "r", st.at, encodeStaged([]stagedStep{st})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []struct {
+		left int
+		more bool
+	}{{360, true}, {10, true}, {0, false}} {
+		more, err := x.foldChunk(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, left := stagedCount(t, path); left != want.left || more != want.more {
+			t.Errorf("after chunk %d: %d parts staged, more %v; want %d, %v", i+1, left, more, want.left, want.more)
+		}
+	}
+	if n, err := x.Totals(ctx); err != nil || n.Parts != int64(step) {
+		t.Errorf("totals after the chunks: %+v, %v; want %d parts", n, err, step)
+	}
+}
