@@ -26,10 +26,14 @@ import (
 // (forgetRuns, forgetRun, a full map of runs) makes it read the directory
 // again before it trusts it: the runs' rows are committed or staged by
 // then. Past runDirMax runs the index keeps no directory, and each new
-// run is read alone, as on PostgreSQL.
+// run is read alone, as on PostgreSQL; so are the first runDirAfter runs
+// an index meets, so that a process that writes a step or two (a hook
+// run once a call) does not read the names of a store's thousands of
+// runs for them.
 const (
 	runDirFresh = DeferredCommitAfter
 	runDirMax   = 1 << 14
+	runDirAfter = 4
 )
 
 // runDirSQL reads the runs rows after id ?1, at most ?2 of them, and,
@@ -50,8 +54,10 @@ type runDir struct {
 	at     time.Time
 	read   int64
 	// gen counts what the index forgot of its runs: a directory read
-	// before is read again before use.
+	// before is read again before use. met counts the runs writers
+	// looked for.
 	gen atomic.Int64
+	met atomic.Int64
 	// off: the store has more runs than max (runDirMax but in tests).
 	off bool
 	max int
@@ -78,10 +84,10 @@ func (d *runDir) stale() { d.gen.Add(1) }
 // failed. While another writer reads it, a writer goes on with the
 // directory read before, unless the index forgot runs since that read.
 func (x *Index) runsWithoutRows(ctx context.Context, runs []string) []bool {
-	if x.pg || x.readOnly {
+	d := &x.queue.dir
+	if x.pg || x.readOnly || d.met.Add(int64(len(runs))) <= runDirAfter {
 		return nil
 	}
-	d := &x.queue.dir
 	for try := 0; ; try++ {
 		now := x.now()
 		d.mu.RLock()

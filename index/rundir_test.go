@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -55,6 +56,7 @@ func TestRunDirTellsNewRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
+	x.queue.dir.met.Store(runDirAfter) // past the runs read alone
 	other, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +141,7 @@ func TestRunDirTooManyRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer x.Close()
+		x.queue.dir.met.Store(runDirAfter) // past the runs read alone
 		plain, err := Open(ctx, path)
 		if err != nil {
 			t.Fatal(err)
@@ -189,6 +192,7 @@ func TestRunDirReadBesideWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
+	x.queue.dir.met.Store(runDirAfter) // past the runs read alone
 	other, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +235,26 @@ func TestRunDirReadBesideWriters(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("no answer a minute after the read ended")
+	}
+}
+
+// An index reads its first runDirAfter runs alone, without the directory:
+// a process that writes a step or two does not read a store's runs.
+func TestRunDirNotForAFewRuns(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	path := filepath.Join(t.TempDir(), "q.db")
+	x := mustOpenQueued(t, path)
+	for i := range runDirAfter + 1 {
+		if r := answered(t, x, newPart(fmt.Sprint("run-", i), 1, "t", "a", "one")); r.Version != 1 {
+			t.Fatalf("run %d = version %d, want 1", i, r.Version)
+		}
+		x.queue.dir.mu.RLock()
+		read := x.queue.dir.names != nil
+		x.queue.dir.mu.RUnlock()
+		if read != (i == runDirAfter) {
+			t.Errorf("after %d runs met, directory read = %v", i+1, read)
+		}
 	}
 }
