@@ -112,6 +112,11 @@ type Index struct {
 	// staged steps and folds them.
 	readOnly bool
 	foldMu   sync.Mutex
+	// writeTurn is held by the committer's batch and by a background
+	// fold's chunk, each for its transaction: they take turns in this
+	// process rather than through SQLite's lock, whose waits sleep for
+	// a millisecond and more at a time (see commitQueued).
+	writeTurn sync.Mutex
 	// mustExist is MustExist's setting.
 	mustExist bool
 	// snapshot is the private directory holding a copy of a database that

@@ -429,10 +429,16 @@ func (x *Index) commitQueued() {
 			continue
 		}
 		d.mu.Lock()
+		// The turn first, so that a chunk of a background fold under way
+		// delays the batch without counting in the pace its statements
+		// keep (see drainQueueLocked), which bounds the queue: a pace
+		// that counted the wait made writers wait for room they had.
+		x.writeTurn.Lock()
 		x.drainQueueLocked()
 		if err := x.endDeferred(nil); err != nil {
 			q.note(err)
 		}
+		x.writeTurn.Unlock()
 		if d.stagedParts >= StagedFoldParts || d.stagedParts > 0 && time.Since(d.stagedSince) >= StagedFoldAge {
 			x.foldInBackground()
 		}

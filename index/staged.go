@@ -468,6 +468,8 @@ func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
 	defer x.foldMu.Unlock()
 	var dropped error
 	err = retryBusy(ctx, x.retry, func() error {
+		x.writeTurn.Lock()
+		defer x.writeTurn.Unlock()
 		tx, err := x.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err

@@ -402,3 +402,47 @@ func TestStagedFoldChunkByParts(t *testing.T) {
 		t.Errorf("totals after the chunks: %+v, %v; want %d parts", n, err, step)
 	}
 }
+
+// The committer waits for a background fold's chunk in its turn, before
+// the batch's statements: the wait does not count in the pace that
+// bounds the queue, or writers would wait for room the committer has.
+func TestCommitterPaceWithoutFoldWait(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	x := mustOpenQueued(t, filepath.Join(t.TempDir(), "q.db"))
+	const parts, hold = 10, 400 * time.Millisecond
+	// A chunk under way: its turn, and its transaction's write lock.
+	x.writeTurn.Lock()
+	conn, err := x.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range parts {
+		if _, err := x.RecordQueued(ctx, []NewPart{newPart("r", i+1, "t", "c", fmt.Sprint("part ", i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(hold)
+	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	x.writeTurn.Unlock()
+	if err := x.CommitDeferred(); err != nil {
+		t.Fatal(err)
+	}
+	q := &x.queue
+	q.mu.Lock()
+	pace := q.perPart
+	q.mu.Unlock()
+	// Counted, the wait alone would move the pace an eighth of the way to
+	// hold/parts: 5 ms.
+	if pace <= 0 || pace >= hold/parts/16 {
+		t.Errorf("committer's pace %v a part after its batch waited %v for its turn, want under %v", pace, hold, hold/parts/16)
+	}
+}
