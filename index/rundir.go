@@ -88,12 +88,13 @@ func (x *Index) runsWithoutRows(ctx context.Context, runs []string) []bool {
 	if x.pg || x.readOnly || d.met.Add(int64(len(runs))) <= runDirAfter {
 		return nil
 	}
-	for try := 0; ; try++ {
+	// A directory the index has not forgotten since its read serves: when
+	// fresh, while another writer reads it again, or once read here.
+	for try := 0; try < 3; try++ {
 		now := x.now()
 		d.mu.RLock()
 		valid := !d.off && d.names != nil && d.read == d.gen.Load()
-		fresh := valid && now.Sub(d.at) < runDirFresh && !now.Before(d.at)
-		if fresh || valid && try > 0 {
+		if valid && (try > 0 || now.Sub(d.at) < runDirFresh && !now.Before(d.at)) {
 			out := make([]bool, len(runs))
 			for i, r := range runs {
 				out[i] = !d.names[r] && !d.staged[r]
@@ -103,24 +104,21 @@ func (x *Index) runsWithoutRows(ctx context.Context, runs []string) []bool {
 		}
 		off := d.off
 		d.mu.RUnlock()
-		if off || try > 1 {
-			return nil // too many runs, or forgotten again while read
-		}
-		if !d.reading.TryLock() {
-			if valid {
-				try++ // another writer reads it: go on with this one
-				continue
-			}
-			d.reading.Lock() // wait for that read
+		switch {
+		case off:
+			return nil // too many runs
+		case d.reading.TryLock():
+			err := x.readRunDir(ctx, d, now)
 			d.reading.Unlock()
-			continue
-		}
-		err := x.readRunDir(ctx, d, now)
-		d.reading.Unlock()
-		if err != nil {
-			return nil
+			if err != nil {
+				return nil
+			}
+		case !valid:
+			d.reading.Lock() // wait for another writer's read
+			d.reading.Unlock()
 		}
 	}
+	return nil // forgotten again while read
 }
 
 // readRunDir reads the runs rows added since the directory's last read,
