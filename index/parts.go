@@ -592,7 +592,7 @@ func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error)
 		}
 	}
 	// No write decides without the steps staged before it (see staged.go).
-	_, _, dropped, err := x.foldStaged(ctx, tx, x.newRecorder(tx, 0), 0)
+	_, dropped, err := x.foldStaged(ctx, tx, x.newRecorder(tx, 0), 0)
 	if err != nil {
 		tx.Rollback()
 		return fmt.Errorf("fold staged steps: %w", err)

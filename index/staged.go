@@ -285,15 +285,15 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 // it restores), in the order they were staged, and removes them: every
 // one when parts is 0, else the first rows that hold at least parts parts
 // (or all there are), whole rows, a row holding the steps of one run that
-// one batch staged, whatever their number. It returns how many rows it
-// took, whether rows are left, and, as dropped, why steps whose statements failed
-// were removed without their parts: such a step is taken back alone, as a
+// one batch staged, whatever their number. It returns whether rows are
+// left, and, as dropped, why steps whose statements failed were removed
+// without their parts: such a step is taken back alone, as a
 // queued step's is, and the others folded. A failure for want of room, or
 // one the savepoint cannot take back, is err: the caller rolls tx back,
 // and every step stays staged.
-func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts int) (rows int, more bool, dropped, err error) {
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts int) (more bool, dropped, err error) {
 	if x.pg || x.readOnly {
-		return 0, false, nil, nil
+		return false, nil, nil
 	}
 	limit := parts // a row holds one part at least
 	if parts == 0 {
@@ -315,7 +315,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts i
 		return nil
 	})
 	if err != nil || len(staged) == 0 {
-		return 0, false, nil, err
+		return false, nil, err
 	}
 	more = len(staged) == limit
 	defer func(now int64) { r.now = now }(r.now)
@@ -387,12 +387,12 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts i
 	switch {
 	case isFull(err):
 		// Nothing is dropped for want of room: the steps stay staged.
-		return 0, false, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
+		return false, nil, fmt.Errorf("%w: %w", cas.ErrDiskFull, err)
 	case err != nil:
-		return 0, false, nil, err
+		return false, nil, err
 	}
 	if _, err := tx.ExecContext(ctx, deleteStagedSQL, staged[len(staged)-1].id); err != nil {
-		return 0, false, nil, err
+		return false, nil, err
 	}
 	if len(mismatched) > 0 {
 		// What this index knows of those runs is not what the rows say.
@@ -404,7 +404,7 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts i
 		}
 		q.mu.Unlock()
 	}
-	return len(staged), more, dropped, nil
+	return more, dropped, nil
 }
 
 // underSavepoint runs f's statements under a savepoint (a deferred step's:
@@ -474,7 +474,7 @@ func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
 		if err != nil {
 			return err
 		}
-		_, more, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
+		more, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
 		if err != nil {
 			tx.Rollback()
 			return err
