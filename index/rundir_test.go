@@ -4,30 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
+	"github.com/toolcas/toolcas/internal/testclock"
 )
-
-// testClock is a clock a test moves by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // answered records one part through x's queue and returns its answer.
 func answered(t *testing.T, x *Index, p NewPart) Recorded {
@@ -50,8 +32,8 @@ func TestRunDirTellsNewRuns(t *testing.T) {
 	}
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
-	clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+	clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +68,7 @@ func TestRunDirTellsNewRuns(t *testing.T) {
 	// this index's mismatch as its own.
 	stager.foldMu.Lock()
 	defer stager.foldMu.Unlock()
-	clock.add(runDirFresh)
+	clock.Add(runDirFresh)
 	if r := answered(t, x, newPart("later", 1, "t", "a", "two")); r.Version != 2 {
 		t.Errorf("a run started before the directory was read again = version %d, want 2", r.Version)
 	}
@@ -139,8 +121,8 @@ func TestRunDirTooManyRuns(t *testing.T) {
 	for _, bound := range []int{2, 4} {
 		ctx := context.Background()
 		path := filepath.Join(t.TempDir(), "q.db")
-		clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-		x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+		clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +147,7 @@ func TestRunDirTooManyRuns(t *testing.T) {
 			for _, run := range []string{"d", "e"} {
 				mustRecord(t, plain, newPart(run, 1, "t", "a", "one"))
 			}
-			clock.add(runDirFresh)
+			clock.Add(runDirFresh)
 			if r := answered(t, x, newPart("d", 1, "t", "a", "two")); r.Version != 2 {
 				t.Fatalf("bound %d: a run with rows = version %d, want 2", bound, r.Version)
 			}
@@ -190,8 +172,8 @@ func TestRunDirReadBesideWriters(t *testing.T) {
 	}
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.db")
-	clock := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.now))
+	clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +186,7 @@ func TestRunDirReadBesideWriters(t *testing.T) {
 	defer other.Close()
 	answered(t, x, newPart("first", 1, "t", "a", "one")) // reads the directory
 	mustRecord(t, other, newPart("theirs", 1, "t", "a", "one"))
-	clock.add(2 * runDirFresh)
+	clock.Add(2 * runDirFresh)
 
 	d := &x.queue.dir
 	d.reading.Lock() // a read under way

@@ -9,33 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolcas/toolcas/cas"
 	"github.com/toolcas/toolcas/internal/versitygw"
+
+	"github.com/toolcas/toolcas/internal/testclock"
 )
-
-// clock is a settable clock for the cache's order of use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func exists(p string) bool {
 	_, err := os.Stat(p)
@@ -47,14 +28,14 @@ func exists(p string) bool {
 // fetches it again, and a read of a cached one fetches nothing.
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	srv := versitygw.Start(t)
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const size = 100 << 10
-	be := openOn(t, srv, WithCache(t.TempDir(), 3*size+size/2), WithClock(clk.now))
+	be := openOn(t, srv, WithCache(t.TempDir(), 3*size+size/2), WithClock(clk.Now))
 	var blobs []cas.Blob
 	var datas [][]byte
 	put := func(i int) {
 		t.Helper()
-		clk.advance(time.Minute)
+		clk.Add(time.Minute)
 		data := randomData(uint64(100+i), size)
 		res, err := be.Put(t.Context(), bytes.NewReader(data), ".bin")
 		if err != nil {
@@ -64,7 +45,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 	read := func(i int) {
 		t.Helper()
-		clk.advance(time.Minute)
+		clk.Add(time.Minute)
 		got, err := cas.ReadBlob(t.Context(), be, blobs[i])
 		if err != nil || !bytes.Equal(got, datas[i]) {
 			t.Fatalf("read blob %d: %d bytes, %v", i, len(got), err)
@@ -165,22 +146,22 @@ func TestCacheRemovesDeadTemp(t *testing.T) {
 	if !cas.TempLocking {
 		t.Skip("temp files are not locked on this system")
 	}
-	clk := newClock()
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
-	c, err := NewCache(dir, 1<<20, clk.now)
+	c, err := NewCache(dir, 1<<20, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := filepath.Join(dir, "tmp", ".tmp-dead")
 	os.WriteFile(dead, []byte("x"), 0o644)
-	now := clk.now()
+	now := clk.Now()
 	os.Chtimes(dead, now, now)
 	live, err := c.createTemp()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.discard(live)
-	old := clk.now().Add(-2 * time.Hour)
+	old := clk.Now().Add(-2 * time.Hour)
 	os.Chtimes(live.Name(), old, old)
 	c.mu.Lock()
 	err = c.scanLocked(nil)
@@ -241,9 +222,9 @@ func TestCacheScanSparesSlowPut(t *testing.T) {
 		done <- result{res, err}
 	}()
 	<-reached
-	clk := newClock()
-	clk.t = time.Now().Add(2 * time.Hour)
-	other, err := NewCache(dir, 1<<30, clk.now)
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk.Set(time.Now().Add(2 * time.Hour))
+	other, err := NewCache(dir, 1<<30, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,16 +529,16 @@ func fill(t *testing.T, c *Cache, data []byte) cas.Blob {
 func TestCacheScansInSteadyState(t *testing.T) {
 	dir := t.TempDir()
 	const size, max = 1000, 100 * 1000
-	clk := newClock()
-	c, err := NewCache(dir, max, clk.now)
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := NewCache(dir, max, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 150 {
-		clk.advance(time.Second)
+		clk.Add(time.Second)
 		fill(t, c, randomData(uint64(i), size))
 	}
-	c2, err := NewCache(dir, max, clk.now)
+	c2, err := NewCache(dir, max, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +548,7 @@ func TestCacheScansInSteadyState(t *testing.T) {
 	const n = 200
 	before := c.scans
 	for i := range n {
-		clk.advance(time.Second)
+		clk.Add(time.Second)
 		fill(t, c, randomData(uint64(1000+i), size))
 	}
 	scans := c.scans - before

@@ -10,32 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolcas/toolcas/hook"
+	"github.com/toolcas/toolcas/internal/testclock"
 	"github.com/toolcas/toolcas/policy"
 )
-
-// safeClock is a test clock that a store's background maintenance may
-// read while the test moves it.
-type safeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *safeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *safeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // runKeys lists the keys of a run's parts, sorted.
 func runKeys(t *testing.T, s *Store, run string) []string {
@@ -125,9 +106,9 @@ func TestRetentionRules(t *testing.T) {
 		{"none", Retention{MaxAge: 30 * day, KeepRuns: 10}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-			s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
-			start := c.now()
+			c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+			s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
+			start := c.Now()
 			// Runs last written 10, 8 and 4 days ago, one two hours ago
 			// (past the window, young) and one that started 10 days ago and
 			// is written to still (active).
@@ -135,12 +116,12 @@ func TestRetentionRules(t *testing.T) {
 				run string
 				ago time.Duration
 			}{{"r10", 10 * day}, {"active", 10 * day}, {"r8", 8 * day}, {"r4", 4 * day}, {"young", 2 * time.Hour}} {
-				c.t = start.Add(-r.ago)
+				c.Set(start.Add(-r.ago))
 				mustWrite(t, s, item(r.run, 1, r.run+" one"), item(r.run, 2, r.run+" two"))
 			}
-			c.t = start.Add(-10 * time.Minute)
+			c.Set(start.Add(-10 * time.Minute))
 			mustWrite(t, s, item("active", 3, "active three"))
-			c.t = start
+			c.Set(start)
 			if err := s.SetRetention(ctx, tc.policy); err != nil {
 				t.Fatal(err)
 			}
@@ -206,16 +187,16 @@ func TestRetentionRules(t *testing.T) {
 // and keeps its newer ones, and leaves an active run whole.
 func TestRetentionMaxAgeCutsInactiveRuns(t *testing.T) {
 	ctx := context.Background()
-	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
-	start := c.now()
-	c.t = start.Add(-48 * time.Hour)
+	c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
+	start := c.Now()
+	c.Set(start.Add(-48 * time.Hour))
 	mustWrite(t, s, item("long", 1, "old part"), item("busy", 1, "busy old part"))
-	c.t = start.Add(-3 * time.Hour)
+	c.Set(start.Add(-3 * time.Hour))
 	mustWrite(t, s, item("long", 2, "new part"))
-	c.t = start.Add(-time.Minute)
+	c.Set(start.Add(-time.Minute))
 	mustWrite(t, s, item("busy", 2, "busy new part"))
-	c.t = start
+	c.Set(start)
 	if err := s.SetRetention(ctx, Retention{MaxAge: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,16 +223,16 @@ func TestRetentionQuota(t *testing.T) {
 	// gc ages blobs by their files' times, which the clock does not set:
 	// the clock starts at the real time, the runs are written "in the
 	// past", and the clock then moves past the grace period.
-	c := &safeClock{t: time.Now()}
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
-	start := c.now()
+	c := testclock.New(time.Now())
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
+	start := c.Now()
 	const runs, size = 10, 64 << 10
 	for i := range runs {
-		c.t = start.Add(time.Duration(i-runs) * 2 * time.Hour)
+		c.Set(start.Add(time.Duration(i-runs) * 2 * time.Hour))
 		text := strings.Repeat(fmt.Sprintf("run %d unique ", i), size/12)
 		mustWrite(t, s, item(fmt.Sprintf("run%02d", i), 1, text))
 	}
-	c.t = start.Add(2 * time.Hour)
+	c.Set(start.Add(2 * time.Hour))
 	disk, err := s.DiskBytes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +296,7 @@ func TestRetentionQuota(t *testing.T) {
 	// A quota below what the active runs take: everything else goes, the
 	// active run stays, and the result says how far over it still is.
 	mustWrite(t, s, item("fresh", 1, strings.Repeat("fresh ", 1000)))
-	c.add(30 * time.Minute)
+	c.Add(30 * time.Minute)
 	if err := s.SetRetention(ctx, Retention{MaxBytes: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -339,15 +320,15 @@ func TestRetentionQuota(t *testing.T) {
 // that its pointers stay readable by file tools.
 func TestPackLeavesActiveRunsLoose(t *testing.T) {
 	ctx := context.Background()
-	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
-	start := c.now()
-	c.t = start.Add(-48 * time.Hour)
+	c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
+	start := c.Now()
+	c.Set(start.Add(-48 * time.Hour))
 	live := mustWrite(t, s, item("live", 1, strings.Repeat("live old ", 100)))[0]
 	cold := mustWrite(t, s, item("cold", 1, strings.Repeat("cold old ", 100)))[0]
-	c.t = start.Add(-5 * time.Minute)
+	c.Set(start.Add(-5 * time.Minute))
 	mustWrite(t, s, item("live", 2, "live new"))
-	c.t = start
+	c.Set(start)
 	res, err := s.Pack(ctx, PackOptions{OlderThan: 24 * time.Hour, Active: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -405,8 +386,8 @@ func TestPackLeavesActiveRunsLoose(t *testing.T) {
 // wait for it, and Close stops it.
 func TestAutoMaintenance(t *testing.T) {
 	ctx := context.Background()
-	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-	s := MustOpen(t, WithClock(c.now))
+	c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+	s := MustOpen(t, WithClock(c.Now))
 	done := make(chan error, 10)
 	s.auto.done = func(_ MaintainResult, err error) { done <- err }
 	for i := range 3 {
@@ -415,12 +396,12 @@ func TestAutoMaintenance(t *testing.T) {
 		// that a loaded machine held back until the policy below is set
 		// would apply it before the new run is written.
 		s.auto.wg.Wait()
-		c.add(time.Hour)
+		c.Add(time.Hour)
 	}
 	if err := s.SetRetention(ctx, Retention{KeepRuns: 2, Active: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	c.add(time.Hour)
+	c.Add(time.Hour)
 	mustWrite(t, s, item("new", 1, "new run"))
 	select {
 	case err := <-done:
@@ -439,7 +420,7 @@ func TestAutoMaintenance(t *testing.T) {
 		t.Errorf("maintenance lease taken %d times, %v; want 1", n, err)
 	}
 	// Under the policy, writes start nothing more.
-	c.add(2 * time.Second)
+	c.Add(2 * time.Second)
 	mustWrite(t, s, item("new", 2, "new run again"))
 	s.auto.wg.Wait()
 	select {
@@ -453,9 +434,9 @@ func TestAutoMaintenance(t *testing.T) {
 // on the same index; a holder that died frees it when its time passes.
 func TestMaintenanceLease(t *testing.T) {
 	ctx := context.Background()
-	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
-	other, err := Open(ctx, s.Location(), WithClock(c.now), WithoutAutoMaintenance())
+	c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
+	other, err := Open(ctx, s.Location(), WithClock(c.Now), WithoutAutoMaintenance())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +447,7 @@ func TestMaintenanceLease(t *testing.T) {
 	if _, err := other.Maintain(ctx); !errors.Is(err, ErrMaintenanceBusy) {
 		t.Errorf("Maintain while another holds the lease = %v, want ErrMaintenanceBusy", err)
 	}
-	c.add(maintenanceTTL + time.Second)
+	c.Add(maintenanceTTL + time.Second)
 	if _, err := other.Maintain(ctx); err != nil {
 		t.Errorf("Maintain once the dead holder's time passed = %v", err)
 	}
@@ -544,14 +525,14 @@ func TestRetentionQuotaStopsWhenGCFreesNothing(t *testing.T) {
 	now := time.Now()
 	// The runs are written "two hours ago" by the clock, which stamps the
 	// rows, while their files are made now, which ages them for gc.
-	c := &safeClock{t: now.Add(-2 * time.Hour)}
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	c := testclock.New(now.Add(-2 * time.Hour))
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
 	const runs = 10
 	for i := range runs {
 		mustWrite(t, s, item(fmt.Sprintf("run%02d", i), 1, strings.Repeat(fmt.Sprintf("run %d ", i), 5000)))
-		c.add(time.Second)
+		c.Add(time.Second)
 	}
-	c.t = now
+	c.Set(now)
 	disk, _ := s.DiskBytes(ctx)
 	st, _ := s.Stats(ctx, "")
 	quota := disk - st.StoredBytes/2
@@ -572,7 +553,7 @@ func TestRetentionQuotaStopsWhenGCFreesNothing(t *testing.T) {
 		t.Fatalf("young blobs: gc removed %d, over quota by %d, %d of %d runs left; want nothing freed, the quota unmet, some runs kept",
 			res.GC.RemovedBlobs, res.OverQuota, left, runs)
 	}
-	c.add(2 * time.Hour)
+	c.Add(2 * time.Hour)
 	res, err = s.ApplyRetention(ctx, RetentionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -589,17 +570,17 @@ func TestRetentionQuotaStopsWhenGCFreesNothing(t *testing.T) {
 func TestRemoteRetention(t *testing.T) {
 	ctx := context.Background()
 	e := startRemote(t)
-	c := &safeClock{t: time.Now().Add(-3 * time.Hour)}
-	a := mustOpenRemote(t, e, WithClock(c.now), WithoutAutoMaintenance())
+	c := testclock.New(time.Now().Add(-3 * time.Hour))
+	a := mustOpenRemote(t, e, WithClock(c.Now), WithoutAutoMaintenance())
 	for i := range 4 {
 		mustWrite(t, a, item(fmt.Sprintf("r%d", i), 1, fmt.Sprintf("remote run %d", i)))
-		c.add(time.Minute)
+		c.Add(time.Minute)
 	}
-	c.t = time.Now().Add(2 * time.Hour) // past every blob's grace, by rows and objects alike
+	c.Set(time.Now().Add(2 * time.Hour)) // past every blob's grace, by rows and objects alike
 	if err := a.SetRetention(ctx, Retention{KeepRuns: 1}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(ctx, e.url, e.options(t.TempDir(), WithClock(c.now), WithoutAutoMaintenance())...)
+	b, err := Open(ctx, e.url, e.options(t.TempDir(), WithClock(c.Now), WithoutAutoMaintenance())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,9 +694,9 @@ func TestPruneChunks(t *testing.T) {
 // ttl, nor a run without one. The removal log names the rule.
 func TestRunTTL(t *testing.T) {
 	ctx := context.Background()
-	c := &safeClock{t: time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC)}
-	t0 := c.now()
-	s := MustOpen(t, WithClock(c.now), WithoutAutoMaintenance())
+	c := testclock.New(time.Date(2026, 1, 20, 12, 0, 0, 0, time.UTC))
+	t0 := c.Now()
+	s := MustOpen(t, WithClock(c.Now), WithoutAutoMaintenance())
 	h, err := hook.New(s, policy.MustStrategies(policy.Default(policy.Always)))
 	if err != nil {
 		t.Fatal(err)
@@ -728,19 +709,19 @@ func TestRunTTL(t *testing.T) {
 	}
 	offload(hook.Step{Run: "brief", Number: 1, TTL: 2 * time.Hour}, "brief one")
 	offload(hook.Step{Run: "kept", Number: 1}, "kept one")
-	c.t = t0.Add(150 * time.Minute)
+	c.Set(t0.Add(150 * time.Minute))
 	offload(hook.Step{Run: "live", Number: 1, TTL: 5 * time.Minute}, "live one")
 	if _, err := h.Offload(ctx, hook.Step{Run: "bad", Number: 1, TTL: -time.Minute},
 		[]hook.Result{{Tool: "bash", CallID: "c1", Parts: []hook.Part{hook.Text("bad")}}}); err == nil {
 		t.Error("a step with a negative TTL was offloaded")
 	}
-	c.t = t0.Add(time.Hour)
+	c.Set(t0.Add(time.Hour))
 	if ok, err := s.Due(ctx); err != nil || ok {
 		t.Errorf("Due within brief's ttl = %v, %v; want false", ok, err)
 	}
 	// At 3 h: brief's newest part is 3 h old, over its 2; live's is 30
 	// min old, over its 5, but within the hour of the active window.
-	c.t = t0.Add(3 * time.Hour)
+	c.Set(t0.Add(3 * time.Hour))
 	if ok, err := s.Due(ctx); err != nil || !ok {
 		t.Errorf("Due once brief's ttl ran out = %v, %v; want true", ok, err)
 	}
@@ -763,7 +744,7 @@ func TestRunTTL(t *testing.T) {
 		t.Errorf("Due after applying = %v, %v; want false", ok, err)
 	}
 	// Once live leaves the window, its ttl removes it too.
-	c.t = t0.Add(150*time.Minute + time.Hour + time.Second)
+	c.Set(t0.Add(150*time.Minute + time.Hour + time.Second))
 	if res, err := s.ApplyRetention(ctx, RetentionOptions{}); err != nil || res.RemovedParts() != 1 || len(runKeys(t, s, "live")) != 0 {
 		t.Errorf("ApplyRetention once live left the window = %+v, %v; want its part removed", res, err)
 	}
