@@ -165,16 +165,17 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 	if s.durability == SyncFull {
 		if err := s.barrierOr(barrier, func() error {
 			var shards []string
-			done := make(map[string]bool)
+			blobs := make(map[string][]Blob)
 			for _, p := range todo {
-				if sh := p.blob.Shard(); !done[sh] {
-					done[sh] = true
+				sh := p.blob.Shard()
+				if blobs[sh] == nil {
 					shards = append(shards, sh)
 				}
+				blobs[sh] = append(blobs[sh], p.blob)
 			}
 			return syncEach(len(shards), func(i int) error {
 				s.syncs.Add(1)
-				return s.fs.SyncDir(BlobsDir + "/" + shards[i])
+				return s.syncShardOf(shards[i], blobs[shards[i]])
 			})
 		}, nil); err != nil {
 			return nil, fmt.Errorf("sync shard directories: %w", err)

@@ -1,8 +1,10 @@
 package cas
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -123,5 +125,63 @@ func TestNameSyncAfterPackTookBlob(t *testing.T) {
 	empty(gone.Blob)
 	if err := syncGone(); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("name sync of a blob gone without a pack = %v, want its shard directory not found", err)
+	}
+}
+
+// packingFS runs before, once, at the first sync of a shard directory:
+// what a pack running beside a write may do meanwhile. It has no
+// barrier, so that a batch syncs its shard directories one by one.
+type packingFS struct {
+	fileSystem
+	before func()
+}
+
+func (p *packingFS) SyncFS() error { return errSyncFSUnsupported }
+
+func (p *packingFS) SyncDir(name string) error {
+	if h := p.before; h != nil && strings.HasPrefix(name, BlobsDir+"/") {
+		p.before = nil
+		h()
+	}
+	return p.fileSystem.SyncDir(name)
+}
+
+// A batch whose blobs a pack took, with their emptied shard directory,
+// before it synced that directory succeeds, as a one-part write does
+// (TestNameSyncAfterPackTookBlob); a blob gone any other way fails it.
+func TestBatchShardSyncAfterPackTookBlob(t *testing.T) {
+	ctx := t.Context()
+	var pfs *packingFS
+	s := MustOpen(t, withFileSystem(func(inner fileSystem) fileSystem {
+		pfs = &packingFS{fileSystem: inner}
+		return pfs
+	}))
+	for _, packed := range []bool{true, false} {
+		data := []byte(fmt.Sprintf("a batch's blob, packed %v\n", packed))
+		b := Hash(data, ".txt").blob
+		pfs.before = func() {
+			if packed {
+				if _, err := s.WritePack(ctx, []Blob{b}); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := s.Remove(ctx, b); err != nil {
+				t.Error(err)
+			}
+			if n, err := s.RemoveEmptyShards(ctx); err != nil || n == 0 {
+				t.Errorf("RemoveEmptyShards = %d, %v; want the blob's shard removed", n, err)
+			}
+		}
+		_, err := s.PutBatch(ctx, []Item{{data, ".txt"}})
+		if packed {
+			if err != nil {
+				t.Errorf("batch whose blob a pack took before its shard was synced = %v, want nil", err)
+			}
+			if got, err := s.ReadAll(ctx, b); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("the packed blob reads %q, %v", got, err)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("batch whose blob was removed without a pack = %v, want its shard directory not found", err)
+		}
 	}
 }

@@ -513,14 +513,20 @@ func (s *Store) renameInto(tmp string, b Blob, syncName bool) error {
 // that holds b (a pack is durable before a loose file goes, and packing
 // removes the shard directories it empties), which is no failure of the
 // write that made b. Anywhere else b has gone, the error stays.
-func (s *Store) syncShard(b Blob) error {
-	err := s.fs.SyncDir(BlobsDir + "/" + b.Shard())
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, perr := s.statPacked(context.Background(), b); perr == nil {
-			return nil
+func (s *Store) syncShard(b Blob) error { return s.syncShardOf(b.Shard(), []Blob{b}) }
+
+// syncShardOf is syncShard for the blobs bs, all of shard.
+func (s *Store) syncShardOf(shard string, bs []Blob) error {
+	err := s.fs.SyncDir(BlobsDir + "/" + shard)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, b := range bs {
+		if _, perr := s.statPacked(context.Background(), b); perr != nil {
+			return err
 		}
 	}
-	return err
+	return nil
 }
 
 // discard closes and removes a temp file after a failed or unneeded write.
