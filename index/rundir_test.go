@@ -11,6 +11,27 @@ import (
 	"github.com/toolcas/toolcas/internal/testclock"
 )
 
+// openDirTest opens, at a new path, a queued index on a clock the test
+// moves, past the runs it reads alone, and a plain index on the same
+// database; both close when the test ends.
+func openDirTest(t *testing.T) (x, other *Index, clock *testclock.Clock, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "q.db")
+	clock = testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	x, err := Open(context.Background(), path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	x.queue.dir.met.Store(runDirAfter) // past the runs read alone
+	other, err = Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return x, other, clock, path
+}
+
 // answered records one part through x's queue and returns its answer.
 func answered(t *testing.T, x *Index, p NewPart) Recorded {
 	t.Helper()
@@ -31,19 +52,7 @@ func TestRunDirTellsNewRuns(t *testing.T) {
 		t.Skip("an index in PostgreSQL records at once")
 	}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "q.db")
-	clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	x.queue.dir.met.Store(runDirAfter) // past the runs read alone
-	other, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	x, other, clock, path := openDirTest(t)
 	stager := mustOpenQueued(t, path)
 
 	mustRecord(t, other, newPart("before", 1, "t", "a", "one"))
@@ -119,20 +128,7 @@ func TestRunDirTooManyRuns(t *testing.T) {
 		t.Skip("an index in PostgreSQL records at once")
 	}
 	for _, bound := range []int{2, 4} {
-		ctx := context.Background()
-		path := filepath.Join(t.TempDir(), "q.db")
-		clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-		x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Close()
-		x.queue.dir.met.Store(runDirAfter) // past the runs read alone
-		plain, err := Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer plain.Close()
+		x, plain, clock, _ := openDirTest(t)
 		for _, run := range []string{"a", "b", "c"} {
 			mustRecord(t, plain, newPart(run, 1, "t", "a", "one"))
 		}
@@ -171,19 +167,7 @@ func TestRunDirReadBesideWriters(t *testing.T) {
 		t.Skip("an index in PostgreSQL records at once")
 	}
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "q.db")
-	clock := testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	x, err := Open(ctx, path, WithDurability(cas.SyncNone), WithDeferredCommit(), WithClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	x.queue.dir.met.Store(runDirAfter) // past the runs read alone
-	other, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	x, other, clock, _ := openDirTest(t)
 	answered(t, x, newPart("first", 1, "t", "a", "one")) // reads the directory
 	mustRecord(t, other, newPart("theirs", 1, "t", "a", "one"))
 	clock.Add(2 * runDirFresh)
