@@ -44,10 +44,6 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.durability == SyncNone {
-		// Its puts may take files from the pool (see putUnsynced).
-		defer s.RefillTempPool()
-	}
 	// Asked before the batch's own bytes count among the unwritten.
 	barrier := s.BarrierCheap()
 	type pending struct {
@@ -89,8 +85,7 @@ func (s *Store) PutBatch(ctx context.Context, items []Item) ([]PutResult, error)
 		}
 		seen[b] = true
 		if s.durability == SyncNone {
-			if res, done, err := s.putUnsynced(Hashed{data: it.Data, blob: b}); done {
-				results[i].Existed = res.Existed
+			if _, done, err := s.putInPlace(Hashed{data: it.Data, blob: b}); done {
 				if err != nil {
 					cleanup()
 					return nil, err

@@ -233,7 +233,7 @@ func (s *Store) putBytes(_ context.Context, data []byte, ext string) (PutResult,
 // (see rememberSynced).
 func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, *fileID, error) {
 	if s.durability == SyncNone {
-		if res, done, err := s.putUnsynced(h); done {
+		if res, done, err := s.putInPlace(h); done {
 			return res, nil, err
 		}
 	}
@@ -246,21 +246,6 @@ func (s *Store) putBytesSync(h Hashed, syncName bool) (PutResult, *fileID, error
 	}
 	id, err := s.commitSync(p.tmp, p.f, p.res.Blob, syncName)
 	return p.res, id, err
-}
-
-// putUnsynced is a put without syncs: through a file the pool made ahead
-// while making a file is slow and no other put is under way (see
-// createCost), else in place. done is false when the blob's name is taken
-// by other bytes, as for putInPlace.
-func (s *Store) putUnsynced(h Hashed) (res PutResult, done bool, err error) {
-	n := s.creates.writing.Add(1)
-	defer s.creates.writing.Add(-1)
-	if s.creates.slow.Load() && n == 1 {
-		if res, done, err := s.putPooled(h); done {
-			return res, true, err
-		}
-	}
-	return s.putInPlace(h)
 }
 
 // putInPlace writes a new blob straight under its name, when no crash
@@ -279,11 +264,7 @@ func (s *Store) putInPlace(h Hashed) (res PutResult, done bool, err error) {
 	b := h.blob
 	res = PutResult{Blob: b, Size: int64(len(h.data))}
 	name := b.RelPath()
-	t0 := time.Now()
 	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err == nil {
-		s.creates.add(time.Since(t0))
-	}
 	// Packing removes empty shard directories while writers run: make it
 	// again, as createTemp does.
 	for try := 0; try < shardRetries && errors.Is(err, fs.ErrNotExist); try++ {
@@ -420,11 +401,7 @@ func (s *Store) createTempIn(dir string) (string, file, error) {
 	for range 10 {
 		tmp := dir + "/" + tempPrefix + randomSuffix()
 		// Blob files are read-only: nothing may change a blob in place.
-		t0 := time.Now()
 		f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-		if err == nil {
-			s.creates.add(time.Since(t0))
-		}
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

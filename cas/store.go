@@ -133,8 +133,6 @@ type Store struct {
 	syncs atomic.Int64
 	// pool holds temp files made ahead (WithTempPool).
 	pool tempPool
-	// creates says whether making a file is slow now (see createCost).
-	creates createCost
 	// synced remembers the young blob files this Store synced itself.
 	synced syncedBlobs
 	// gauge says whether a barrier is cheap now (BarrierCheap).

@@ -2,7 +2,6 @@ package cas
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolcas/toolcas/internal/option"
@@ -15,9 +14,7 @@ import (
 // inode, is one of the slowest calls of a put on some file systems (on
 // ext4 that many deletions have passed through, it can cost more than
 // the file's fsync); with a pool it happens between puts, off the path
-// that a writer waits on. Without syncs (SyncNone), where a put makes its
-// blob's file in place with one call, puts take pooled files only while
-// making a file is slow (see createCost). Nothing is made before the second put; the
+// that a writer waits on. Nothing is made before the second put; the
 // pool grows by one file each time a put finds it empty (but the first),
 // up to n, and is filled again behind each put that takes one, once that
 // put's syncs are done (making a file while a sync runs holds the sync
@@ -245,79 +242,4 @@ func (p *tempPool) idle() *sync.Cond {
 		p.settled = sync.NewCond(&p.mu)
 	}
 	return p.settled
-}
-
-// createCost tells a store without syncs whether making a file is slow
-// now. A put in place makes its blob's file on the writer's path; a put
-// through the pool renames a file made ahead, on another goroutine. The
-// rename costs a few more calls, which is the pool's loss where making a
-// file is cheap (tmpfs, a quiet ext4: 5 to 15 µs). Where it is not, the
-// pool wins: ext4 without a journal passes, at each new file, over every
-// inode of the group freed in the last minutes (hundreds of µs a file
-// after a pack or gc removed thousands), and a rename allocates no inode.
-// The cost is a moving average of the makes timed, by the writers in place
-// and by the pool's filling.
-//
-// The pool wins only where a core is left for its filling: with one put
-// under way. Puts side by side make their files side by side already,
-// and the pool's renames are then only more work (the real trace, four
-// agents on two cores, ext4 past many deletions: 0.90 × the directory
-// store through the pool, 1.01 × in place, by the median).
-type createCost struct {
-	avg  atomic.Int64 // nanoseconds
-	slow atomic.Bool
-	// writing counts the puts without syncs under way.
-	writing atomic.Int64
-}
-
-const (
-	// slowCreate and fastCreate are the averages above which puts go
-	// through the pool, and below which they go back to writing in
-	// place: apart, so that a cost near one does not flip the way at
-	// each put.
-	slowCreate = 60 * time.Microsecond
-	fastCreate = 25 * time.Microsecond
-	// maxCreateSample bounds one make's weight: a writer preempted in the
-	// call did not find making a file slow, and one such make alone does
-	// not turn the way.
-	maxCreateSample = 4 * slowCreate
-)
-
-// add counts one make that took d.
-func (c *createCost) add(d time.Duration) {
-	d = min(d, maxCreateSample)
-	for {
-		old := c.avg.Load()
-		avg := old + (int64(d)-old)/8
-		if c.avg.CompareAndSwap(old, avg) {
-			switch {
-			case avg > int64(slowCreate):
-				c.slow.Store(true)
-			case avg < int64(fastCreate):
-				c.slow.Store(false)
-			}
-			return
-		}
-	}
-}
-
-// putPooled is a put without syncs through a file the pool made ahead:
-// written, then renamed under the blob's name, so the name never shows a
-// part of the bytes. done is false when the pool has no file to give;
-// the caller then writes in place.
-func (s *Store) putPooled(h Hashed) (res PutResult, done bool, err error) {
-	res = PutResult{Blob: h.blob, Size: int64(len(h.data))}
-	if s.presentBytes(h.blob, h.data) {
-		res.Existed = true
-		return res, true, nil
-	}
-	tmp, f, ok := s.takeTemp()
-	if !ok {
-		return res, false, nil
-	}
-	if _, err := f.Write(h.data); err != nil {
-		s.discard(tmp, f)
-		return res, true, s.writeError(h.blob, err)
-	}
-	return res, true, s.renameSync(tmp, f, h.blob, false)
 }

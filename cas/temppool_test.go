@@ -1,16 +1,13 @@
 package cas
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -51,8 +48,7 @@ func waitPool(t *testing.T, s *Store, n int) []string {
 func TestTempPool(t *testing.T) {
 	ctx := context.Background()
 	// (Without syncs, a put writes its blob in place and takes no temp
-	// file while making one is cheap: see TestPutInPlace and
-	// TestPutUnsyncedPoolWhileCreatesSlow.)
+	// file: see TestPutInPlace.)
 	for _, d := range []Durability{SyncFull} {
 		t.Run(d.String(), func(t *testing.T) {
 			s := MustOpen(t, WithDurability(d), WithTempPool(2))
@@ -265,163 +261,5 @@ func TestWithTempPoolRefusesBadSize(t *testing.T) {
 		if _, err := Open(context.Background(), t.TempDir(), WithCreate(), WithTempPool(n)); err == nil {
 			t.Errorf("WithTempPool(%d) accepted", n)
 		}
-	}
-}
-
-// slowCreateFS makes every file creation take at least delay, as on an
-// ext4 without a journal that many deletions have passed through.
-type slowCreateFS struct {
-	fileSystem
-	delay atomic.Int64 // nanoseconds
-}
-
-func (f *slowCreateFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
-	if flag&os.O_CREATE != 0 {
-		time.Sleep(time.Duration(f.delay.Load()))
-	}
-	return f.fileSystem.OpenFile(name, flag, perm)
-}
-
-// pooledInfos settles the pool and returns its files, by name.
-func pooledInfos(t *testing.T, s *Store) map[string]os.FileInfo {
-	t.Helper()
-	s.settleTempPool()
-	infos := map[string]os.FileInfo{}
-	for _, n := range pooledTemps(t, s) {
-		fi, err := os.Stat(filepath.Join(s.Dir(), BlobsDir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos[n] = fi
-	}
-	return infos
-}
-
-// tookPooled reports whether the blob's file is one of the pooled files.
-func tookPooled(t *testing.T, s *Store, b Blob, pooled map[string]os.FileInfo) bool {
-	t.Helper()
-	fi, err := os.Stat(s.Path(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pooled {
-		if os.SameFile(p, fi) {
-			return true
-		}
-	}
-	return false
-}
-
-// Without syncs, a put writes its blob in place while making a file is
-// cheap, and takes a file the pool made ahead while it is slow, when it
-// is the only put under way; the store tells which from the makes it
-// times itself.
-func TestPutUnsyncedPoolWhileCreatesSlow(t *testing.T) {
-	ctx := context.Background()
-	var slow *slowCreateFS
-	s := MustOpen(t, WithDurability(SyncNone), WithTempPool(2), withFileSystem(func(inner fileSystem) fileSystem {
-		slow = &slowCreateFS{fileSystem: inner}
-		return slow
-	}))
-	put := func(i int) Blob {
-		t.Helper()
-		data := fmt.Appendf(nil, "blob %d", i)
-		res, err := s.PutBytes(ctx, data, ".txt")
-		if err != nil || res.Existed {
-			t.Fatalf("put %d: existed %v, err %v", i, res.Existed, err)
-		}
-		if got, err := s.ReadAll(ctx, res.Blob); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("put %d reads %q, %v", i, got, err)
-		}
-		return res.Blob
-	}
-	// cheap stands for makes found cheap: whatever the test's own file
-	// system costs, on a loaded machine.
-	cheap := func() {
-		for range 64 {
-			s.creates.add(0)
-		}
-	}
-	i := 0
-	// Cheap makes: in place, and the pool never made a file.
-	for range 5 {
-		cheap()
-		put(i)
-		i++
-	}
-	if n := len(pooledInfos(t, s)); n != 0 {
-		t.Fatalf("cheap makes: the pool made %d files", n)
-	}
-
-	// Slow makes: the puts soon take pooled files.
-	slow.delay.Store(int64(300 * time.Microsecond))
-	took := false
-	for range 20 {
-		pooled := pooledInfos(t, s)
-		b := put(i)
-		i++
-		if tookPooled(t, s, b, pooled) {
-			took = true
-			break
-		}
-	}
-	if !took {
-		t.Fatalf("makes of 300 µs: no put took a pooled file (average %v)", time.Duration(s.creates.avg.Load()))
-	}
-
-	// With another put under way, in place: the puts make files side by
-	// side already.
-	pooled := pooledInfos(t, s)
-	if len(pooled) == 0 {
-		t.Fatal("the pool holds no file")
-	}
-	s.creates.writing.Add(1)
-	if b := put(i); tookPooled(t, s, b, pooled) {
-		t.Error("a put beside another took a pooled file")
-	}
-	s.creates.writing.Add(-1)
-	i++
-
-	// Cheap again (as the pool's own makes tell): in place.
-	slow.delay.Store(0)
-	cheap()
-	pooled = pooledInfos(t, s)
-	if b := put(i); tookPooled(t, s, b, pooled) {
-		t.Error("makes cheap again: the put took a pooled file")
-	}
-	if got := pooledInfos(t, s); len(got) != len(pooled) {
-		t.Errorf("the pool holds %d files after a put in place, had %d", len(got), len(pooled))
-	}
-}
-
-// The cost of makes goes slow above slowCreate and back below fastCreate
-// only: in between, it stays as it was.
-func TestCreateCostHysteresis(t *testing.T) {
-	var c createCost
-	feed := func(d time.Duration, n int) {
-		for range n {
-			c.add(d)
-		}
-	}
-	feed(40*time.Microsecond, 100)
-	if c.slow.Load() {
-		t.Fatal("slow at 40 µs from cheap")
-	}
-	feed(100*time.Microsecond, 100)
-	if !c.slow.Load() {
-		t.Fatal("not slow at 100 µs")
-	}
-	feed(40*time.Microsecond, 100)
-	if !c.slow.Load() {
-		t.Fatal("cheap again at 40 µs from slow")
-	}
-	feed(10*time.Microsecond, 100)
-	if c.slow.Load() {
-		t.Fatal("still slow at 10 µs")
-	}
-	// One make held up for long is one sample of maxCreateSample.
-	c.add(time.Second)
-	if c.slow.Load() {
-		t.Fatalf("one make of a second made makes slow (average %v)", time.Duration(c.avg.Load()))
 	}
 }

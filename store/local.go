@@ -55,14 +55,17 @@ var (
 
 // tempPoolSize is how many temp files a store opened for writing keeps
 // made ahead (see cas.WithTempPool): enough for the runs of one process
-// writing at once, taking the making of a file off the writes' path
-// (without syncs, only while making a file is slow).
+// writing at once, taking the making of a file off the writes' path.
 const tempPoolSize = 4
 
 // openLocal opens the store in the directory dir.
 func openLocal(ctx context.Context, dir string, c *config) (*localEngine, error) {
 	casOpts := []cas.Option{cas.WithDurability(c.durability), cas.WithClock(c.now)}
-	casOpts = append(casOpts, cas.WithTempPool(tempPoolSize))
+	if c.durability == cas.SyncFull {
+		// Without syncs, a new blob is written in place (see
+		// cas.Store.putInPlace): no temp file to make ahead.
+		casOpts = append(casOpts, cas.WithTempPool(tempPoolSize))
+	}
 	ixOpts := []index.Option{index.WithDurability(c.durability), index.WithClock(c.now)}
 	if c.create {
 		casOpts = append(casOpts, cas.WithCreate())
@@ -204,8 +207,7 @@ func (e *localEngine) write(ctx context.Context, parts []index.NewPart, data [][
 }
 
 // writeDeferred is write without syncs on SQLite, where nothing is owed
-// to a crash: the blobs are written without syncs (in place, or through
-// the temp pool while making a file is slow: cas.Store.putUnsynced), then
+// to a crash: the blobs are written in place (cas.Store.putInPlace), then
 // the rows queued for the index's committer, which records them in its
 // open transaction and commits them with the rows of the writes after
 // them, within index.DeferredCommitAfter (see index.RecordQueued). The

@@ -376,8 +376,7 @@ func startTalkingChild(t *testing.T, role string, args ...string) (*exec.Cmd, *b
 
 // A one-part write has the blob's temp file made again once its syncs are
 // done, not left for the next write to start (see cas.RefillTempPool).
-// (Without syncs, a blob is written in place while making a file is cheap:
-// see cas.TestPutUnsyncedPoolWhileCreatesSlow.)
+// (Without syncs, a blob is written in place, with no temp file.)
 func TestWriteOneRefillsTheTempPool(t *testing.T) {
 	for _, mode := range []string{"full", DurabilityRecentKeysMayBeLost} {
 		t.Run(mode, func(t *testing.T) {
