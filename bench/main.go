@@ -587,7 +587,7 @@ func fileSystem(dir string) string {
 		}
 		abs = filepath.Dir(abs)
 	}
-	best, fstype := "", "unknown"
+	best, fstype, dev := "", "unknown", ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -596,10 +596,39 @@ func fileSystem(dir string) string {
 		}
 		mnt := fields[1]
 		if (abs == mnt || strings.HasPrefix(abs, strings.TrimSuffix(mnt, "/")+"/")) && len(mnt) > len(best) {
-			best, fstype = mnt, fields[2]
+			best, fstype, dev = mnt, fields[2], fields[0]
+		}
+	}
+	if fstype == "ext4" {
+		if journal, known := ext4Journal("/proc", dev); known && !journal {
+			fstype = "ext4 without a journal"
 		}
 	}
 	return fstype + " (" + best + ")"
+}
+
+// ext4Journal says whether the ext4 file system on device dev has a
+// journal, as the proc file system under proc tells (known is false where
+// it does not tell). Without one, making a file passes over every inode
+// its group freed in the last minutes (the kernel's recently_deleted), so
+// that what a new file costs swings with what was removed lately: a
+// reader of the report wants to know.
+func ext4Journal(proc, dev string) (journal, known bool) {
+	name := filepath.Base(dev)
+	if _, err := os.Stat(filepath.Join(proc, "fs", "ext4", name)); err != nil {
+		return false, false
+	}
+	journals, err := os.ReadDir(filepath.Join(proc, "fs", "jbd2"))
+	if err != nil {
+		return false, false
+	}
+	for _, j := range journals {
+		// A journal's directory is named for its device and inode.
+		if strings.HasPrefix(j.Name(), name+"-") {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 func mib(n int64) string {
