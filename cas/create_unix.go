@@ -29,15 +29,22 @@ func createAt(dir func() (*os.File, error), name string, flag int, perm fs.FileM
 	if err != nil {
 		return viaRoot()
 	}
-	conn, err := d.SyscallConn()
+	return openAt(d, name, flag, uint32(perm.Perm()))
+}
+
+// openAt opens name (one plain element) in dir with one openat(2), never
+// following a symbolic link at name, and wraps the descriptor with
+// os.NewFile.
+func openAt(dir *os.File, name string, flag int, perm uint32) (*os.File, error) {
+	conn, err := dir.SyscallConn()
 	if err != nil {
-		return viaRoot()
+		return nil, err
 	}
 	fd, errno := -1, error(nil)
 	err = conn.Control(func(dfd uintptr) {
 		errno = ignoringEINTR(func() error {
 			var err error
-			fd, err = unix.Openat(int(dfd), name, flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, uint32(perm.Perm()))
+			fd, err = unix.Openat(int(dfd), name, flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, perm)
 			return err
 		})
 	})
@@ -47,5 +54,15 @@ func createAt(dir func() (*os.File, error), name string, flag int, perm fs.FileM
 	if err != nil {
 		return nil, &os.PathError{Op: "openat", Path: name, Err: err}
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(d.Name(), name)), nil
+	return os.NewFile(uintptr(fd), filepath.Join(dir.Name(), name)), nil
+}
+
+// openDirAt opens the directory name (one plain element) in dir with one
+// openat(2), which refuses a symbolic link at name: nothing outside dir is
+// opened.
+func openDirAt(dir *os.File, name string) (*os.File, error) {
+	if !plainName(name) {
+		return nil, &os.PathError{Op: "openat", Path: name, Err: fs.ErrInvalid}
+	}
+	return openAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 }

@@ -128,3 +128,67 @@ func TestCreateInShardMadeAnew(t *testing.T) {
 		t.Errorf("the file in the new shard directory: %v", err)
 	}
 }
+
+// TestShardLinkNotFollowed: a shard directory that is a symbolic link to
+// a directory outside the store is not opened on its descriptor (see
+// openDirAt); a create there goes through the store's Root, which refuses
+// it, and nothing is made outside.
+func TestShardLinkNotFollowed(t *testing.T) {
+	dir, _, fsys := storeWithShard(t, "ab")
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "blobs", "ef")); err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := fsys.blobsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := openDirAt(blobs, "ef"); err == nil {
+		d.Close()
+		t.Error("openDirAt opened a link to a directory outside the store")
+	}
+	f, err := fsys.OpenFile("blobs/ef/x.txt", createFlags, 0o444)
+	if err == nil {
+		f.Close()
+		t.Error("a create in a shard linked outside the store succeeded")
+	}
+	if des, _ := os.ReadDir(outside); len(des) != 0 {
+		t.Errorf("the directory outside holds %d entries, want none", len(des))
+	}
+	fsys.close()
+}
+
+// TestShardWritesOpenNoRoot: creates, renames and syncs in a shard use
+// its directory's descriptor alone; its Root is opened by the first call
+// that walks a name (a stat here), once.
+func TestShardWritesOpenNoRoot(t *testing.T) {
+	_, _, fsys := storeWithShard(t, "ab")
+	defer fsys.close()
+	f, err := fsys.OpenFile("blobs/ab/.tmp-1", createFlags, 0o444)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := fsys.Rename("blobs/ab/.tmp-1", "blobs/ab/x.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.SyncDir("blobs/ab"); err != nil {
+		t.Fatal(err)
+	}
+	sr := fsys.shards["ab"]
+	if sr == nil || sr.root != nil {
+		t.Fatalf("after a create, a rename and a sync: entry %+v, want one without a Root", sr)
+	}
+	for range 2 {
+		if _, err := fsys.Lstat("blobs/ab/x.txt"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := sr.root
+	if root == nil {
+		t.Fatal("a stat in the shard opened no Root")
+	}
+	if _, err := fsys.Lstat("blobs/ab/x.txt"); err != nil || sr.root != root {
+		t.Errorf("a second stat: %v, Root %p, want the first's %p", err, sr.root, root)
+	}
+}

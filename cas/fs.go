@@ -56,14 +56,14 @@ var errSyncFSUnsupported = errors.New("syncfs not supported")
 // rootFS implements fileSystem on an os.Root, so that no name, whatever it
 // holds, reaches outside the store root, and no symbolic link leads out.
 // Walking a name through os.Root costs a system call per element, so each
-// shard directory has a Root of its own, opened on first use, and names
-// inside one shard cost one call.
+// shard directory has a cached entry (see shardRoot), opened on first use,
+// and names inside one shard cost one call.
 type rootFS struct {
 	root   *os.Root
 	mu     sync.Mutex
 	shards map[string]*shardRoot
-	// retired counts the shard Roots dropped because their directory was
-	// removed; each is closed once no call uses it.
+	// retired counts the shard entries dropped because their directory
+	// was removed; each is closed once no call uses it.
 	retired int
 	// blobs is the blobs directory, where the temp pool's files are,
 	// opened through root on first use, for renames out of it (see
@@ -71,27 +71,36 @@ type rootFS struct {
 	blobs *os.File
 }
 
-// shardRoot is a shard directory's cached Root and the number of calls
-// using it, so that a Root dropped from the cache is closed by its last
-// user rather than kept open until the store closes.
+// shardRoot is a shard directory's cached descriptors and the number of
+// calls using them, so that an entry dropped from the cache is closed by
+// its last user rather than kept open until the store closes.
 type shardRoot struct {
+	// name is the shard's, "3f".
+	name string
+	// dir is the shard directory, opened when the entry is made, for the
+	// calls a descriptor of the directory itself serves in one system
+	// call: a blob created, a rename into the shard, a sync of its entries.
+	dir *os.File
+	// root is a Root on the directory, opened on first use by the calls
+	// that go through one (reads, stats, removals): the writes of a store
+	// just opened, spread over every shard, need none. rootFS.mu guards it.
 	root    *os.Root
 	refs    int
 	dropped bool
-	// dir is the shard directory opened through root on first use, for
-	// the calls a descriptor of the directory itself serves in one system
-	// call: a rename into the shard, a sync of its entries. os.Root opens
-	// the directory again for each. rootFS.mu guards it.
-	dir *os.File
 }
 
-// close closes the Root and the directory's descriptor, once no call uses
+// close closes the directory's descriptor and the Root, once no call uses
 // them. The caller holds rootFS.mu.
 func (sr *shardRoot) close() {
-	sr.root.Close()
-	if sr.dir != nil {
-		sr.dir.Close()
+	sr.dir.Close()
+	if sr.root != nil {
+		sr.root.Close()
 	}
+}
+
+// opener returns sr's directory, in the form createAt and renameAt take.
+func (sr *shardRoot) opener() func() (*os.File, error) {
+	return func() (*os.File, error) { return sr.dir, nil }
 }
 
 // blobsDir returns the blobs directory's descriptor, opened on first use.
@@ -108,29 +117,44 @@ func (r *rootFS) blobsDir() (*os.File, error) {
 	return r.blobs, nil
 }
 
-// shardDir returns sr's directory's descriptor, opened on first use. The
-// caller holds a reference to sr.
-func (r *rootFS) shardDir(sr *shardRoot) (*os.File, error) {
+// shardRoot returns sr's Root, opened on first use. The caller holds a
+// reference to sr.
+func (r *rootFS) shardRoot(sr *shardRoot) (*os.Root, error) {
 	r.mu.Lock()
-	dir := sr.dir
+	root := sr.root
 	r.mu.Unlock()
-	if dir != nil {
-		return dir, nil
+	if root != nil {
+		return root, nil
 	}
-	// Opened without the lock, which every blob's call takes: a store's
-	// first writes open many shards at once.
-	f, err := sr.root.Open(".")
+	// Opened without the lock, which every blob's call takes.
+	opened, err := r.root.OpenRoot(BlobsDir + "/" + sr.name)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if sr.dir != nil {
-		f.Close() // another call's was first
-		return sr.dir, nil
+	if sr.root != nil {
+		opened.Close() // another call's was first
+		return sr.root, nil
 	}
-	sr.dir = f
-	return f, nil
+	sr.root = opened
+	return opened, nil
+}
+
+// openShardDir opens a shard directory: with one openat(2) on the blobs
+// directory's descriptor where the platform has it (a shard that is a
+// symbolic link is refused, and its names go through the store's Root),
+// else through the Root.
+func (r *rootFS) openShardDir(shard string) (*os.File, error) {
+	blobs, err := r.blobsDir()
+	if err != nil {
+		return nil, err
+	}
+	d, err := openDirAt(blobs, shard)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return r.root.Open(BlobsDir + "/" + shard)
+	}
+	return d, err
 }
 
 func newRootFS(root *os.Root) *rootFS {
@@ -145,10 +169,22 @@ func (r *rootFS) resolve(name string) (root *os.Root, base string, release func(
 	if sr == nil {
 		return r.root, base, release
 	}
-	return sr.root, base, release
+	root, base = r.walker(sr, name, base)
+	return root, base, release
 }
 
-// resolveShard is resolve, returning the shard's cached entry, or nil for a
+// walker returns the Root and name for name in sr: sr's Root and base,
+// or, when that Root cannot be had, the store's and name.
+func (r *rootFS) walker(sr *shardRoot, name, base string) (*os.Root, string) {
+	root, err := r.shardRoot(sr)
+	if err != nil {
+		return r.root, name
+	}
+	return root, base
+}
+
+// resolveShard returns the shard's cached entry for a name in a shard
+// (blobs/<shard>/<file>) and the file's name in it, or nil and name for a
 // name outside the shards or a shard that could not be opened.
 func (r *rootFS) resolveShard(name string) (sr *shardRoot, base string, release func()) {
 	shard, base, ok := splitShard(name)
@@ -162,15 +198,17 @@ func (r *rootFS) resolveShard(name string) (sr *shardRoot, base string, release 
 	}
 	r.mu.Unlock()
 	if sr == nil {
-		opened, err := r.root.OpenRoot(BlobsDir + "/" + shard)
+		// Opened without the lock: a store's first writes open many
+		// shards at once.
+		dir, err := r.openShardDir(shard)
 		if err != nil {
 			return nil, name, func() {}
 		}
 		r.mu.Lock()
 		if sr = r.shards[shard]; sr != nil {
-			opened.Close()
+			dir.Close() // another call's was first
 		} else {
-			sr = &shardRoot{root: opened}
+			sr = &shardRoot{name: shard, dir: dir}
 			r.shards[shard] = sr
 		}
 		sr.refs++
@@ -199,46 +237,42 @@ func splitShard(name string) (shard, base string, ok bool) {
 	return shard, base, true
 }
 
-// drop removes a shard's Root from the cache if it is root (any Root when
-// root is nil); it is closed now if no call uses it, else by the last.
-func (r *rootFS) drop(shard string, root *os.Root) {
+// drop removes a shard's entry from the cache if it is sr (any entry when
+// sr is nil); it is closed now if no call uses it, else by the last.
+func (r *rootFS) drop(shard string, sr *shardRoot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sr := r.shards[shard]
-	if sr == nil || (root != nil && sr.root != root) {
+	cur := r.shards[shard]
+	if cur == nil || (sr != nil && cur != sr) {
 		return
 	}
 	delete(r.shards, shard)
-	sr.dropped = true
+	cur.dropped = true
 	r.retired++
-	if sr.refs == 0 {
-		sr.close()
+	if cur.refs == 0 {
+		cur.close()
 	}
 }
 
-// forget drops the cached Root of the shard holding name, after an error
+// forget drops the cached entry of the shard holding name, after an error
 // that says its directory may have been removed and made anew.
 func (r *rootFS) forget(name string, err error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	shard, _, ok := splitShard(name)
-	if !ok {
-		return
-	}
-	root, _, release := r.resolve(name)
+	sr, _, release := r.resolveShard(name)
 	defer release()
-	if root == r.root {
+	if sr == nil {
 		return
 	}
 	// Most often the file is missing from a shard that is still there:
-	// the cached Root stays.
-	if cached, err := root.Stat("."); err == nil {
+	// the cached entry stays.
+	if cached, err := sr.dir.Stat(); err == nil {
 		if cur, err := r.root.Lstat(name[:len(BlobsDir)+3]); err == nil && os.SameFile(cached, cur) {
 			return
 		}
 	}
-	r.drop(shard, root)
+	r.drop(sr.name, sr)
 }
 
 func (r *rootFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
@@ -264,8 +298,10 @@ func (r *rootFS) openFile(name string, flag int, perm fs.FileMode) (f *os.File, 
 	defer release()
 	switch {
 	case sr != nil:
-		f, err = createAt(func() (*os.File, error) { return r.shardDir(sr) }, base, flag, perm,
-			func() (*os.File, error) { return sr.root.OpenFile(base, flag, perm) })
+		f, err = createAt(sr.opener(), base, flag, perm, func() (*os.File, error) {
+			root, base := r.walker(sr, name, base)
+			return root.OpenFile(base, flag, perm)
+		})
 		return f, true, err
 	case path.Dir(name) == BlobsDir:
 		f, err = createAt(r.blobsDir, path.Base(name), flag, perm,
@@ -283,11 +319,16 @@ func (r *rootFS) Rename(oldname, newname string) error {
 	switch {
 	case so != nil && so == sn:
 		// Both in one shard directory: one system call on its descriptor.
-		dir := func() (*os.File, error) { return r.shardDir(so) }
-		err = renameAt(dir, bo, dir, bn, func() error { return so.root.Rename(bo, bn) })
+		err = renameAt(so.opener(), bo, so.opener(), bn, func() error {
+			root, base := r.walker(so, oldname, bo)
+			if root == r.root {
+				return root.Rename(oldname, newname)
+			}
+			return root.Rename(base, bn)
+		})
 	case so == nil && sn != nil && path.Dir(oldname) == BlobsDir:
 		// A pooled temp file into its shard.
-		err = renameAt(r.blobsDir, path.Base(oldname), func() (*os.File, error) { return r.shardDir(sn) }, bn,
+		err = renameAt(r.blobsDir, path.Base(oldname), sn.opener(), bn,
 			func() error { return r.root.Rename(oldname, newname) })
 	default:
 		err = r.root.Rename(oldname, newname)
@@ -353,11 +394,7 @@ func (r *rootFS) SyncDir(name string) error {
 	sr, _, release := r.resolveShard(name + "/.")
 	if sr != nil {
 		defer release()
-		f, err := r.shardDir(sr)
-		if err != nil {
-			return err
-		}
-		return f.Sync()
+		return sr.dir.Sync()
 	}
 	release()
 	f, err := r.root.Open(name)
