@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolcas/toolcas/store"
 )
@@ -27,6 +28,10 @@ type realReport struct {
 	Results []replayResult `json:"results"`
 	// FileSystem is the stores' (see fileSystem).
 	FileSystem string `json:"file_system"`
+	// NewFileBefore and NewFileAfter are what a new file cost in the work
+	// directory before the rounds and after them (see newFileCost).
+	NewFileBefore time.Duration `json:"new_file_before_ns"`
+	NewFileAfter  time.Duration `json:"new_file_after_ns"`
 }
 
 // replayReal replays the real trace into every store, o.rounds times, the
@@ -52,6 +57,15 @@ func replayReal(ctx context.Context, o options, work string, progress func(strin
 			os.RemoveAll(d)
 		}
 	}()
+	probe := func(name string) (time.Duration, error) {
+		d := filepath.Join(work, name)
+		dirs = append(dirs, d)
+		return newFileCost(d, newFileProbes)
+	}
+	var err error
+	if r.NewFileBefore, err = probe("new-file-cost-before"); err != nil {
+		return nil, err
+	}
 	for round := range o.rounds {
 		for _, n := range agents {
 			for i := range realStores {
@@ -70,7 +84,33 @@ func replayReal(ctx context.Context, o options, work string, progress func(strin
 			}
 		}
 	}
+	if r.NewFileAfter, err = probe("new-file-cost-after"); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// newFileProbes is how many files newFileCost makes.
+const newFileProbes = 256
+
+// newFileCost makes the directory dir and n new 4 KiB files in it, without
+// syncs, and returns the mean time a file took: what a store's new file
+// costs on that file system at that moment. On an ext4 without a journal
+// it can cost many times more for minutes after files near it were
+// removed. The files stay, to be removed with the rest at the end:
+// removed now, they would make the next store's files dearer.
+func newFileCost(dir string, n int) (time.Duration, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("new file cost: %w", err)
+	}
+	data := make([]byte, 4<<10)
+	t0 := time.Now()
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), data, 0o644); err != nil {
+			return 0, fmt.Errorf("new file cost: %w", err)
+		}
+	}
+	return time.Since(t0) / time.Duration(max(n, 1)), nil
 }
 
 // of returns a store's replays with one agent, one per round.
@@ -195,6 +235,12 @@ func (r *realReport) section(b *strings.Builder) {
 		"64 KiB to 1 MiB).\n\n",
 		first.Steps, first.Results, r.Threshold, first.Offloaded, mib(first.LogicalBytes), mib(first.UniqueBytes),
 		float64(first.LogicalBytes)/float64(max(first.UniqueBytes, 1)), r.Rounds)
+	if r.NewFileBefore > 0 {
+		fmt.Fprintf(b, "Writing a new 4 KiB file without a sync, in a fresh directory beside the stores', took %s before the rounds and %s "+
+			"after them (the mean of %d files): on an ext4 without a journal, a new file costs several times more for minutes after "+
+			"many files near it were removed, which both stores pay alike.\n\n",
+			r.NewFileBefore.Round(100*time.Nanosecond), r.NewFileAfter.Round(100*time.Nanosecond), newFileProbes)
+	}
 	if r.Agents > 1 {
 		fmt.Fprintf(b, "Each round also replays the trace into every store with %d agents writing at once, in one process: "+
 			"each agent replays a whole run, then takes the next; results/s is then over the time from the first step to the last "+

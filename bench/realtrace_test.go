@@ -121,6 +121,9 @@ func TestQuickRealTrace(t *testing.T) {
 	if len(rep.Targets) != 5 {
 		t.Errorf("%d targets for the real trace, want 5", len(rep.Targets))
 	}
+	if rep.Real.NewFileBefore <= 0 || rep.Real.NewFileAfter <= 0 {
+		t.Errorf("a new file cost %v before the rounds and %v after, want both measured", rep.Real.NewFileBefore, rep.Real.NewFileAfter)
+	}
 	// The size on disk compares every block of each store's directory.
 	var dir, cas, dirNone, casNone float64
 	for _, r := range rep.Real.Results {
@@ -201,5 +204,24 @@ func TestQuickRealTraceAgents(t *testing.T) {
 			t.Errorf("%s: one agent %d results, %d offloaded, %d/%d bytes; three agents %d, %d, %d/%d, %d latencies for %d steps",
 				store, a.Results, a.Offloaded, a.LogicalBytes, a.UniqueBytes, b.Results, b.Offloaded, b.LogicalBytes, b.UniqueBytes, len(b.Latencies), a.Steps)
 		}
+	}
+}
+
+// TestNewFileCost makes its files in a directory of its own and leaves
+// them; a directory that is there already, or cannot be made, is an error.
+func TestNewFileCost(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "probe")
+	took, err := newFileCost(dir, 8)
+	if err != nil || took <= 0 {
+		t.Fatalf("newFileCost = %v, %v; want a time", took, err)
+	}
+	if des, err := os.ReadDir(dir); err != nil || len(des) != 8 {
+		t.Errorf("the probe left %d files (%v), want 8", len(des), err)
+	}
+	if _, err := newFileCost(dir, 8); err == nil {
+		t.Error("newFileCost in a directory that is there already succeeded")
+	}
+	if _, err := newFileCost(filepath.Join(dir, "f0", "sub"), 8); err == nil {
+		t.Error("newFileCost under a file succeeded")
 	}
 }
