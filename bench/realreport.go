@@ -93,13 +93,20 @@ func replayReal(ctx context.Context, o options, work string, progress func(strin
 // newFileProbes is how many files newFileCost makes.
 const newFileProbes = 256
 
-// newFileCost makes the directory dir and n new 4 KiB files in it, without
-// syncs, and returns the mean time a file took: what a store's new file
-// costs on that file system at that moment. On an ext4 without a journal
+// newFileCost makes the directory dir (what a run that stopped left there
+// removed first) and n new 4 KiB files in it, without syncs, and returns
+// the mean time a file took: what a store's new file costs on that file
+// system at that moment. On an ext4 without a journal
 // it can cost many times more for minutes after files near it were
 // removed. The files stay, to be removed with the rest at the end:
 // removed now, they would make the next store's files dearer.
 func newFileCost(dir string, n int) (time.Duration, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return 0, fmt.Errorf("new file cost: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("new file cost: %w", err)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("new file cost: %w", err)
 	}
@@ -237,9 +244,12 @@ func (r *realReport) section(b *strings.Builder) {
 		float64(first.LogicalBytes)/float64(max(first.UniqueBytes, 1)), r.Rounds)
 	if r.NewFileBefore > 0 {
 		fmt.Fprintf(b, "Writing a new 4 KiB file without a sync, in a fresh directory beside the stores', took %s before the rounds and %s "+
-			"after them (the mean of %d files): on an ext4 without a journal, a new file costs several times more for minutes after "+
-			"many files near it were removed, which both stores pay alike.\n\n",
-			r.NewFileBefore.Round(100*time.Nanosecond), r.NewFileAfter.Round(100*time.Nanosecond), newFileProbes)
+			"after them (the mean of %d files).", r.NewFileBefore.Round(100*time.Nanosecond), r.NewFileAfter.Round(100*time.Nanosecond), newFileProbes)
+		if strings.Contains(r.FileSystem, "without a journal") {
+			b.WriteString(" On an ext4 without a journal a new file costs several times more for minutes after many files near it " +
+				"were removed, and both stores pay it alike.")
+		}
+		b.WriteString("\n\n")
 	}
 	if r.Agents > 1 {
 		fmt.Fprintf(b, "Each round also replays the trace into every store with %d agents writing at once, in one process: "+

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolcas/toolcas/internal/trace"
 	"github.com/toolcas/toolcas/store"
@@ -207,21 +208,41 @@ func TestQuickRealTraceAgents(t *testing.T) {
 	}
 }
 
-// TestNewFileCost makes its files in a directory of its own and leaves
-// them; a directory that is there already, or cannot be made, is an error.
+// TestNewFileCost makes its files in a directory of its own, its parents
+// made and what an earlier probe left there removed, and leaves them; a
+// directory that cannot be made is an error.
 func TestNewFileCost(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "probe")
-	took, err := newFileCost(dir, 8)
-	if err != nil || took <= 0 {
-		t.Fatalf("newFileCost = %v, %v; want a time", took, err)
-	}
-	if des, err := os.ReadDir(dir); err != nil || len(des) != 8 {
-		t.Errorf("the probe left %d files (%v), want 8", len(des), err)
-	}
-	if _, err := newFileCost(dir, 8); err == nil {
-		t.Error("newFileCost in a directory that is there already succeeded")
+	dir := filepath.Join(t.TempDir(), "work", "probe")
+	for _, n := range []int{8, 3} {
+		took, err := newFileCost(dir, n)
+		if err != nil || took <= 0 {
+			t.Fatalf("newFileCost(%d) = %v, %v; want a time", n, took, err)
+		}
+		if des, err := os.ReadDir(dir); err != nil || len(des) != n {
+			t.Errorf("the probe of %d files left %d (%v)", n, len(des), err)
+		}
 	}
 	if _, err := newFileCost(filepath.Join(dir, "f0", "sub"), 8); err == nil {
 		t.Error("newFileCost under a file succeeded")
+	}
+}
+
+// TestNewFileCostInReport: the report gives the probe's times, and names
+// the ext4 cost only where the stores are on an ext4 without a journal.
+func TestNewFileCostInReport(t *testing.T) {
+	for _, c := range []struct {
+		fs   string
+		ext4 bool
+	}{{"ext4 without a journal (/)", true}, {"ext4 (/)", false}, {"tmpfs (/dev/shm)", false}} {
+		r := &realReport{Path: "t.jsonl", Rounds: 1, FileSystem: c.fs, NewFileBefore: 6800 * time.Nanosecond,
+			NewFileAfter: 105 * time.Microsecond, Results: []replayResult{{Store: storeDirNone, Round: 1}}}
+		var b strings.Builder
+		r.section(&b)
+		if !strings.Contains(b.String(), "took 6.8µs before the rounds and 105µs after them") {
+			t.Errorf("%s: the report does not give the probe's times:\n%s", c.fs, b.String())
+		}
+		if got := strings.Contains(b.String(), "without a journal a new file costs"); got != c.ext4 {
+			t.Errorf("%s: the report names the ext4 cost: %v, want %v", c.fs, got, c.ext4)
+		}
 	}
 }
