@@ -71,7 +71,12 @@ func replayReal(ctx context.Context, o options, work string, progress func(strin
 			for i := range realStores {
 				name := realStores[(i+round)%len(realStores)]
 				progress("replaying %s into %s, %d agent(s) at once (round %d of %d)…", filepath.Base(o.trace), name, n, round+1, o.rounds)
-				cfg := replayConfig{Store: name, Dir: filepath.Join(work, fmt.Sprintf("real-%s-%d-%d", name, n, round+1)), Samples: 60,
+				// No curve: nothing draws it, and the walks of the store
+				// between steps that take its points would weigh on the
+				// steps after them (the caches they evict, the wall time
+				// they add to a store's background work), more on a store
+				// with more directories to walk.
+				cfg := replayConfig{Store: name, Dir: filepath.Join(work, fmt.Sprintf("real-%s-%d-%d", name, n, round+1)),
 					TraceTag: "real", RealTrace: o.trace, Threshold: o.threshold, Agents: n}
 				dirs = append(dirs, cfg.Dir)
 				syncAll()

@@ -109,6 +109,11 @@ func TestQuickRealTrace(t *testing.T) {
 		if r.Results != 8 || r.Offloaded != 6 {
 			t.Errorf("%s: %d results, %d offloaded; want 8, 6", r.Store, r.Results, r.Offloaded)
 		}
+		// No walk of the store between steps: the curve's one point is
+		// taken after the replay.
+		if len(r.Curve) != 1 || r.Curve[0].Step != r.Steps {
+			t.Errorf("%s: curve %+v, want one point, after step %d", r.Store, r.Curve, r.Steps)
+		}
 		cas := r.Store == storeCASFull || r.Store == storeCASNone || r.Store == storeCASRecent
 		if cas != (r.PackedBlocks > 0) || cas != (r.PackedReads == 6) || cas != r.PackedReadsOK {
 			t.Errorf("%s: packed %d blocks, %d reads, ok %v", r.Store, r.PackedBlocks, r.PackedReads, r.PackedReadsOK)

@@ -44,11 +44,14 @@ var storeNotes = map[string]string{
 
 // replayConfig is what a replay child is told.
 type replayConfig struct {
-	Store    string       `json:"store"`
-	Dir      string       `json:"dir"`
-	Trace    trace.Config `json:"trace"`
-	Samples  int          `json:"samples"`
-	TraceTag string       `json:"trace_tag"`
+	Store string       `json:"store"`
+	Dir   string       `json:"dir"`
+	Trace trace.Config `json:"trace"`
+	// Samples is how many points of the bytes-on-disk curve are taken
+	// during the replay, each a walk of the store's directory between two
+	// steps; 0 takes only the last, after the replay.
+	Samples  int    `json:"samples"`
+	TraceTag string `json:"trace_tag"`
 	// RealTrace, when set, is a real trace's path, replayed instead of the
 	// synthetic trace with every tool offloaded over Threshold characters;
 	// the CAS stores are then packed at the end.
@@ -218,7 +221,10 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 	}
 	unique := map[blobKey]bool{}
 	toolLogical := map[string]*toolRow{}
-	every := max(1, total/max(c.Samples, 1))
+	every := 0 // no point during the replay
+	if c.Samples > 0 {
+		every = max(1, total/c.Samples)
+	}
 	var mu sync.Mutex // over the counts, when agents write at once
 	account := func(step trace.Step, out []hook.Result, took time.Duration) {
 		mu.Lock()
@@ -255,7 +261,7 @@ func replay(ctx context.Context, c replayConfig) (replayResult, error) {
 		}
 		// The curve is drawn for one agent only: du between steps would
 		// stall the agents writing meanwhile.
-		if c.Agents <= 1 && res.Steps%every == 0 {
+		if every > 0 && c.Agents <= 1 && res.Steps%every == 0 {
 			res.Curve = append(res.Curve, curvePoint{Step: res.Steps, Logical: res.LogicalBytes, OnDisk: du(c.Dir).blocks})
 		}
 	}
