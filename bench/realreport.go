@@ -101,10 +101,10 @@ const newFileProbes = 256
 // newFileCost makes the directory dir (what a run that stopped left there
 // removed first) and n new 4 KiB files in it, without syncs, and returns
 // the mean time a file took: what a store's new file costs on that file
-// system at that moment. On an ext4 without a journal
-// it can cost many times more for minutes after files near it were
-// removed. The files stay, to be removed with the rest at the end:
-// removed now, they would make the next store's files dearer.
+// system at that moment. On an ext4 without a journal it can cost many
+// times more for minutes after files near it were removed. The files
+// stay, to be removed with the rest at the end: removed now, they would
+// make the next store's files dearer.
 func newFileCost(dir string, n int) (time.Duration, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return 0, fmt.Errorf("new file cost: %w", err)
