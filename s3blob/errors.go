@@ -175,6 +175,13 @@ func isUnreachable(err error) bool {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		// The server closed the connection before it answered.
 		return true
+	case errors.Is(err, net.ErrClosed):
+		// So did it while the request's body was being sent: net/http
+		// closes the connection once it reads the end of it, and the
+		// write under way fails on the closed connection (seen when the
+		// server was killed during a part's upload). A request given up
+		// by its caller is context's error, told apart before this.
+		return true
 	case strings.Contains(err.Error(), "server closed idle connection"):
 		// So did it, on a connection kept from an earlier request: net/http
 		// says so with an error of its own, known only by its text (seen

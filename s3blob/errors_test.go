@@ -205,3 +205,19 @@ func TestServerClosedIdleIsUnreachable(t *testing.T) {
 		t.Error("isUnreachable says an unrelated error is one")
 	}
 }
+
+// A request whose body was being sent when the server went away fails on
+// the connection net/http closed meanwhile: the object store is
+// unreachable, and classify says so, naming the endpoint.
+func TestClosedMidBodyIsUnreachable(t *testing.T) {
+	write := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
+	err := &url.Error{Op: "Put", URL: "http://127.0.0.1:1/bkt1/blobs/ab/x.bin?partNumber=2",
+		Err: &net.OpError{Op: "readfrom", Net: "tcp", Err: write}}
+	if !isUnreachable(err) {
+		t.Errorf("isUnreachable(%v) = false", err)
+	}
+	be := &Backend{}
+	if got := be.classify("put x", err); !errors.Is(got, ErrUnreachable) {
+		t.Errorf("classify(%v) = %v, want ErrUnreachable", err, got)
+	}
+}
