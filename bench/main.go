@@ -601,11 +601,15 @@ func fileSystem(dir string) string {
 	}
 	if fstype == "ext4" {
 		if journal, known := ext4Journal("/proc", dev); known && !journal {
-			fstype = "ext4 without a journal"
+			fstype = ext4NoJournal
 		}
 	}
 	return fstype + " (" + best + ")"
 }
+
+// ext4NoJournal is the file system's name in a report's machine line for
+// an ext4 without a journal (see ext4Journal).
+const ext4NoJournal = "ext4 without a journal"
 
 // ext4Journal says whether the ext4 file system on device dev has a
 // journal, as the proc file system under proc tells (known is false where

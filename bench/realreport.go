@@ -250,7 +250,7 @@ func (r *realReport) section(b *strings.Builder) {
 	if r.NewFileBefore > 0 {
 		fmt.Fprintf(b, "Writing a new 4 KiB file without a sync, in a fresh directory beside the stores', took %s before the rounds and %s "+
 			"after them (the mean of %d files).", r.NewFileBefore.Round(100*time.Nanosecond), r.NewFileAfter.Round(100*time.Nanosecond), newFileProbes)
-		if strings.Contains(r.FileSystem, "without a journal") {
+		if strings.HasPrefix(r.FileSystem, ext4NoJournal) {
 			b.WriteString(" On an ext4 without a journal a new file costs several times more for minutes after many files near it " +
 				"were removed, and both stores pay it alike.")
 		}
