@@ -502,7 +502,9 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		res, err = decoded(ctx, cfg, measureTargets)
 	case "writepath":
 		res, err = decoded(ctx, cfg, func(ctx context.Context, c targetsConfig) ([]target, error) {
-			return writePathTargets(ctx, c.Dir, c.Quick)
+			var left leftovers
+			defer left.remove()
+			return writePathTargets(ctx, c.Dir, c.Quick, &left)
 		})
 	case "scale":
 		res, err = decoded(ctx, cfg, scaleChild)

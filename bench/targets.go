@@ -74,6 +74,8 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 	var out []target
 	add := func(t target) { out = append(out, t) }
 	sub := func(name string) string { return freshDir(c.Dir, name) }
+	var left leftovers
+	defer left.remove()
 	openCAS := func(name string, d cas.Durability) (*cas.Store, error) {
 		return cas.Open(ctx, sub(name), cas.WithCreate(), cas.WithDurability(d))
 	}
@@ -103,8 +105,8 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		// Both write where thousands of files were made before, as in a
 		// store in use (see warmDirs).
 		warmed, err := warmStore(s.Dir(), 10*n)
+		left.keep(warmed)
 		if err != nil {
-			warmed()
 			s.Close()
 			return nil, err
 		}
@@ -125,11 +127,9 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 				return err
 			}
 			if err := inTurn(i, put, bareOne); err != nil {
-				warmed()
 				return nil, err
 			}
 		}
-		warmed()
 		s.Close()
 		ops := time.Duration(n * rounds)
 		ratio := float64(putT) / float64(bareT)
@@ -209,8 +209,8 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		// files can cost ten times as much to make.
 		warm := 10 * n
 		warmed, err := warmStore(s.Dir(), warm)
+		left.keep(warmed)
 		if err != nil {
-			warmed()
 			s.Close()
 			return nil, err
 		}
@@ -222,12 +222,10 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 			}
 			t0 := time.Now()
 			if _, err := s.PutBatch(ctx, items); err != nil {
-				warmed()
 				return nil, err
 			}
 			total += time.Since(t0)
 		}
-		warmed()
 		s.Close()
 		rate := float64(rounds*1000) / total.Seconds()
 		add(target{"batch put, 1,000 × 4 KiB, durable", "≥ 2,000 parts/s",
@@ -365,7 +363,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		add(target{fmt.Sprintf("gc, %d blobs, 10 %% garbage", gcBlobs), fmt.Sprintf("< %v", limit),
 			fmt.Sprintf("%v (%d removed)", d.Round(time.Millisecond), g.RemovedBlobs), d.Seconds(), d < limit && g.RemovedBlobs == per})
 	}
-	wp, err := writePathTargets(ctx, sub("write-path"), c.Quick)
+	wp, err := writePathTargets(ctx, sub("write-path"), c.Quick, &left)
 	if err != nil {
 		return nil, fmt.Errorf("write path: %w", err)
 	}

@@ -64,17 +64,19 @@ func turnRatios(rounds, n int, a, b func(i int) error, settle func()) (ratios []
 
 // createCosts returns the median over rounds of the mean time to write a
 // new file of size bytes in a and in b, without a sync, n files a round in
-// each, taking turns. The files are removed at the end, untimed: a file
-// system may make a file much faster on an inode just freed than on a new
+// each, taking turns, and what removes the files: the caller keeps them
+// until every measure is done (see leftovers), as a file system may make a
+// file much faster, or much slower, on an inode just freed than on a new
 // one, and the stores free none.
-func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration, error) {
+func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration, func(), error) {
 	data := make([]byte, size)
 	var names []string
-	defer func() {
+	remove := func() {
 		for _, name := range names {
 			os.Remove(name)
 		}
-	}()
+		names = nil
+	}
 	create := func(dir string, r int) (time.Duration, error) {
 		t0 := time.Now()
 		for i := range n {
@@ -90,17 +92,39 @@ func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration
 	for r := range rounds {
 		ta, err := create(a, r)
 		if err != nil {
-			return 0, 0, err
+			remove()
+			return 0, 0, func() {}, err
 		}
 		tb, err := create(b, r)
 		if err != nil {
-			return 0, 0, err
+			remove()
+			return 0, 0, func() {}, err
 		}
 		as, bs = append(as, float64(ta)), append(bs, float64(tb))
 	}
 	_, ma := minMedian(as)
 	_, mb := minMedian(bs)
-	return time.Duration(ma), time.Duration(mb), nil
+	return time.Duration(ma), time.Duration(mb), remove, nil
+}
+
+// leftovers gathers what removes the files the measures make beside the
+// stores' own (warming, probes), to run once every measure is done. On an
+// ext4 without a journal, making a file costs many times more for minutes
+// after files near it were removed (the allocator passes over each inode
+// freed lately), and a store's directories lie where the one measured
+// before it had its own: removed between measures, one measure's files
+// would be charged to the next.
+type leftovers []func()
+
+// keep adds a removal to run at the end.
+func (l *leftovers) keep(remove func()) { *l = append(*l, remove) }
+
+// remove runs every removal kept, the latest first, and forgets them.
+func (l *leftovers) remove() {
+	for _, f := range slices.Backward(*l) {
+		f()
+	}
+	*l = nil
 }
 
 // freshDir empties, or makes, the directory name under dir and returns
@@ -215,7 +239,7 @@ func ratioList(xs []float64) string {
 // writePathTargets measures the write path's goals (docs/design.md), each
 // beside its baseline in the same run, taking turns call by call, in
 // rounds; every ratio is given per round, then its worst and median.
-func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, error) {
+func writePathTargets(ctx context.Context, dir string, quick bool, left *leftovers) ([]target, error) {
 	rounds, n := 3, 200
 	if quick {
 		rounds, n = 1, 30
@@ -247,7 +271,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			return nil, err
 		}
 		bare, warmed, err := warmedBare(s, 15*n)
-		defer warmed()
+		left.keep(warmed)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -294,7 +318,6 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		}
 		measured += fmt.Sprintf("; in directories where %d files had been made", 15*n)
 		out = append(out, target{what, "≤ 1.15 × the bare two-barrier write in the same directories", measured, med, med <= 1.15})
-		warmed()
 		s.Close()
 	}
 
@@ -304,7 +327,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 	// then on a tmpfs, where neither a disk nor a directory's history sets
 	// the pace. The target is met only where both are.
 	{
-		measured, med, err := syncNoneRounds(ctx, sub("none"), rounds, n, step)
+		measured, med, err := syncNoneRounds(ctx, sub("none"), rounds, n, step, left)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +337,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 			if err != nil {
 				return nil, err
 			}
-			onShm, shmMed, err := syncNoneRounds(ctx, shm, rounds, n, step)
+			onShm, shmMed, err := syncNoneRounds(ctx, shm, rounds, n, step, left)
 			os.RemoveAll(shm)
 			if err != nil {
 				return nil, err
@@ -383,7 +406,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, er
 		// two-barrier writes at once against four one after another, into
 		// the same shard directories.
 		bare, warmed, err := warmedBare(s, 15*n)
-		defer warmed()
+		left.keep(warmed)
 		if err != nil {
 			return nil, err
 		}
@@ -473,7 +496,7 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 // the floor of any store writing the CAS store's index (indexFloor); it
 // says what it measured and returns the median of the CAS store's speed
 // as a share of the directory store's.
-func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error) (string, float64, error) {
+func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error, left *leftovers) (string, float64, error) {
 	sub := func(name string) string { return freshDir(dir, name) }
 	always := policy.MustStrategies(policy.Default(policy.Always))
 	s, err := store.Open(ctx, sub("cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
@@ -503,7 +526,8 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	if err := os.MkdirAll(dirRun, 0o755); err != nil {
 		return "", 0, err
 	}
-	casBefore, dirBefore, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	casBefore, dirBefore, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	left.keep(removeCosts)
 	if err != nil {
 		return "", 0, err
 	}
@@ -514,16 +538,17 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	// directory's, where making a file can cost ten times a step of
 	// either store.
 	casWarmed, err := warmStore(s.Dir(), 15*n)
-	defer casWarmed()
+	left.keep(casWarmed)
 	if err != nil {
 		return "", 0, err
 	}
 	warmed, err := warmDirs(15*n, 4<<10, dirRun)
-	defer warmed()
+	left.keep(warmed)
 	if err != nil {
 		return "", 0, err
 	}
-	casWarm, dirWarm, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	casWarm, dirWarm, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	left.keep(removeCosts)
 	if err != nil {
 		return "", 0, err
 	}
@@ -542,7 +567,8 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	if err != nil {
 		return "", 0, err
 	}
-	casAfter, dirAfter, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	casAfter, dirAfter, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
+	left.keep(removeCosts)
 	if err != nil {
 		return "", 0, err
 	}

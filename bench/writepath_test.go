@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/index"
 )
 
-// createCosts times new files in both directories, leaves none of them
-// behind, and fails on a directory it cannot write in.
+// createCosts times new files in both directories, keeps them until told
+// to remove them, and fails on a directory it cannot write in, removing
+// what it made.
 func TestCreateCosts(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	ta, tb, err := createCosts(2, 5, 4<<10, a, b)
+	ta, tb, remove, err := createCosts(2, 5, 4<<10, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,18 +26,39 @@ func TestCreateCosts(t *testing.T) {
 		t.Errorf("createCosts = %v, %v; want two positive times", ta, tb)
 	}
 	for _, dir := range []string{a, b} {
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 10 {
+			t.Errorf("%s holds %d entries before the removal, %v; want 10", dir, len(ents), err)
+		}
+	}
+	remove()
+	remove() // a second call is harmless
+	for _, dir := range []string{a, b} {
 		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
-			t.Errorf("%s holds %d entries after, %v; want none", dir, len(ents), err)
+			t.Errorf("%s holds %d entries after the removal, %v; want none", dir, len(ents), err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(a, "kept"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := createCosts(1, 3, 10, a, filepath.Join(b, "missing")); err == nil {
+	if _, _, _, err := createCosts(1, 3, 10, a, filepath.Join(b, "missing")); err == nil {
 		t.Error("createCosts into a missing directory succeeded")
 	}
 	if ents, _ := os.ReadDir(a); len(ents) != 1 {
 		t.Errorf("after the failed run, %s holds %d entries, want only the file that was there", a, len(ents))
+	}
+}
+
+// leftovers runs every removal it kept, the latest first, once.
+func TestLeftovers(t *testing.T) {
+	var l leftovers
+	var got []int
+	for i := range 3 {
+		l.keep(func() { got = append(got, i) })
+	}
+	l.remove()
+	l.remove()
+	if want := []int{2, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("removals ran %v, want %v", got, want)
 	}
 }
 
