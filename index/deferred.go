@@ -115,7 +115,7 @@ func (x *Index) recordDeferredLocked(ctx context.Context, ps []NewPart, at int64
 		at = x.now().UnixNano()
 	}
 	// The steps staged before these are recorded first, in their order.
-	_, dropped, err := x.foldStaged(context.WithoutCancel(ctx), d.tx, d.r, 0)
+	_, dropped, err := x.foldStaged(context.WithoutCancel(ctx), d.tx, d.r, 0, false)
 	if err != nil {
 		err = fmt.Errorf("record: fold staged steps: %w", x.connError(err))
 		x.endDeferred(err)

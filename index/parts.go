@@ -577,24 +577,26 @@ type beginner interface {
 
 // commitTx runs f in a transaction begun on b and commits it.
 func (x *Index) commitTx(ctx context.Context, b beginner, f func(*sql.Tx) error) error {
-	tx, err := b.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if x.pg {
-		if err := x.lockWrites(ctx, tx); err != nil {
-			tx.Rollback()
-			return err
+	var beginErr error
+	begin := func() (*sql.Tx, error) {
+		tx, err := b.BeginTx(ctx, nil)
+		if err == nil && x.pg {
+			if err = x.lockWrites(ctx, tx); err == nil {
+				err = checkBlobLease(ctx, tx) // see WithBlobLease
+			}
+			if err != nil {
+				tx.Rollback()
+			}
 		}
-		if err := checkBlobLease(ctx, tx); err != nil { // see WithBlobLease
-			tx.Rollback()
-			return err
-		}
+		beginErr = err
+		return tx, err
 	}
 	// No write decides without the steps staged before it (see staged.go).
-	_, dropped, err := x.foldStaged(ctx, tx, x.newRecorder(tx, 0), 0)
-	if err != nil {
-		tx.Rollback()
+	tx, _, dropped, err := x.foldFirst(ctx, begin, 0)
+	switch {
+	case err != nil && err == beginErr:
+		return err
+	case err != nil:
 		return fmt.Errorf("fold staged steps: %w", err)
 	}
 	if err := f(tx); err != nil {

@@ -291,7 +291,15 @@ func (x *Index) insertStaged(ctx context.Context, sts []*queuedStep) error {
 // queued step's is, and the others folded. A failure for want of room, or
 // one the savepoint cannot take back, is err: the caller rolls tx back,
 // and every step stays staged.
-func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts int) (more bool, dropped, err error) {
+//
+// With alone, tx holds nothing before the fold, so that a failed step
+// can be taken back by rolling it back whole: the steps are recorded
+// without a savepoint, whose journal would copy every page they change
+// (for a chunk of hundreds of parts, more pages than SQLite keeps in
+// memory, written to a temporary file), and a step that fails makes err
+// errRefold, for the caller to roll tx back and fold again without alone
+// (see foldFirst).
+func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts int, alone bool) (more bool, dropped, err error) {
 	if x.pg || x.readOnly {
 		return false, nil, nil
 	}
@@ -361,16 +369,24 @@ func (x *Index) foldStaged(ctx context.Context, tx *sql.Tx, r *recorder, parts i
 		}
 		return nil
 	}
-	// Every step under one savepoint; should one fail, each under its own,
-	// so that only the failed one is taken back.
-	err = x.underSavepoint(ctx, tx, r, func() error {
+	recordAll := func() error {
 		for _, s := range steps {
 			if err := record(s); err != nil {
 				return fmt.Errorf("staged row %d, step %d: %w", s.id, s.ps[0].Step, err)
 			}
 		}
 		return nil
-	})
+	}
+	if alone {
+		err = recordAll()
+		if err != nil && !isFull(err) {
+			return false, nil, fmt.Errorf("%w: %w", errRefold, err)
+		}
+	} else {
+		// Every step under one savepoint; should one fail, each under its
+		// own, so that only the failed one is taken back.
+		err = x.underSavepoint(ctx, tx, r, recordAll)
+	}
 	if err != nil && !isFull(err) && !errors.Is(err, errFoldBroken) {
 		mismatched = nil
 		for _, s := range steps {
@@ -435,6 +451,32 @@ func (x *Index) underSavepoint(ctx context.Context, tx *sql.Tx, r *recorder, f f
 // statements: its transaction is in no known state, and is rolled back.
 var errFoldBroken = errors.New("the fold's transaction could not be rolled back to a savepoint")
 
+// errRefold says a fold without savepoints (foldStaged's alone) found a
+// step whose statements fail: its transaction is to be rolled back, and
+// the fold made again with a savepoint for each step.
+var errRefold = errors.New("a staged step failed in a fold without savepoints")
+
+// foldFirst begins a transaction with begin and folds in it, first, the
+// steps staged (at most parts of them, 0 for all; see foldStaged): alone,
+// and, should a step fail, again in a new transaction, each step under a
+// savepoint of its own. It returns the transaction, open, unless err.
+func (x *Index) foldFirst(ctx context.Context, begin func() (*sql.Tx, error), parts int) (tx *sql.Tx, more bool, dropped, err error) {
+	for _, alone := range []bool{true, false} {
+		if tx, err = begin(); err != nil {
+			return nil, false, nil, err
+		}
+		more, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), parts, alone)
+		if err == nil {
+			return tx, more, dropped, nil
+		}
+		tx.Rollback()
+		if !errors.Is(err, errRefold) {
+			break
+		}
+	}
+	return nil, false, nil, err
+}
+
 // foldIfStaged folds the steps staged, if there are any, in a transaction
 // of its own. A read-only index, or one in PostgreSQL, stages and folds
 // nothing.
@@ -470,13 +512,9 @@ func (x *Index) foldChunk(ctx context.Context) (more bool, err error) {
 	err = retryBusy(ctx, x.retry, func() error {
 		x.writeTurn.Lock()
 		defer x.writeTurn.Unlock()
-		tx, err := x.db.BeginTx(ctx, nil)
+		var tx *sql.Tx
+		tx, more, dropped, err = x.foldFirst(ctx, func() (*sql.Tx, error) { return x.db.BeginTx(ctx, nil) }, stagedFoldChunk)
 		if err != nil {
-			return err
-		}
-		more, dropped, err = x.foldStaged(ctx, tx, x.newRecorder(tx, 0), stagedFoldChunk)
-		if err != nil {
-			tx.Rollback()
 			return err
 		}
 		return tx.Commit()

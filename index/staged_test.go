@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -400,6 +401,50 @@ func TestStagedFoldChunkByParts(t *testing.T) {
 	}
 	if n, err := x.Totals(ctx); err != nil || n.Parts != int64(step) {
 		t.Errorf("totals after the chunks: %+v, %v; want %d parts", n, err, step)
+	}
+}
+
+// A step that fails in a background fold's chunk, folded first without
+// savepoints, makes the chunk fold again step by step: that step alone
+// is dropped, and said to be, and the steps beside it are recorded once.
+func TestStagedFoldChunkStepFails(t *testing.T) {
+	if onPostgres(t) {
+		t.Skip("an index in PostgreSQL records at once")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	x := mustOpenQueued(t, path)
+	if _, err := x.db.ExecContext(ctx, `CREATE TRIGGER boom BEFORE INSERT ON parts WHEN NEW.tool = 'boom'
+		BEGIN SELECT RAISE(ABORT, 'no room for this row'); END`); err != nil {
+		t.Fatal(err)
+	}
+	for step, tool := range []string{"t", "boom", "t"} {
+		p := newPart("r", step+1, tool, "c", fmt.Sprint("part ", step+1))
+		st := stagedStep{at: time.Now().UnixNano(), ps: []NewPart{p}, answered: []Recorded{{Key: p.Key, Version: 1}}}
+		if _, err := x.db.ExecContext(ctx, insertStagedSQL, "r", st.at, encodeStaged([]stagedStep{st})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if more, err := x.foldChunk(ctx); err != nil || more {
+		t.Fatalf("foldChunk = %v, %v; want no error and nothing more", more, err)
+	}
+	if err := x.queue.takeLost(); err == nil || !strings.Contains(err.Error(), "no room") || !strings.Contains(err.Error(), "dropped") {
+		t.Errorf("after the chunk, the index says %v; want the failed step's error, saying it was dropped", err)
+	}
+	if rows, _ := stagedCount(t, path); rows != 0 {
+		t.Errorf("%d rows still staged", rows)
+	}
+	ps, err := x.List(ctx, ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	slices.Sort(keys)
+	if want := []string{"r/1_t_c.txt", "r/3_t_c.txt"}; !slices.Equal(keys, want) {
+		t.Errorf("parts = %q, want %q", keys, want)
 	}
 }
 
