@@ -251,3 +251,45 @@ func TestNewFileCostInReport(t *testing.T) {
 		}
 	}
 }
+
+// A real-trace speed is judged by the median of its rounds' ratios, the
+// least printed beside it: one slow round of either store neither makes
+// nor breaks the goal, and the goal without syncs is 0.8 × on a tmpfs.
+func TestRealSpeedByMedian(t *testing.T) {
+	report := func(fs string, cas, dir []float64) *realReport {
+		r := &realReport{Path: "t.jsonl", Rounds: len(cas), FileSystem: fs}
+		for i := range cas {
+			r.Results = append(r.Results,
+				replayResult{Store: storeCASNone, Round: i + 1, Results: 100, Seconds: 1, PerSecond: cas[i]},
+				replayResult{Store: storeDirNone, Round: i + 1, Results: 100, Seconds: 1, PerSecond: dir[i]})
+		}
+		return r
+	}
+	noSync := func(r *realReport) target {
+		for _, x := range r.targets() {
+			if strings.HasSuffix(x.What, "replay throughput without syncs") {
+				return x
+			}
+		}
+		t.Fatal("no target for the throughput without syncs")
+		return target{}
+	}
+	for _, c := range []struct {
+		fs       string
+		cas, dir []float64
+		met      bool
+		measured string
+	}{
+		// Ratios 0.5, 1.2, 1.1: a slow first round.
+		{ext4NoJournal + " (/)", []float64{50, 120, 110}, []float64{100, 100, 100}, true, "1.10 × (median over 3 rounds; least 0.50 ×)"},
+		// Ratios 0.9, 2.0, 0.95.
+		{ext4NoJournal + " (/)", []float64{90, 200, 95}, []float64{100, 100, 100}, false, "0.95 × (median over 3 rounds; least 0.90 ×)"},
+		{"tmpfs (/dev/shm)", []float64{90, 200, 85}, []float64{100, 100, 100}, true, "0.90 × (median over 3 rounds; least 0.85 ×)"},
+		{"tmpfs (/dev/shm)", []float64{70, 200, 75}, []float64{100, 100, 100}, false, "0.75 × (median over 3 rounds; least 0.70 ×)"},
+	} {
+		got := noSync(report(c.fs, c.cas, c.dir))
+		if got.Met != c.met || !strings.HasPrefix(got.Measured, c.measured) {
+			t.Errorf("%s, %v against %v: met %v, %q; want met %v, %q…", c.fs, c.cas, c.dir, got.Met, got.Measured, c.met, c.measured)
+		}
+	}
+}
