@@ -502,9 +502,7 @@ func child(ctx context.Context, role, cfg string, stdout, stderr io.Writer) int 
 		res, err = decoded(ctx, cfg, measureTargets)
 	case "writepath":
 		res, err = decoded(ctx, cfg, func(ctx context.Context, c targetsConfig) ([]target, error) {
-			var left leftovers
-			defer left.remove()
-			return writePathTargets(ctx, c.Dir, c.Quick, &left)
+			return writePathTargets(ctx, c.Dir, c.Quick)
 		})
 	case "scale":
 		res, err = decoded(ctx, cfg, scaleChild)

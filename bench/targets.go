@@ -74,8 +74,6 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 	var out []target
 	add := func(t target) { out = append(out, t) }
 	sub := func(name string) string { return freshDir(c.Dir, name) }
-	var left leftovers
-	defer left.remove()
 	openCAS := func(name string, d cas.Durability) (*cas.Store, error) {
 		return cas.Open(ctx, sub(name), cas.WithCreate(), cas.WithDurability(d))
 	}
@@ -104,9 +102,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		dir := filepath.Join(s.Dir(), cas.BlobsDir)
 		// Both write where thousands of files were made before, as in a
 		// store in use (see warmDirs).
-		warmed, err := warmStore(s.Dir(), 10*n)
-		left.keep(warmed)
-		if err != nil {
+		if err := warmStore(s.Dir(), 10*n); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -208,9 +204,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		// in a store in use (see warmDirs): on ext4 a fresh directory's
 		// files can cost ten times as much to make.
 		warm := 10 * n
-		warmed, err := warmStore(s.Dir(), warm)
-		left.keep(warmed)
-		if err != nil {
+		if err := warmStore(s.Dir(), warm); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -363,7 +357,7 @@ func measureTargets(ctx context.Context, c targetsConfig) ([]target, error) {
 		add(target{fmt.Sprintf("gc, %d blobs, 10 %% garbage", gcBlobs), fmt.Sprintf("< %v", limit),
 			fmt.Sprintf("%v (%d removed)", d.Round(time.Millisecond), g.RemovedBlobs), d.Seconds(), d < limit && g.RemovedBlobs == per})
 	}
-	wp, err := writePathTargets(ctx, sub("write-path"), c.Quick, &left)
+	wp, err := writePathTargets(ctx, sub("write-path"), c.Quick)
 	if err != nil {
 		return nil, fmt.Errorf("write path: %w", err)
 	}

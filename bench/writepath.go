@@ -64,19 +64,10 @@ func turnRatios(rounds, n int, a, b func(i int) error, settle func()) (ratios []
 
 // createCosts returns the median over rounds of the mean time to write a
 // new file of size bytes in a and in b, without a sync, n files a round in
-// each, taking turns, and what removes the files: the caller keeps them
-// until every measure is done (see leftovers), as a file system may make a
-// file much faster, or much slower, on an inode just freed than on a new
-// one, and the stores free none.
-func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration, func(), error) {
+// each, taking turns. The files stay, as everything the write-path
+// targets make does (see writePathTargets).
+func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration, error) {
 	data := make([]byte, size)
-	var names []string
-	remove := func() {
-		for _, name := range names {
-			os.Remove(name)
-		}
-		names = nil
-	}
 	create := func(dir string, r int) (time.Duration, error) {
 		t0 := time.Now()
 		for i := range n {
@@ -84,7 +75,6 @@ func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration
 			if err := os.WriteFile(name, data, 0o644); err != nil {
 				return 0, err
 			}
-			names = append(names, name)
 		}
 		return time.Since(t0) / time.Duration(n), nil
 	}
@@ -92,39 +82,17 @@ func createCosts(rounds, n, size int, a, b string) (time.Duration, time.Duration
 	for r := range rounds {
 		ta, err := create(a, r)
 		if err != nil {
-			remove()
-			return 0, 0, func() {}, err
+			return 0, 0, err
 		}
 		tb, err := create(b, r)
 		if err != nil {
-			remove()
-			return 0, 0, func() {}, err
+			return 0, 0, err
 		}
 		as, bs = append(as, float64(ta)), append(bs, float64(tb))
 	}
 	_, ma := minMedian(as)
 	_, mb := minMedian(bs)
-	return time.Duration(ma), time.Duration(mb), remove, nil
-}
-
-// leftovers gathers what removes the files the measures make beside the
-// stores' own (warming, probes), to run once every measure is done. On an
-// ext4 without a journal, making a file costs many times more for minutes
-// after files near it were removed (the allocator passes over each inode
-// freed lately), and a store's directories lie where the one measured
-// before it had its own: removed between measures, one measure's files
-// would be charged to the next.
-type leftovers []func()
-
-// keep adds a removal to run at the end.
-func (l *leftovers) keep(remove func()) { *l = append(*l, remove) }
-
-// remove runs every removal kept, the latest first, and forgets them.
-func (l *leftovers) remove() {
-	for _, f := range slices.Backward(*l) {
-		f()
-	}
-	*l = nil
+	return time.Duration(ma), time.Duration(mb), nil
 }
 
 // freshDir empties, or makes, the directory name under dir and returns
@@ -139,57 +107,41 @@ func freshDir(dir, name string) string {
 // warmDirs makes n new files of size bytes in each of dirs, in turns, then
 // flushes the file systems (sync(2)), so that the writes measured next
 // neither wait for these bytes nor find the machine's unwritten bytes
-// grown by them; it returns what removes them. It removes what it made
-// when it fails.
-func warmDirs(n, size int, dirs ...string) (func(), error) {
+// grown by them. The files stay (see writePathTargets).
+func warmDirs(n, size int, dirs ...string) error {
 	data := make([]byte, size)
-	var names []string
-	remove := func() {
-		for _, name := range names {
-			os.Remove(name)
-		}
-		names = nil
-	}
 	for i := range n {
 		for _, dir := range dirs {
-			name := filepath.Join(dir, fmt.Sprintf(".warm-%d", i))
-			if err := os.WriteFile(name, data, 0o644); err != nil {
-				remove()
-				return func() {}, err
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf(".warm-%d", i)), data, 0o644); err != nil {
+				return err
 			}
-			names = append(names, name)
 		}
 	}
 	syncAll()
-	return remove, nil
+	return nil
 }
 
 // warmStore warms, with warmDirs, the blobs directory of the store at dir
-// with n files and its shard directories with n between them, and returns
-// what removes them.
-func warmStore(dir string, n int) (func(), error) {
+// with n files and its shard directories with n between them.
+func warmStore(dir string, n int) error {
 	blobs := filepath.Join(dir, cas.BlobsDir)
-	pool, err := warmDirs(n, 4<<10, blobs)
-	if err != nil {
-		return pool, err
+	if err := warmDirs(n, 4<<10, blobs); err != nil {
+		return err
 	}
 	shards := make([]string, 256)
 	for i := range shards {
 		shards[i] = filepath.Join(blobs, fmt.Sprintf("%02x", i))
 	}
-	shard, err := warmDirs(max(1, n/256), 4<<10, shards...)
-	return func() { pool(); shard() }, err
+	return warmDirs(max(1, n/256), 4<<10, shards...)
 }
 
 // warmedBare returns the bare two-barrier write into the shard directories
-// of s (bareInShard), having warmed s with warmStore and n files, and what
-// removes them. Both the store and the bare write then write where
-// thousands of files were made before, as in a store in use (see warmDirs
-// and syncNoneRounds): the store's temp pool in blobs/, the bare write in
-// the shard directories.
-func warmedBare(s *store.Store, n int) (bare func(int) error, warmed func(), err error) {
-	warmed, err = warmStore(s.Dir(), n)
-	return func(i int) error { return bareInShard(s.Dir(), i, nil) }, warmed, err
+// of s (bareInShard), having warmed s with warmStore and n files. Both the
+// store and the bare write then write where thousands of files were made
+// before, as in a store in use (see warmDirs and syncNoneRounds): the
+// store's temp pool in blobs/, the bare write in the shard directories.
+func warmedBare(s *store.Store, n int) (bare func(int) error, err error) {
+	return func(i int) error { return bareInShard(s.Dir(), i, nil) }, warmStore(s.Dir(), n)
 }
 
 // settled returns f followed by a wait for the work it left s to do in the
@@ -239,7 +191,15 @@ func ratioList(xs []float64) string {
 // writePathTargets measures the write path's goals (docs/design.md), each
 // beside its baseline in the same run, taking turns call by call, in
 // rounds; every ratio is given per round, then its worst and median.
-func writePathTargets(ctx context.Context, dir string, quick bool, left *leftovers) ([]target, error) {
+//
+// Nothing it makes in dir is removed (the stores, the files that warm
+// them, the probes), as the real trace's replays keep their stores: on an
+// ext4 without a journal, making a file costs many times more for minutes
+// after files near it were removed (the allocator passes over each inode
+// freed lately), and a store's directories lie where the one measured
+// before it had its own, so that one target's removals would be charged
+// to the next. dir goes with the run's work directory.
+func writePathTargets(ctx context.Context, dir string, quick bool) ([]target, error) {
 	rounds, n := 3, 200
 	if quick {
 		rounds, n = 1, 30
@@ -270,8 +230,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool, left *leftove
 		if err != nil {
 			return nil, err
 		}
-		bare, warmed, err := warmedBare(s, 15*n)
-		left.keep(warmed)
+		bare, err := warmedBare(s, 15*n)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -327,7 +286,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool, left *leftove
 	// then on a tmpfs, where neither a disk nor a directory's history sets
 	// the pace. The target is met only where both are.
 	{
-		measured, med, err := syncNoneRounds(ctx, sub("none"), rounds, n, step, left)
+		measured, med, err := syncNoneRounds(ctx, sub("none"), rounds, n, step)
 		if err != nil {
 			return nil, err
 		}
@@ -337,7 +296,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool, left *leftove
 			if err != nil {
 				return nil, err
 			}
-			onShm, shmMed, err := syncNoneRounds(ctx, shm, rounds, n, step, left)
+			onShm, shmMed, err := syncNoneRounds(ctx, shm, rounds, n, step)
 			os.RemoveAll(shm)
 			if err != nil {
 				return nil, err
@@ -405,8 +364,7 @@ func writePathTargets(ctx context.Context, dir string, quick bool, left *leftove
 		// The file system's own gain from writing at once: four bare
 		// two-barrier writes at once against four one after another, into
 		// the same shard directories.
-		bare, warmed, err := warmedBare(s, 15*n)
-		left.keep(warmed)
+		bare, err := warmedBare(s, 15*n)
 		if err != nil {
 			return nil, err
 		}
@@ -496,7 +454,7 @@ func logFloor(dir string, rounds, n, off int, bare func(int) error) (string, err
 // the floor of any store writing the CAS store's index (indexFloor); it
 // says what it measured and returns the median of the CAS store's speed
 // as a share of the directory store's.
-func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error, left *leftovers) (string, float64, error) {
+func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*hook.Hook, string, int, int) error) (string, float64, error) {
 	sub := func(name string) string { return freshDir(dir, name) }
 	always := policy.MustStrategies(policy.Default(policy.Always))
 	s, err := store.Open(ctx, sub("cas"), store.WithCreate(), store.WithDurability(cas.SyncNone))
@@ -526,8 +484,7 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	if err := os.MkdirAll(dirRun, 0o755); err != nil {
 		return "", 0, err
 	}
-	casBefore, dirBefore, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
-	left.keep(removeCosts)
+	casBefore, dirBefore, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
 	if err != nil {
 		return "", 0, err
 	}
@@ -537,18 +494,13 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	// directory), and the rounds measure that state rather than a fresh
 	// directory's, where making a file can cost ten times a step of
 	// either store.
-	casWarmed, err := warmStore(s.Dir(), 15*n)
-	left.keep(casWarmed)
-	if err != nil {
+	if err := warmStore(s.Dir(), 15*n); err != nil {
 		return "", 0, err
 	}
-	warmed, err := warmDirs(15*n, 4<<10, dirRun)
-	left.keep(warmed)
-	if err != nil {
+	if err := warmDirs(15*n, 4<<10, dirRun); err != nil {
 		return "", 0, err
 	}
-	casWarm, dirWarm, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
-	left.keep(removeCosts)
+	casWarm, dirWarm, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
 	if err != nil {
 		return "", 0, err
 	}
@@ -567,8 +519,7 @@ func syncNoneRounds(ctx context.Context, dir string, rounds, n int, step func(*h
 	if err != nil {
 		return "", 0, err
 	}
-	casAfter, dirAfter, removeCosts, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
-	left.keep(removeCosts)
+	casAfter, dirAfter, err := createCosts(rounds, n/2, 4<<10, casShard, dirRun)
 	if err != nil {
 		return "", 0, err
 	}

@@ -6,19 +6,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/toolcas/toolcas/index"
 )
 
-// createCosts times new files in both directories, keeps them until told
-// to remove them, and fails on a directory it cannot write in, removing
-// what it made.
+// createCosts times new files in both directories, which keep them, and
+// fails on a directory it cannot write in.
 func TestCreateCosts(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	ta, tb, remove, err := createCosts(2, 5, 4<<10, a, b)
+	ta, tb, err := createCosts(2, 5, 4<<10, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,38 +25,11 @@ func TestCreateCosts(t *testing.T) {
 	}
 	for _, dir := range []string{a, b} {
 		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 10 {
-			t.Errorf("%s holds %d entries before the removal, %v; want 10", dir, len(ents), err)
+			t.Errorf("%s holds %d entries, %v; want the 10 files made", dir, len(ents), err)
 		}
 	}
-	remove()
-	remove() // a second call is harmless
-	for _, dir := range []string{a, b} {
-		if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
-			t.Errorf("%s holds %d entries after the removal, %v; want none", dir, len(ents), err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(a, "kept"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, _, err := createCosts(1, 3, 10, a, filepath.Join(b, "missing")); err == nil {
+	if _, _, err := createCosts(1, 3, 10, a, filepath.Join(b, "missing")); err == nil {
 		t.Error("createCosts into a missing directory succeeded")
-	}
-	if ents, _ := os.ReadDir(a); len(ents) != 1 {
-		t.Errorf("after the failed run, %s holds %d entries, want only the file that was there", a, len(ents))
-	}
-}
-
-// leftovers runs every removal it kept, the latest first, once.
-func TestLeftovers(t *testing.T) {
-	var l leftovers
-	var got []int
-	for i := range 3 {
-		l.keep(func() { got = append(got, i) })
-	}
-	l.remove()
-	l.remove()
-	if want := []int{2, 1, 0}; !slices.Equal(got, want) {
-		t.Errorf("removals ran %v, want %v", got, want)
 	}
 }
 
@@ -125,12 +96,11 @@ func TestVerifyMarkdown(t *testing.T) {
 	}
 }
 
-// warmDirs makes its files in every directory and removes them all when
-// told; when it cannot make one, it removes those it made.
+// warmDirs makes its files in every directory, and fails on a directory
+// it cannot write in.
 func TestWarmDirs(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	remove, err := warmDirs(4, 100, a, b)
-	if err != nil {
+	if err := warmDirs(4, 100, a, b); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{a, b} {
@@ -138,18 +108,8 @@ func TestWarmDirs(t *testing.T) {
 			t.Errorf("%s holds %d files, want 4", dir, len(ents))
 		}
 	}
-	remove()
-	remove() // a second call is harmless
-	for _, dir := range []string{a, b} {
-		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-			t.Errorf("%s holds %d files after the removal, want none", dir, len(ents))
-		}
-	}
-	if _, err := warmDirs(3, 10, a, filepath.Join(b, "missing")); err == nil {
+	if err := warmDirs(3, 10, a, filepath.Join(b, "missing")); err == nil {
 		t.Error("warmDirs into a missing directory succeeded")
-	}
-	if ents, _ := os.ReadDir(a); len(ents) != 0 {
-		t.Errorf("after the failed warming, %s holds %d files, want none", a, len(ents))
 	}
 }
 
