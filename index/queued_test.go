@@ -297,6 +297,22 @@ func TestRecordQueuedSeenByOthers(t *testing.T) {
 	}
 }
 
+// listedKeys returns the key of the newest version of every part x lists,
+// sorted.
+func listedKeys(t *testing.T, x *Index) []string {
+	t.Helper()
+	ps, err := x.List(context.Background(), ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // keyRef is a reference by key.
 func keyRef(key string) Ref { return Ref{Kind: RefKey, Key: key} }
 
@@ -350,15 +366,7 @@ func TestRecordQueuedLateFailure(t *testing.T) {
 	if err := x.CommitDeferred(); err != nil {
 		t.Errorf("the failure was told twice: %v", err)
 	}
-	ps, err := x.List(ctx, ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, p := range ps {
-		keys = append(keys, p.Key)
-	}
-	slices.Sort(keys)
+	keys := listedKeys(t, x)
 	want := []string{"run/1_t_a.txt", "run/3_t_c.txt"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("parts = %q, want %q", keys, want)

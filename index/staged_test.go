@@ -434,16 +434,7 @@ func TestStagedFoldChunkStepFails(t *testing.T) {
 	if rows, _ := stagedCount(t, path); rows != 0 {
 		t.Errorf("%d rows still staged", rows)
 	}
-	ps, err := x.List(ctx, ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, p := range ps {
-		keys = append(keys, p.Key)
-	}
-	slices.Sort(keys)
-	if want := []string{"r/1_t_c.txt", "r/3_t_c.txt"}; !slices.Equal(keys, want) {
+	if keys, want := listedKeys(t, x), []string{"r/1_t_c.txt", "r/3_t_c.txt"}; !slices.Equal(keys, want) {
 		t.Errorf("parts = %q, want %q", keys, want)
 	}
 }
